@@ -1,0 +1,54 @@
+// Command devstack is `make run`: the whole stack as local processes, until
+// Ctrl-C. See package devstack for what it starts.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/partnerpay/api/devstack"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	bin := os.Getenv("BIN_DIR")
+	if bin == "" {
+		bin = "bin"
+	}
+	s, err := devstack.Start(ctx, devstack.Options{
+		BinDir:      bin,
+		KeysFile:    os.Getenv("GATEWAY_KEYS_FILE"),
+		RedisURL:    os.Getenv("REDIS_URL"),
+		GatewayAddr: os.Getenv("GATEWAY_ADDR"),
+		Logs:        os.Stderr,
+		Out:         os.Stdout,
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	fmt.Println()
+	fmt.Println("The sandbox is up. Gateway:", s.GatewayURL)
+	if s.SandboxKey != "" {
+		fmt.Println("A sandbox key with every product was issued. It is shown only now; keep it:")
+		fmt.Println()
+		fmt.Println("    export KEY=" + s.SandboxKey)
+		fmt.Println()
+	} else {
+		fmt.Println("Keys file exists; issue another key with: bin/gateway keys issue --file .local/keys.json --id NAME --products bank,fiat --source-chains 84532")
+	}
+	fmt.Println("Try:  curl -s " + s.GatewayURL + "/v1/config -H \"Authorization: Bearer $KEY\"")
+	fmt.Println("Ctrl-C stops everything.")
+	return s.Wait(ctx)
+}

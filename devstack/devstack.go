@@ -1,0 +1,400 @@
+// Package devstack starts the whole stack as local processes: Redis (the
+// given one, a redis-server, or an in-process one), every service binary from
+// a bin directory, and a first sandbox key when there is no keys file. It
+// backs `make run` and the end-to-end tests, so both run the same stack.
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// Service is one binary of the stack.
+type Service struct {
+	Name      string
+	Addr      string // main address, host:port
+	AdminAddr string
+}
+
+// Options configure a stack. Zero values take the defaults of DESIGN §5.
+type Options struct {
+	BinDir      string            // where `make build` put the binaries
+	StateDir    string            // secrets and the default keys file (.local)
+	KeysFile    string            // GATEWAY_KEYS_FILE
+	RedisURL    string            // REDIS_URL; empty: start one
+	GatewayAddr string            // GATEWAY_ADDR
+	Ports       map[string]string // per-service "addr" overrides, e.g. "payout": "127.0.0.1:0"
+	Env         map[string]string // extra environment for every service (QUOTE_TTL, …)
+	Logs        io.Writer         // where service logs go, each line prefixed with its name
+	Out         io.Writer         // what a person should read: the key, the addresses
+}
+
+// Stack is a running stack.
+type Stack struct {
+	GatewayURL string
+	SandboxKey string // set when the stack issued a first key
+	RedisURL   string
+	Services   map[string]*Process
+
+	opts    Options
+	env     []string
+	mini    *miniredis.Miniredis
+	redisPr *Process
+}
+
+// Process is one running binary.
+type Process struct {
+	Service
+	cmd   *exec.Cmd
+	done  chan struct{}
+	logs  *prefixWriter
+	stack *Stack
+}
+
+// The services in start order; the gateway last, once its upstreams answer.
+var serviceOrder = []string{"payout", "gateway"}
+
+var defaults = map[string]Service{
+	"gateway": {Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180"},
+	"payout":  {Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181"},
+}
+
+// Start brings the stack up and waits until every service is healthy.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = ".local"
+	}
+	if opts.KeysFile == "" {
+		opts.KeysFile = filepath.Join(opts.StateDir, "keys.json")
+	}
+	if opts.Logs == nil {
+		opts.Logs = os.Stderr
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Stack{opts: opts, Services: map[string]*Process{}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	if err := s.startRedis(); err != nil {
+		return nil, err
+	}
+	secrets, err := loadSecrets(filepath.Join(opts.StateDir, "secrets.env"))
+	if err != nil {
+		return nil, err
+	}
+	svcs := map[string]Service{}
+	for name, d := range defaults {
+		if name == "gateway" && opts.GatewayAddr != "" {
+			d.Addr = opts.GatewayAddr
+		}
+		if a, ok := opts.Ports[name]; ok {
+			d.Addr = a
+		}
+		if a, ok := opts.Ports[name+"_admin"]; ok {
+			d.AdminAddr = a
+		}
+		svcs[name] = d
+	}
+	env := map[string]string{
+		"REDIS_URL":         s.RedisURL,
+		"GATEWAY_KEYS_FILE": opts.KeysFile,
+		"INTERNAL_TOKEN":    secrets["INTERNAL_TOKEN"],
+		"QUOTE_SECRET":      secrets["QUOTE_SECRET"],
+	}
+	for name, svc := range svcs {
+		up := strings.ToUpper(name)
+		env[up+"_ADDR"] = svc.Addr
+		env[up+"_ADMIN_ADDR"] = svc.AdminAddr
+		env[up+"_URL"] = "http://" + svc.Addr
+	}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	s.env = os.Environ()
+	for k, v := range env {
+		s.env = append(s.env, k+"="+v)
+	}
+	s.GatewayURL = "http://" + svcs["gateway"].Addr
+
+	if _, err := os.Stat(opts.KeysFile); errors.Is(err, os.ErrNotExist) {
+		key, err := s.issueSandboxKey(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.SandboxKey = key
+	}
+	for _, name := range serviceOrder {
+		p, err := s.startProcess(svcs[name])
+		if err != nil {
+			return nil, err
+		}
+		s.Services[name] = p
+		if err := p.WaitHealthy(ctx, 20*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Stack) startRedis() error {
+	if s.opts.RedisURL != "" {
+		s.RedisURL = s.opts.RedisURL
+		return nil
+	}
+	if path, err := exec.LookPath("redis-server"); err == nil {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		p := &Process{Service: Service{Name: "redis", Addr: addr}, stack: s}
+		p.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning")
+		if err := p.start(); err != nil {
+			return err
+		}
+		s.redisPr = p
+		s.RedisURL = "redis://" + addr + "/0"
+		for i := 0; i < 100; i++ {
+			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+				c.Close()
+				fmt.Fprintf(s.opts.Out, "redis: redis-server on %s\n", addr)
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return fmt.Errorf("redis-server on %s did not start", addr)
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return err
+	}
+	s.mini = m
+	s.RedisURL = "redis://" + m.Addr() + "/0"
+	fmt.Fprintf(s.opts.Out, "redis: no REDIS_URL and no redis-server on PATH; using an in-process Redis on %s (state is lost on exit)\n", m.Addr())
+	return nil
+}
+
+// sandboxTokens are every token of the sandbox catalogue, for the first key.
+const sandboxTokens = "84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e,84532:0x808456652fdb597867f38412077A9182bf77359F," +
+	"11155111:0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238,11155111:0x08210F9170F89Ab7658F0B5E3fF39b0E03C594D4"
+
+func (s *Stack) issueSandboxKey(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "gateway"), "keys", "issue",
+		"--file", s.opts.KeysFile, "--id", "sandbox", "--products", "bank,fiat,deposit",
+		"--source-chains", "84532,11155111", "--destination-chains", "84532,11155111",
+		"--tokens", sandboxTokens, "--rate", "10", "--max-execution-usd", "25000")
+	cmd.Env = s.env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("issue the sandbox key: %v: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (s *Stack) startProcess(svc Service) (*Process, error) {
+	p := &Process{Service: svc, stack: s}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Start (re)starts the process with the stack's environment.
+func (p *Process) Start() error {
+	p.cmd = exec.Command(filepath.Join(p.stack.opts.BinDir, p.Name))
+	p.cmd.Env = p.stack.env
+	return p.start()
+}
+
+func (p *Process) start() error {
+	p.logs = &prefixWriter{prefix: fmt.Sprintf("%-8s| ", p.Name), w: p.stack.opts.Logs}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	p.done = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	return nil
+}
+
+// WaitHealthy polls GET /health until it answers 200.
+func (p *Process) WaitHealthy(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	c := &http.Client{Timeout: 500 * time.Millisecond}
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited during start-up (see its log lines above)", p.Name)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if resp, err := c.Get("http://" + p.Addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not become healthy on %s within %s", p.Name, p.Addr, within)
+}
+
+// Stop sends SIGTERM and waits for a graceful exit (SIGKILL after 10 s).
+func (p *Process) Stop() {
+	if p == nil || p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Done is closed when the process exits.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// StopRedis stops the Redis the stack started (for outage tests).
+func (s *Stack) StopRedis() {
+	if s.redisPr != nil {
+		s.redisPr.Stop()
+	}
+	if s.mini != nil {
+		s.mini.Close()
+	}
+}
+
+// Stop stops every process, the gateway first.
+func (s *Stack) Stop() {
+	for i := len(serviceOrder) - 1; i >= 0; i-- {
+		s.Services[serviceOrder[i]].Stop()
+	}
+	s.StopRedis()
+}
+
+// Wait blocks until ctx ends or a service exits, and says which.
+func (s *Stack) Wait(ctx context.Context) error {
+	exited := make(chan string, len(s.Services))
+	for name, p := range s.Services {
+		go func(name string, p *Process) {
+			<-p.done
+			exited <- name
+		}(name, p)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case name := <-exited:
+		return fmt.Errorf("%s exited", name)
+	}
+}
+
+// loadSecrets reads the stack's shared secrets, making them on first use so
+// quote ids stay the same across restarts of `make run`.
+func loadSecrets(path string) (map[string]string, error) {
+	out := map[string]string{}
+	if b, err := os.ReadFile(path); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				out[k] = v
+			}
+		}
+	}
+	changed := false
+	for _, k := range []string{"INTERNAL_TOKEN", "QUOTE_SECRET"} {
+		if out[k] == "" {
+			var b [32]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			out[k] = hex.EncodeToString(b[:])
+			changed = true
+		}
+	}
+	if changed {
+		content := "INTERNAL_TOKEN=" + out["INTERNAL_TOKEN"] + "\nQUOTE_SECRET=" + out["QUOTE_SECRET"] + "\n"
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// prefixWriter writes whole lines, each prefixed, and keeps a copy of them
+// for tests that read a service's log.
+type prefixWriter struct {
+	mu     sync.Mutex
+	prefix string
+	w      io.Writer
+	buf    []byte
+	all    strings.Builder
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := strings.IndexByte(string(p.buf), '\n')
+		if i < 0 {
+			break
+		}
+		line := p.buf[:i+1]
+		p.all.Write(line)
+		fmt.Fprint(p.w, p.prefix+string(line))
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+// Log is everything the process wrote so far.
+func (p *Process) Log() string {
+	p.logs.mu.Lock()
+	defer p.logs.mu.Unlock()
+	return p.logs.all.String()
+}

@@ -1,0 +1,101 @@
+package catalog
+
+import (
+	"testing"
+
+	"github.com/partnerpay/api/pkg/environment"
+)
+
+func TestResolveRail(t *testing.T) {
+	tests := []struct {
+		name, currency, country, forced string
+		want                            string
+		ok                              bool
+	}{
+		{"EUR to Germany takes the fastest SEPA rail", "EUR", "DE", "", "sepa_instant", true},
+		{"EUR to the UK is in the SEPA area", "EUR", "GB", "", "sepa_instant", true},
+		{"forced sepa is honoured", "EUR", "FR", "sepa", "sepa", true},
+		{"forced rail is case-insensitive", "EUR", "FR", "SEPA", "sepa", true},
+		{"EUR outside SEPA goes by swift", "EUR", "US", "", "swift", true},
+		{"USD to the US prefers wire over ach", "USD", "US", "", "wire", true},
+		{"forced ach", "USD", "US", "ach", "ach", true},
+		{"USD abroad goes by swift", "USD", "DE", "", "swift", true},
+		{"swift cannot be forced where a specific rail serves", "USD", "US", "swift", "swift", false},
+		{"GBP to GB is faster payments", "GBP", "GB", "", "faster_payments", true},
+		{"GBP to France is swift", "GBP", "FR", "", "swift", true},
+		{"MXN to Mexico is SPEI", "MXN", "MX", "", "spei", true},
+		{"BRL to Brazil is PIX", "BRL", "BR", "", "pix", true},
+		{"MXN outside Mexico has no route", "MXN", "US", "", "", false},
+		{"JPY has no rail", "JPY", "JP", "", "", false},
+		{"forced rail that does not serve the currency", "EUR", "DE", "pix", "pix", false},
+		{"unknown forced rail", "EUR", "DE", "carrier_pigeon", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ResolveRail(tt.currency, tt.country, tt.forced)
+			if ok != tt.ok || (ok && got.Name != tt.want) {
+				t.Fatalf("ResolveRail(%s,%s,%q) = %q,%v; want %q,%v", tt.currency, tt.country, tt.forced, got.Name, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestCanonicalCountry(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"de", "DE", true}, {"DE", "DE", true}, {"Gb", "GB", true}, {"XK", "XK", true},
+		{"UK", "", false}, {"EU", "", false}, {"ZZ", "", false}, {"FX", "", false},
+		{"SU", "", false}, {"D", "", false}, {"DEU", "", false}, {"", "", false}, {"1A", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := CanonicalCountry(tt.in)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("CanonicalCountry(%q) = %q,%v; want %q,%v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+	if n := len(Countries()); n != 250 {
+		t.Errorf("len(Countries()) = %d, want 249 ISO countries plus XK", n)
+	}
+}
+
+func TestCanonicalCurrency(t *testing.T) {
+	for in, want := range map[string]string{"eur": "EUR", "Usd": "USD", "JPY": "JPY"} {
+		if got, ok := CanonicalCurrency(in); !ok || got != want {
+			t.Errorf("CanonicalCurrency(%q) = %q,%v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"XYZ", "EU", "EURO", "", "12A"} {
+		if _, ok := CanonicalCurrency(in); ok {
+			t.Errorf("CanonicalCurrency(%q) accepted", in)
+		}
+	}
+}
+
+func TestChainsFor(t *testing.T) {
+	sb := ChainsFor(environment.Sandbox)
+	ch, ok := sb.Chain(84532)
+	if !ok || !ch.Testnet {
+		t.Fatalf("sandbox lacks Base Sepolia testnet")
+	}
+	if tok, ok := ch.Token("usdc"); !ok || tok.Address != "0x036CbD53842c5426634e7929541eC2318f3dCF7e" {
+		t.Errorf("Base Sepolia USDC = %+v, %v", tok, ok)
+	}
+	if _, ok := sb.Chain(1); ok {
+		t.Error("sandbox lists Ethereum mainnet")
+	}
+	if sb.Settlement.Chain != 84532 {
+		t.Errorf("sandbox settles on %d", sb.Settlement.Chain)
+	}
+	prod := ChainsFor(environment.Production)
+	for _, c := range prod.List {
+		if c.Testnet {
+			t.Errorf("production lists testnet %d", c.ID)
+		}
+	}
+	if _, ok := prod.Chain(84532); ok {
+		t.Error("production lists Base Sepolia")
+	}
+}

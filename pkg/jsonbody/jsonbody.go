@@ -1,0 +1,147 @@
+// Package jsonbody decodes request bodies strictly: JSON only, at most 1 MiB,
+// one object, no unknown fields, no wrong types. Every refusal is a 400 (413
+// for size) invalid_request that names what is wrong, never an echo of it.
+package jsonbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/partnerpay/api/pkg/envelope"
+)
+
+// MaxBytes is the largest request body the API accepts.
+const MaxBytes = 1 << 20
+
+// MaxChainID is the largest chain id: the largest integer a JSON number holds exactly.
+const MaxChainID = 1<<53 - 1
+
+// IsJSON reports whether a Content-Type header names JSON (parameters such as
+// charset allowed).
+func IsJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// TooLarge is the answer to a body over MaxBytes.
+func TooLarge() *envelope.Error {
+	return envelope.New(http.StatusRequestEntityTooLarge, envelope.CodeInvalidRequest, "Request body is larger than 1 MiB.")
+}
+
+// ErrContentType is the answer to a body that is not declared as JSON.
+var ErrContentType = envelope.InvalidRequest("Content-Type must be application/json.")
+
+// Decode reads r's body into dst, a pointer to a struct.
+func Decode(r *http.Request, dst any) error {
+	if !IsJSON(r.Header.Get("Content-Type")) {
+		return ErrContentType
+	}
+	return decode(http.MaxBytesReader(nil, r.Body, MaxBytes), dst)
+}
+
+// DecodeBytes decodes a body already read, with the same rules.
+func DecodeBytes(b []byte, dst any) error {
+	if len(b) > MaxBytes {
+		return TooLarge()
+	}
+	return decode(bytes.NewReader(b), dst)
+}
+
+func decode(body io.Reader, dst any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return explain(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return TooLarge()
+		}
+		return envelope.InvalidRequest("Request body must hold a single JSON object.")
+	}
+	return nil
+}
+
+func explain(err error) error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+		mbe    *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return TooLarge()
+	case errors.Is(err, io.EOF):
+		return envelope.InvalidRequest("Request body is empty; send a JSON object.")
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return envelope.InvalidRequest("Request body is not valid JSON.")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return envelope.InvalidRequest("Request body must be a JSON object.")
+		}
+		return envelope.InvalidRequest(fmt.Sprintf("Field %q must be %s.", typ.Field, kind(typ.Type)))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no typed error for this; the field name is quoted in the text.
+		return envelope.InvalidRequest("Unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + ".")
+	}
+	var apiErr *envelope.Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	return envelope.InvalidRequest("Request body is not valid JSON.")
+}
+
+func kind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return kind(t.Elem())
+	}
+	return "of another type"
+}
+
+var decimal = regexp.MustCompile(`^\d+(\.\d+)?$`)
+
+// CanonicalDecimal checks a DecimalMajorUnits string and returns it without
+// leading zeros or trailing fractional zeros ("0100.50" → "100.5"), so equal
+// amounts compare equal. ok is false when s is not a decimal string.
+func CanonicalDecimal(s string) (canon string, ok bool) {
+	if len(s) > 64 || !decimal.MatchString(s) {
+		return "", false
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	whole = strings.TrimLeft(whole, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	frac = strings.TrimRight(frac, "0")
+	if frac == "" {
+		return whole, true
+	}
+	return whole + "." + frac, true
+}
+
+// ValidChainID reports whether id is a chain id: > 0 and at most MaxChainID.
+func ValidChainID(id int64) bool { return id > 0 && id <= MaxChainID }

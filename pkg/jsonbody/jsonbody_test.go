@@ -1,0 +1,79 @@
+package jsonbody
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/partnerpay/api/pkg/envelope"
+)
+
+type sample struct {
+	Name  string `json:"name"`
+	Chain int64  `json:"chain"`
+	Inner struct {
+		IBAN string `json:"iban"`
+	} `json:"inner"`
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name, contentType, body string
+		status                  int
+		message                 string
+	}{
+		{"valid object", "application/json", `{"name":"a","chain":84532}`, 0, ""},
+		{"charset parameter is fine", "application/json; charset=utf-8", `{"name":"a"}`, 0, ""},
+		{"wrong content type", "text/plain", `{}`, 400, "Content-Type must be application/json."},
+		{"missing content type", "", `{}`, 400, "Content-Type must be application/json."},
+		{"empty body", "application/json", ``, 400, "Request body is empty; send a JSON object."},
+		{"not json", "application/json", `name=a`, 400, "Request body is not valid JSON."},
+		{"truncated json", "application/json", `{"name":`, 400, "Request body is not valid JSON."},
+		{"unknown field is named", "application/json", `{"name":"a","nmae":"b"}`, 400, `Unknown field "nmae".`},
+		{"unknown nested field is named", "application/json", `{"inner":{"bic":"x"}}`, 400, `Unknown field "bic".`},
+		{"string for integer", "application/json", `{"chain":"84532"}`, 400, `Field "chain" must be an integer.`},
+		{"fraction for integer", "application/json", `{"chain":1.5}`, 400, `Field "chain" must be an integer.`},
+		{"exponent for integer", "application/json", `{"chain":1e3}`, 400, `Field "chain" must be an integer.`},
+		{"integer overflow", "application/json", `{"chain":99999999999999999999}`, 400, `Field "chain" must be an integer.`},
+		{"number for string", "application/json", `{"name":5}`, 400, `Field "name" must be a string.`},
+		{"nested type is named with its path", "application/json", `{"inner":{"iban":1}}`, 400, `Field "inner.iban" must be a string.`},
+		{"array is not an object", "application/json", `[1]`, 400, "Request body must be a JSON object."},
+		{"two objects", "application/json", `{}{}`, 400, "Request body must hold a single JSON object."},
+		{"over 1 MiB", "application/json", `{"name":"` + strings.Repeat("a", MaxBytes) + `"}`, 413, "Request body is larger than 1 MiB."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				r.Header.Set("Content-Type", tt.contentType)
+			}
+			var dst sample
+			err := Decode(r, &dst)
+			if tt.status == 0 {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				return
+			}
+			e, known := envelope.From(err)
+			if !known || e.Status != tt.status || e.Code != envelope.CodeInvalidRequest || e.Message != tt.message {
+				t.Fatalf("Decode error = %+v (known %v); want %d invalid_request %q", e, known, tt.status, tt.message)
+			}
+		})
+	}
+}
+
+func TestCanonicalDecimal(t *testing.T) {
+	good := map[string]string{"100": "100", "100.50": "100.5", "0100.00": "100", "0.01": "0.01", "0": "0", "000": "0"}
+	for in, want := range good {
+		if got, ok := CanonicalDecimal(in); !ok || got != want {
+			t.Errorf("CanonicalDecimal(%q) = %q,%v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "1.", ".5", "-1", "+1", "1e3", "1,5", " 1", "1.2.3", "١٢", strings.Repeat("9", 65)} {
+		if _, ok := CanonicalDecimal(in); ok {
+			t.Errorf("CanonicalDecimal(%q) accepted", in)
+		}
+	}
+}

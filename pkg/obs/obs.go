@@ -1,0 +1,165 @@
+// Package obs is the observability every binary shares: a Prometheus registry
+// with build and environment info, HTTP server metrics by route template, and
+// the admin handler that serves them.
+package obs
+
+import (
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/partnerpay/api/pkg/environment"
+)
+
+// Namespace prefixes every metric of the product.
+const Namespace = "partnerapi"
+
+// NewRegistry returns a registry with Go and process collectors, plus
+// partnerapi_build_info and partnerapi_environment_info for service.
+func NewRegistry(service string, env environment.Name) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	version, revision := buildVersion()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace:   Namespace,
+		Name:        "build_info",
+		Help:        "Build of the running binary; always 1.",
+		ConstLabels: prometheus.Labels{"service": service, "version": version, "revision": revision, "goversion": goVersion()},
+	})
+	build.Set(1)
+	envInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace:   Namespace,
+		Name:        "environment_info",
+		Help:        "Environment derived at boot from the money upstreams; always 1.",
+		ConstLabels: prometheus.Labels{"service": service, "environment": string(env)},
+	})
+	envInfo.Set(1)
+	reg.MustRegister(build, envInfo)
+	return reg
+}
+
+func buildVersion() (version, revision string) {
+	version, revision = "devel", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
+}
+
+func goVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return "unknown"
+}
+
+// HTTPMetrics counts and times a server's requests by route template (the
+// ServeMux pattern, never the raw path), method and status code.
+type HTTPMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight prometheus.Gauge
+}
+
+// NewHTTPMetrics registers the HTTP server metrics on reg.
+func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
+	m := &HTTPMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "http", Name: "requests_total",
+			Help: "HTTP requests answered, by route template, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "http", Name: "request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route template, method and status code.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route", "method", "code"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "http", Name: "requests_in_flight",
+			Help: "HTTP requests being answered.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.inFlight)
+	return m
+}
+
+// Middleware measures next. The route label is the pattern the ServeMux
+// matched ("unmatched" when none did), so ids in paths never become labels.
+func (m *HTTPMetrics) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m.inFlight.Inc()
+		sw := &StatusWriter{ResponseWriter: w}
+		defer func() {
+			m.inFlight.Dec()
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			code := strconv.Itoa(sw.Status())
+			m.requests.WithLabelValues(route, r.Method, code).Inc()
+			m.duration.WithLabelValues(route, r.Method, code).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// StatusWriter remembers the status code written through it.
+type StatusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records the status.
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records an implicit 200.
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Status is the status written, 200 if none was.
+func (w *StatusWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// AdminHandler serves /metrics from reg and /health, for the admin address.
+func AdminHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	return mux
+}

@@ -1,0 +1,111 @@
+// Package partner is the contract between the gateway and the services about
+// who is calling: the identity headers the gateway sets after it has
+// authenticated a key, and the grants a key carries.
+package partner
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/partnerpay/api/pkg/envelope"
+)
+
+// Headers set by the gateway. Clients' copies of any X-Partner-* or
+// X-Internal-* header are stripped before forwarding.
+const (
+	HeaderKeyID         = "X-Partner-Key-Id"
+	HeaderGrants        = "X-Partner-Grants"
+	HeaderInternalToken = "X-Internal-Token"
+	HeaderRequestID     = "X-Request-Id"
+)
+
+// Products a key can carry.
+const (
+	ProductBank    = "bank"
+	ProductFiat    = "fiat"
+	ProductDeposit = "deposit"
+)
+
+// Products lists every product name, for validation.
+var Products = []string{ProductBank, ProductFiat, ProductDeposit}
+
+// Chains are the chains a key may name, per side of a transfer.
+type Chains struct {
+	Source      []int64 `json:"source"`
+	Destination []int64 `json:"destination"`
+}
+
+// Grants are what a key may do. They travel to services as compact JSON in
+// HeaderGrants.
+type Grants struct {
+	Products        []string            `json:"products"`
+	Chains          Chains              `json:"chains"`
+	Tokens          map[string][]string `json:"tokens"`
+	MaxExecutionUSD string              `json:"maxExecutionUsd"`
+}
+
+// HasProduct reports whether the grants include product.
+func (g *Grants) HasProduct(product string) bool { return slices.Contains(g.Products, product) }
+
+// SourceAllowed reports whether the key may send from chain.
+func (g *Grants) SourceAllowed(chain int64) bool { return slices.Contains(g.Chains.Source, chain) }
+
+// DestinationAllowed reports whether the key may deliver to chain.
+func (g *Grants) DestinationAllowed(chain int64) bool {
+	return slices.Contains(g.Chains.Destination, chain)
+}
+
+// TokenAllowed reports whether the key may name token (a contract address,
+// compared case-insensitively) on chain.
+func (g *Grants) TokenAllowed(chain int64, token string) bool {
+	for _, t := range g.Tokens[strconv.FormatInt(chain, 10)] {
+		if strings.EqualFold(t, token) {
+			return true
+		}
+	}
+	return false
+}
+
+// Caller is the authenticated partner key behind a request.
+type Caller struct {
+	KeyID  string
+	Grants Grants
+}
+
+// FromRequest reads the caller the gateway vouched for. A request that reached
+// a service without them did not come through the gateway.
+func FromRequest(r *http.Request) (Caller, error) {
+	id := r.Header.Get(HeaderKeyID)
+	raw := r.Header.Get(HeaderGrants)
+	if id == "" || raw == "" {
+		return Caller{}, envelope.Unauthorized()
+	}
+	var g Grants
+	if err := json.Unmarshal([]byte(raw), &g); err != nil {
+		return Caller{}, envelope.Unauthorized()
+	}
+	return Caller{KeyID: id, Grants: g}, nil
+}
+
+// RequireInternalToken refuses, with 401 unauthorized, every request that does
+// not carry the shared internal token: services only answer the gateway.
+// Paths in open (such as /health) are exempt.
+func RequireInternalToken(token string, next http.Handler, open ...string) http.Handler {
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(open, r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := []byte(r.Header.Get(HeaderInternalToken))
+		if len(want) == 0 || subtle.ConstantTimeCompare(got, want) != 1 {
+			envelope.Write(w, "", envelope.Unauthorized())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,122 @@
+package edge
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
+)
+
+// Metrics are the gateway's own series; label values are resolved once so
+// the per-request path only increments.
+type Metrics struct {
+	refusals         *prometheus.CounterVec
+	refusedMissing   prometheus.Counter
+	refusedMalformed prometheus.Counter
+	refusedUnknown   prometheus.Counter
+	refusedProduct   prometheus.Counter
+
+	decisions        *prometheus.CounterVec
+	allowedRedis     prometheus.Counter
+	limitedRedis     prometheus.Counter
+	allowedLocal     prometheus.Counter
+	limitedLocal     prometheus.Counter
+	fallbackActive   prometheus.Gauge
+	fallbackSwitches prometheus.Counter
+
+	upstreamDuration *prometheus.HistogramVec
+	upstreamErrors   *prometheus.CounterVec
+
+	keysLoaded     prometheus.Gauge
+	reloadFailures prometheus.Counter
+}
+
+// NewMetrics registers the gateway's series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const sub = "gateway"
+	m := &Metrics{
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "auth_refusals_total",
+			Help: "Requests refused by key checks, by reason (missing, malformed, unknown key; product not granted).",
+		}, []string{"reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_decisions_total",
+			Help: "Rate limit decisions, by decision (allowed, limited) and store (redis, local fallback).",
+		}, []string{"decision", "store"}),
+		fallbackActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_fallback_active",
+			Help: "1 while Redis is unavailable and the gateway limits in-process.",
+		}),
+		fallbackSwitches: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_fallback_activations_total",
+			Help: "Times the gateway switched to in-process limiting because Redis failed.",
+		}),
+		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_request_duration_seconds",
+			Help:    "Time for an upstream service to answer, by upstream and status code.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"upstream", "code"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_errors_total",
+			Help: "Upstream calls that failed (unreachable, timed out, or an answer the gateway refused to pass on), by upstream.",
+		}, []string{"upstream"}),
+		keysLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_loaded",
+			Help: "Partner keys in the live set.",
+		}),
+		reloadFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_reload_failures_total",
+			Help: "Keys file reloads that failed; the last good set stayed live.",
+		}),
+	}
+	reg.MustRegister(m.refusals, m.decisions, m.fallbackActive, m.fallbackSwitches,
+		m.upstreamDuration, m.upstreamErrors, m.keysLoaded, m.reloadFailures)
+	m.refusedMissing = m.refusals.WithLabelValues("missing")
+	m.refusedMalformed = m.refusals.WithLabelValues("malformed")
+	m.refusedUnknown = m.refusals.WithLabelValues("unknown")
+	m.refusedProduct = m.refusals.WithLabelValues("permission_denied")
+	m.allowedRedis = m.decisions.WithLabelValues("allowed", "redis")
+	m.limitedRedis = m.decisions.WithLabelValues("limited", "redis")
+	m.allowedLocal = m.decisions.WithLabelValues("allowed", "local")
+	m.limitedLocal = m.decisions.WithLabelValues("limited", "local")
+	return m
+}
+
+// Decided counts a rate limit decision (ratelimit.Observer).
+func (m *Metrics) Decided(d ratelimit.Decision) {
+	switch {
+	case d.Allowed && !d.Local:
+		m.allowedRedis.Inc()
+	case !d.Allowed && !d.Local:
+		m.limitedRedis.Inc()
+	case d.Allowed:
+		m.allowedLocal.Inc()
+	default:
+		m.limitedLocal.Inc()
+	}
+}
+
+// FallbackChanged tracks the in-process fallback (ratelimit.Observer).
+func (m *Metrics) FallbackChanged(active bool) {
+	if active {
+		m.fallbackActive.Set(1)
+		m.fallbackSwitches.Inc()
+		return
+	}
+	m.fallbackActive.Set(0)
+}
+
+// KeysLoaded records the size of the live key set.
+func (m *Metrics) KeysLoaded(n int) { m.keysLoaded.Set(float64(n)) }
+
+// KeysReloadFailed counts a failed reload.
+func (m *Metrics) KeysReloadFailed() { m.reloadFailures.Inc() }
+
+// instrumentUpstream times every call to one upstream.
+func (m *Metrics) instrumentUpstream(upstream string, rt http.RoundTripper) http.RoundTripper {
+	return promhttp.InstrumentRoundTripperDuration(
+		m.upstreamDuration.MustCurryWith(prometheus.Labels{"upstream": upstream}), rt)
+}

@@ -1,0 +1,252 @@
+// Package keycmd is the operator's key tool, run as `gateway keys …`. Each
+// command that makes a key prints it alone on one line of stdout, once: only
+// its fingerprint is written to the keys file.
+package keycmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
+)
+
+const usage = `usage:
+  gateway keys issue  --file F --id ID --products bank,fiat --source-chains 84532
+                      [--destination-chains 84532] [--tokens 84532:0xabc,…]
+                      [--rate 10] [--max-execution-usd 25000]
+  gateway keys rotate --file F --id ID
+  gateway keys revoke --file F --id ID
+  gateway keys list   --file F
+`
+
+// Run executes `keys <args>`. getenv supplies GATEWAY_KEYS_FILE as the
+// default for --file.
+func Run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("keys: a command is required")
+	}
+	cmd, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	file := fs.String("file", getenv("GATEWAY_KEYS_FILE"), "keys file (default $GATEWAY_KEYS_FILE)")
+	id := fs.String("id", "", "key id")
+	var o issueOpts
+	if cmd == "issue" {
+		fs.StringVar(&o.products, "products", "", "comma-separated products: "+strings.Join(partner.Products, ","))
+		fs.StringVar(&o.source, "source-chains", "", "comma-separated chain ids the key may send from")
+		fs.StringVar(&o.destination, "destination-chains", "", "comma-separated chain ids the key may deliver to")
+		fs.StringVar(&o.tokens, "tokens", "", "comma-separated chain:address pairs the key may name")
+		fs.IntVar(&o.rate, "rate", 10, "requests per second")
+		fs.StringVar(&o.maxUSD, "max-execution-usd", "25000", "execution ceiling in USD")
+	}
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("keys %s: unexpected argument %q", cmd, fs.Arg(0))
+	}
+	if *file == "" {
+		return fmt.Errorf("keys %s: --file is required (or set GATEWAY_KEYS_FILE)", cmd)
+	}
+	needID := cmd == "issue" || cmd == "rotate" || cmd == "revoke"
+	if needID && *id == "" {
+		return fmt.Errorf("keys %s: --id is required", cmd)
+	}
+	switch cmd {
+	case "issue":
+		return withFile(*file, func(f *apikey.File) (string, error) { return issue(f, *id, o) }, stdout)
+	case "rotate":
+		return withFile(*file, func(f *apikey.File) (string, error) { return rotate(f, *id) }, stdout)
+	case "revoke":
+		return withFile(*file, func(f *apikey.File) (string, error) { return "", revoke(f, *id) }, stdout)
+	case "list":
+		return list(*file, stdout)
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("keys: unknown command %q", cmd)
+}
+
+type issueOpts struct {
+	products, source, destination, tokens string
+	rate                                  int
+	maxUSD                                string
+}
+
+func issue(f *apikey.File, id string, o issueOpts) (string, error) {
+	if _, exists := f.Find(id); exists {
+		return "", fmt.Errorf("keys issue: id %q exists; use rotate for a new key with the same grants", id)
+	}
+	products := splitList(o.products)
+	if len(products) == 0 {
+		return "", errors.New("keys issue: --products is required: a key without products can do nothing")
+	}
+	src, err := chains(o.source, "--source-chains")
+	if err != nil {
+		return "", err
+	}
+	dst, err := chains(o.destination, "--destination-chains")
+	if err != nil {
+		return "", err
+	}
+	tokens, err := tokenGrants(o.tokens)
+	if err != nil {
+		return "", err
+	}
+	key, err := apikey.Generate()
+	if err != nil {
+		return "", err
+	}
+	f.Keys = append(f.Keys, apikey.Key{
+		ID:          id,
+		Fingerprint: apikey.Fingerprint(key),
+		Grants: partner.Grants{
+			Products:        products,
+			Chains:          partner.Chains{Source: src, Destination: dst},
+			Tokens:          tokens,
+			MaxExecutionUSD: o.maxUSD,
+		},
+		RatePerSecond: o.rate,
+	})
+	return key, nil
+}
+
+func rotate(f *apikey.File, id string) (string, error) {
+	k, ok := f.Find(id)
+	if !ok {
+		return "", fmt.Errorf("keys rotate: no key with id %q", id)
+	}
+	key, err := apikey.Generate()
+	if err != nil {
+		return "", err
+	}
+	k.Fingerprint = apikey.Fingerprint(key)
+	return key, nil
+}
+
+func revoke(f *apikey.File, id string) error {
+	i := slices.IndexFunc(f.Keys, func(k apikey.Key) bool { return k.ID == id })
+	if i < 0 {
+		return fmt.Errorf("keys revoke: no key with id %q", id)
+	}
+	f.Keys = slices.Delete(f.Keys, i, i+1)
+	return nil
+}
+
+func list(path string, stdout io.Writer) error {
+	f, err := apikey.Load(path)
+	if apikey.IsNotExist(err) {
+		f, err = &apikey.File{}, nil
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPRODUCTS\tSOURCE CHAINS\tDESTINATION CHAINS\tRATE/S\tMAX EXECUTION USD\tFINGERPRINT")
+	for _, k := range f.Keys {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s…\n", k.ID, strings.Join(k.Products, ","),
+			joinInts(k.Chains.Source), joinInts(k.Chains.Destination), k.RatePerSecond, k.MaxExecutionUSD,
+			k.Fingerprint[:len("sha256:")+12])
+	}
+	return tw.Flush()
+}
+
+// withFile applies change to the keys file under an exclusive lock, so two
+// operators cannot lose each other's change, saves it atomically, and prints
+// the new key (if any) only once the file is safely written.
+func withFile(path string, change func(*apikey.File) (string, error), stdout io.Writer) error {
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	f, err := apikey.Load(path)
+	if apikey.IsNotExist(err) {
+		f, err = &apikey.File{}, nil
+	}
+	if err != nil {
+		return err
+	}
+	key, err := change(f)
+	if err != nil {
+		return err
+	}
+	if err := f.Save(path); err != nil {
+		return err
+	}
+	if key != "" {
+		_, err = fmt.Fprintln(stdout, key)
+	}
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func chains(s, flagName string) ([]int64, error) {
+	out := []int64{}
+	for _, p := range splitList(s) {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("keys issue: %s: %q is not a chain id", flagName, p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func tokenGrants(s string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, p := range splitList(s) {
+		chain, addr, ok := strings.Cut(p, ":")
+		n, err := strconv.ParseInt(chain, 10, 64)
+		if !ok || err != nil || n <= 0 || !isAddress(addr) {
+			return nil, fmt.Errorf("keys issue: --tokens: %q is not chain:0x<40 hex>", p)
+		}
+		out[chain] = append(out[chain], addr)
+	}
+	return out, nil
+}
+
+func isAddress(s string) bool {
+	if len(s) != 42 || !strings.HasPrefix(s, "0x") {
+		return false
+	}
+	for _, c := range s[2:] {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
+}
+
+func joinInts(xs []int64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,183 @@
+// Package ratelimit applies each key's requests-per-second limit. The bucket
+// lives in Redis (redis_rate's GCRA), shared by every gateway replica. When
+// Redis does not answer within its deadline, requests are not failed: the
+// gateway limits in-process with the same algorithm and rate until Redis
+// answers again.
+package ratelimit
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+)
+
+// Decision is the outcome for one request.
+type Decision struct {
+	Allowed    bool
+	Limit      int
+	Remaining  int
+	ResetAfter time.Duration // until the bucket is full again
+	RetryAfter time.Duration // until the next request may pass; 0 when allowed
+	Local      bool          // decided in-process because Redis was unavailable
+}
+
+// RateLimitHeader is the IETF RateLimit field for d.
+func (d Decision) RateLimitHeader() string {
+	return `"default";r=` + strconv.Itoa(d.Remaining) + `;t=` + strconv.Itoa(ceilSeconds(d.ResetAfter, 0))
+}
+
+// RetryAfterHeader is the Retry-After value: whole seconds, at least 1.
+func (d Decision) RetryAfterHeader() string { return strconv.Itoa(ceilSeconds(d.RetryAfter, 1)) }
+
+func ceilSeconds(d time.Duration, min int) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < min {
+		return min
+	}
+	return s
+}
+
+// Backend is the shared bucket store: redis_rate's Limiter in production.
+type Backend interface {
+	Allow(ctx context.Context, key string, limit redis_rate.Limit) (*redis_rate.Result, error)
+}
+
+// Observer receives every decision, for metrics.
+type Observer interface {
+	Decided(d Decision)
+	FallbackChanged(active bool)
+}
+
+// Limiter decides with Redis, or locally while Redis is unavailable.
+type Limiter struct {
+	backend  Backend
+	timeout  time.Duration
+	recheck  time.Duration
+	local    *Local
+	log      *slog.Logger
+	obs      Observer
+	now      func() time.Time
+	downTill atomic.Int64 // unix nanos before which Redis is not asked
+	fallback atomic.Bool
+}
+
+// Options tune a Limiter.
+type Options struct {
+	// Timeout is Redis's deadline per decision (tens of milliseconds).
+	Timeout time.Duration
+	// Recheck is how long the limiter stays local after a Redis failure before
+	// it asks Redis again, so an outage does not add Timeout to every request.
+	Recheck time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// New returns a Limiter over backend.
+func New(backend Backend, opts Options, log *slog.Logger, obs Observer) *Limiter {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
+	if opts.Recheck <= 0 {
+		opts.Recheck = 500 * time.Millisecond
+	}
+	return &Limiter{
+		backend: backend, timeout: opts.Timeout, recheck: opts.Recheck,
+		local: NewLocal(opts.Now), log: log, obs: obs, now: opts.Now,
+	}
+}
+
+// Allow decides one request of key at rate per second.
+func (l *Limiter) Allow(ctx context.Context, key string, rate int) Decision {
+	d, ok := l.remote(ctx, key, rate)
+	if !ok {
+		d = l.local.Allow(key, rate)
+		d.Local = true
+	}
+	if l.obs != nil {
+		l.obs.Decided(d)
+	}
+	return d
+}
+
+func (l *Limiter) remote(ctx context.Context, key string, rate int) (Decision, bool) {
+	if l.now().UnixNano() < l.downTill.Load() {
+		return Decision{}, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	res, err := l.backend.Allow(rctx, key, redis_rate.PerSecond(rate))
+	if err != nil {
+		if ctx.Err() != nil {
+			// The client went away; that says nothing about Redis.
+			return Decision{}, false
+		}
+		l.downTill.Store(l.now().Add(l.recheck).UnixNano())
+		if l.fallback.CompareAndSwap(false, true) {
+			l.log.Error("rate limit store unavailable; limiting in-process", "err", err)
+			if l.obs != nil {
+				l.obs.FallbackChanged(true)
+			}
+		}
+		return Decision{}, false
+	}
+	if l.fallback.CompareAndSwap(true, false) {
+		l.log.Info("rate limit store answers again; limiting in Redis")
+		if l.obs != nil {
+			l.obs.FallbackChanged(false)
+		}
+	}
+	d := Decision{
+		Allowed:    res.Allowed > 0,
+		Limit:      rate,
+		Remaining:  res.Remaining,
+		ResetAfter: res.ResetAfter,
+	}
+	if !d.Allowed {
+		d.RetryAfter = res.RetryAfter
+	}
+	return d, true
+}
+
+// Local is an in-process GCRA with redis_rate's arithmetic: a burst of rate,
+// one emission every 1/rate seconds.
+type Local struct {
+	mu  sync.Mutex
+	tat map[string]time.Time // theoretical arrival time per key
+	now func() time.Time
+}
+
+// NewLocal returns an empty in-process limiter on clock now.
+func NewLocal(now func() time.Time) *Local {
+	return &Local{tat: make(map[string]time.Time), now: now}
+}
+
+// Allow decides one request of key at rate per second.
+func (l *Local) Allow(key string, rate int) Decision {
+	now := l.now()
+	emission := time.Second / time.Duration(rate)
+	burstOffset := emission * time.Duration(rate)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tat := l.tat[key]
+	if tat.Before(now) {
+		tat = now
+	}
+	newTat := tat.Add(emission)
+	allowAt := newTat.Add(-burstOffset)
+	diff := now.Sub(allowAt)
+	if diff < 0 {
+		return Decision{Limit: rate, Remaining: 0, ResetAfter: tat.Sub(now), RetryAfter: -diff}
+	}
+	l.tat[key] = newTat
+	return Decision{Allowed: true, Limit: rate, Remaining: int(diff / emission), ResetAfter: newTat.Sub(now)}
+}

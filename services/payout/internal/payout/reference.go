@@ -1,0 +1,158 @@
+package payout
+
+import (
+	"context"
+	"slices"
+
+	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// Config is GET /v1/config: what the calling key may do.
+type Config struct {
+	Products          []string        `json:"products"`
+	MaxExecutionUSD   string          `json:"maxExecutionUsd"`
+	Crypto            CryptoGrants    `json:"crypto"`
+	Corridors         Corridors       `json:"corridors"`
+	SettlementNetwork catalog.Network `json:"settlementNetwork"`
+	ReadBack          ReadBack        `json:"readBack"`
+}
+
+// CryptoGrants are the chains and tokens the key may name.
+type CryptoGrants struct {
+	Chains partner.Chains      `json:"chains"`
+	Tokens map[string][]string `json:"tokens"`
+}
+
+// Corridors are the fiat routes open to the key.
+type Corridors struct {
+	Bank []BankCorridor `json:"bank"`
+	Card []CardCorridor `json:"card"`
+}
+
+// BankCorridor is a payout currency and the rails that carry it.
+type BankCorridor struct {
+	FiatCurrency string   `json:"fiatCurrency"`
+	Rails        []string `json:"rails"`
+}
+
+// CardCorridor is a card on/off-ramp route. None is open yet.
+type CardCorridor struct {
+	FiatCurrency string   `json:"fiatCurrency"`
+	Countries    []string `json:"countries"`
+}
+
+// ReadBack says which records can be read again after they were created:
+// asking for a user's virtual account again answers the same bank details.
+type ReadBack struct {
+	VirtualAccounts bool `json:"virtualAccounts"`
+}
+
+// Currencies is GET /v1/currencies: the token catalogue per chain.
+type Currencies struct {
+	Chains         []catalog.Chain `json:"chains"`
+	FiatCurrencies []string        `json:"fiatCurrencies"`
+}
+
+// Limits is GET /v1/limits: the payout rails and their limits.
+type Limits struct {
+	SettlementNotation string      `json:"settlementNotation"`
+	Rails              []RailLimit `json:"rails"`
+}
+
+// RailLimit is one published rail. OtherCountries marks the catch-all rail:
+// it serves every country the other rails do not serve in that currency.
+type RailLimit struct {
+	Rail           string   `json:"rail"`
+	Currencies     []string `json:"currencies"`
+	Countries      []string `json:"countries"`
+	OtherCountries bool     `json:"otherCountries"`
+	Settlement     string   `json:"settlement"`
+	MinAmount      string   `json:"minAmount"`
+	MaxAmount      string   `json:"maxAmount"`
+}
+
+// Countries is GET /v1/countries.
+type Countries struct {
+	Countries []CountryEntry `json:"countries"`
+}
+
+// CountryEntry is a country and the payout rails that reach it, fastest first.
+type CountryEntry struct {
+	Code        string   `json:"code"`
+	Name        string   `json:"name"`
+	PayoutRails []string `json:"payoutRails"`
+}
+
+var (
+	limits = func() Limits {
+		l := Limits{SettlementNotation: catalog.SettlementNotation}
+		for _, r := range catalog.Rails() {
+			countries := r.CountryList()
+			l.Rails = append(l.Rails, RailLimit{
+				Rail: r.Name, Currencies: r.Currencies, Countries: nonNil(countries),
+				OtherCountries: countries == nil, Settlement: r.Settlement,
+				MinAmount: r.MinAmount, MaxAmount: r.MaxAmount,
+			})
+		}
+		return l
+	}()
+	countries = func() Countries {
+		var out Countries
+		for _, c := range catalog.Countries() {
+			out.Countries = append(out.Countries, CountryEntry{Code: c.Code, Name: c.Name, PayoutRails: nonNil(catalog.CountryRails(c.Code))})
+		}
+		return out
+	}()
+	bankCorridors = func() []BankCorridor {
+		var out []BankCorridor
+		for _, cur := range catalog.PayoutCurrencies() {
+			bc := BankCorridor{FiatCurrency: cur}
+			for _, r := range catalog.Rails() {
+				if slices.Contains(r.Currencies, cur) {
+					bc.Rails = append(bc.Rails, r.Name)
+				}
+			}
+			out = append(out, bc)
+		}
+		return out
+	}()
+)
+
+func (s *service) Config(_ context.Context, caller partner.Caller) Config {
+	g := caller.Grants
+	c := Config{
+		Products:        nonNil(g.Products),
+		MaxExecutionUSD: g.MaxExecutionUSD,
+		Crypto: CryptoGrants{
+			Chains: partner.Chains{Source: nonNil(g.Chains.Source), Destination: nonNil(g.Chains.Destination)},
+			Tokens: g.Tokens,
+		},
+		Corridors:         Corridors{Bank: []BankCorridor{}, Card: []CardCorridor{}},
+		SettlementNetwork: s.chains.Settlement,
+		ReadBack:          ReadBack{VirtualAccounts: true},
+	}
+	if c.Crypto.Tokens == nil {
+		c.Crypto.Tokens = map[string][]string{}
+	}
+	if g.HasProduct(partner.ProductBank) {
+		c.Corridors.Bank = bankCorridors
+	}
+	return c
+}
+
+func (s *service) Currencies(context.Context) Currencies {
+	return Currencies{Chains: s.chains.List, FiatCurrencies: catalog.PayoutCurrencies()}
+}
+
+func (s *service) Limits(context.Context) Limits { return limits }
+
+func (s *service) Countries(context.Context) Countries { return countries }
+
+// nonNil makes an absent list encode as [] rather than null.
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
