@@ -20,10 +20,6 @@ import (
 	"github.com/partnerpay/api/pkg/serve"
 )
 
-// HeaderErrorCode tells the gateway the wire code of an error answer, for its
-// log line; the gateway strips it (every X-Internal-* header) before the client.
-const HeaderErrorCode = "X-Internal-Error-Code"
-
 type requestIDKey struct{}
 
 // RequestID is the X-Request-Id of the request ctx belongs to.
@@ -51,7 +47,7 @@ func ErrorEncoder(log *slog.Logger) httptransport.ErrorEncoder {
 		if !known {
 			log.ErrorContext(ctx, "internal error", "err", err, "request_id", RequestID(ctx))
 		}
-		w.Header().Set(HeaderErrorCode, e.Code)
+		w.Header().Set(partner.HeaderErrorCode, e.Code)
 		envelope.Write(w, "", e)
 	}
 }
@@ -82,7 +78,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 func Wrap(mux *http.ServeMux, env environment.Name, token string) http.Handler {
 	mux.HandleFunc("GET /health", serve.Health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(HeaderErrorCode, envelope.CodeNotFound)
+		w.Header().Set(partner.HeaderErrorCode, envelope.CodeNotFound)
 		envelope.Write(w, "", envelope.NotFound())
 	})
 	guarded := partner.RequireInternalToken(token, mux, "/health")

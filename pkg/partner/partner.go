@@ -21,6 +21,10 @@ const (
 	HeaderGrants        = "X-Partner-Grants"
 	HeaderInternalToken = "X-Internal-Token"
 	HeaderRequestID     = "X-Request-Id"
+	// HeaderErrorCode tells the gateway the wire code of a service's error
+	// answer, for its log line; like every X-Internal-* header it never
+	// reaches the client.
+	HeaderErrorCode = "X-Internal-Error-Code"
 )
 
 // Products a key can carry.

@@ -169,4 +169,3 @@ func redactURL(raw string) string {
 	}
 	return u.Redacted()
 }
-

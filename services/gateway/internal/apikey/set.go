@@ -7,16 +7,19 @@ import (
 	"strconv"
 )
 
-// Entry is a key as the gateway serves it, with the headers it forwards
-// already encoded, so the per-request path only copies strings.
+// Entry is a key as the gateway serves it, with the header values it sends
+// already built, so the per-request path allocates none of them. The value
+// slices are shared: they have len == cap, so an append elsewhere copies.
 type Entry struct {
 	ID            string
 	RatePerSecond int
 	Key           Key
-	// GrantsHeader is the X-Partner-Grants value: the grants as compact JSON.
-	GrantsHeader string
-	// PolicyHeader is the RateLimit-Policy value.
-	PolicyHeader string
+	// IDValue is the X-Partner-Key-Id value.
+	IDValue []string
+	// GrantsValue is the X-Partner-Grants value: the grants as compact JSON.
+	GrantsValue []string
+	// PolicyValue is the RateLimit-Policy value.
+	PolicyValue []string
 }
 
 // HasProduct reports whether the key carries product.
@@ -40,8 +43,9 @@ func NewSet(f *File) *Set {
 			ID:            k.ID,
 			RatePerSecond: k.RatePerSecond,
 			Key:           k,
-			GrantsHeader:  string(g),
-			PolicyHeader:  `"default";q=` + strconv.Itoa(k.RatePerSecond) + `;w=1`,
+			IDValue:       []string{k.ID},
+			GrantsValue:   []string{string(g)},
+			PolicyValue:   []string{`"default";q=` + strconv.Itoa(k.RatePerSecond) + `;w=1`},
 		}
 	}
 	return s

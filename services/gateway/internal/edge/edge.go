@@ -50,15 +50,14 @@ type Config struct {
 
 // Gateway is the edge handler.
 type Gateway struct {
-	env      environment.Name
-	keys     Keys
-	limiter  Limiter
-	log      *slog.Logger
-	metrics  *Metrics
-	splicer  splicer
-	token    string
-	routes   map[string]map[string]*route // path → method → route
-	notFound []byte
+	env     environment.Name
+	keys    Keys
+	limiter Limiter
+	log     *slog.Logger
+	metrics *Metrics
+	splicer splicer
+	token   []string                     // the X-Internal-Token value
+	routes  map[string]map[string]*route // path → method → route
 }
 
 type route struct {
@@ -84,7 +83,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{
 		env: cfg.Env, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
-		splicer: newSplicer(cfg.Env), token: cfg.InternalToken,
+		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
 		routes: make(map[string]map[string]*route),
 	}
 	proxies := make(map[string]*httputil.ReverseProxy)
@@ -136,14 +135,22 @@ func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTrippe
 				}
 			}
 			h.Del("Authorization") // the key stops at the edge
-			h[partner.HeaderKeyID] = []string{c.entry.ID}
-			h[partner.HeaderGrants] = []string{c.entry.GrantsHeader}
-			h[partner.HeaderInternalToken] = []string{g.token}
+			h[partner.HeaderKeyID] = c.entry.IDValue
+			h[partner.HeaderGrants] = c.entry.GrantsValue
+			h[partner.HeaderInternalToken] = g.token
 			h[partner.HeaderRequestID] = []string{c.requestID}
 		},
 		Transport:  rt,
 		BufferPool: bufferPool,
 		ModifyResponse: func(resp *http.Response) error {
+			if code := resp.Header.Get(partner.HeaderErrorCode); code != "" {
+				resp.Request.Context().Value(ctxKey{}).(*call).code = code
+			}
+			for name := range resp.Header {
+				if strings.HasPrefix(name, "X-Internal-") {
+					delete(resp.Header, name)
+				}
+			}
 			resp.Header.Del(partner.HeaderRequestID) // the gateway already set its own
 			return g.splicer.stamp(resp, g.env)
 		},
@@ -226,7 +233,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 
 	d := g.limiter.Allow(r.Context(), entry.ID, entry.RatePerSecond)
 	h := w.Header()
-	h["Ratelimit-Policy"] = []string{entry.PolicyHeader}
+	h["Ratelimit-Policy"] = entry.PolicyValue
 	h["Ratelimit"] = []string{d.RateLimitHeader()}
 	if !d.Allowed {
 		h["Retry-After"] = []string{d.RetryAfterHeader()}

@@ -99,7 +99,7 @@ func New(backend Backend, opts Options, log *slog.Logger, obs Observer) *Limiter
 func (l *Limiter) Allow(ctx context.Context, key string, rate int) Decision {
 	d, ok := l.remote(ctx, key, rate)
 	if !ok {
-		d = l.local.Allow(key, rate)
+		d = l.local.Allow(ctx, key, rate)
 		d.Local = true
 	}
 	if l.obs != nil {
@@ -161,9 +161,9 @@ func NewLocal(now func() time.Time) *Local {
 }
 
 // Allow decides one request of key at rate per second.
-func (l *Local) Allow(key string, rate int) Decision {
+func (l *Local) Allow(_ context.Context, key string, rate int) Decision {
 	now := l.now()
-	emission := time.Second / time.Duration(rate)
+	emission := max(time.Second/time.Duration(rate), 1)
 	burstOffset := emission * time.Duration(rate)
 
 	l.mu.Lock()

@@ -46,7 +46,9 @@ func (m *instrumenting) Quote(ctx context.Context, caller partner.Caller, req Qu
 	return q, err
 }
 
-func (m *instrumenting) Config(ctx context.Context, c partner.Caller) Config { return m.next.Config(ctx, c) }
-func (m *instrumenting) Currencies(ctx context.Context) Currencies        { return m.next.Currencies(ctx) }
-func (m *instrumenting) Limits(ctx context.Context) Limits                { return m.next.Limits(ctx) }
-func (m *instrumenting) Countries(ctx context.Context) Countries          { return m.next.Countries(ctx) }
+func (m *instrumenting) Config(ctx context.Context, c partner.Caller) Config {
+	return m.next.Config(ctx, c)
+}
+func (m *instrumenting) Currencies(ctx context.Context) Currencies { return m.next.Currencies(ctx) }
+func (m *instrumenting) Limits(ctx context.Context) Limits         { return m.next.Limits(ctx) }
+func (m *instrumenting) Countries(ctx context.Context) Countries   { return m.next.Countries(ctx) }

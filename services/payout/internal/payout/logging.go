@@ -43,6 +43,6 @@ func (l *logging) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 }
 
 func (l *logging) Config(ctx context.Context, c partner.Caller) Config { return l.next.Config(ctx, c) }
-func (l *logging) Currencies(ctx context.Context) Currencies        { return l.next.Currencies(ctx) }
-func (l *logging) Limits(ctx context.Context) Limits                { return l.next.Limits(ctx) }
-func (l *logging) Countries(ctx context.Context) Countries          { return l.next.Countries(ctx) }
+func (l *logging) Currencies(ctx context.Context) Currencies           { return l.next.Currencies(ctx) }
+func (l *logging) Limits(ctx context.Context) Limits                   { return l.next.Limits(ctx) }
+func (l *logging) Countries(ctx context.Context) Countries             { return l.next.Countries(ctx) }

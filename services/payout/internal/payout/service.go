@@ -241,4 +241,3 @@ func isLetters(s string, n int) bool {
 	}
 	return true
 }
-

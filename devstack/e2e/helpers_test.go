@@ -1,0 +1,277 @@
+// Package e2e drives the stack that `make run` starts, as real processes
+// with a real redis-server, through the gateway, as a partner would.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/devstack"
+	"github.com/partnerpay/api/pkg/redistest"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := 1
+	if err := build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build compiles every service once for the whole run.
+func build(dir string) error {
+	for _, svc := range []string{"gateway", "payout"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, svc), "./cmd/"+svc)
+		cmd.Dir = filepath.Join("..", "..", "services", svc)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", svc, err, out)
+		}
+	}
+	return nil
+}
+
+// stack is a running stack for one test.
+type stack struct {
+	*devstack.Stack
+	t        *testing.T
+	keysFile string
+	redis    *redistest.Server
+	logs     *syncBuffer
+}
+
+type stackOption func(*devstack.Options)
+
+func withEnv(k, v string) stackOption {
+	return func(o *devstack.Options) { o.Env[k] = v }
+}
+
+// withFirstRunKey starts the stack the way a newcomer's `make run` does:
+// no keys file, so the stack issues a sandbox key with every product.
+func withFirstRunKey() stackOption {
+	return func(o *devstack.Options) { o.Env["e2e.firstrun"] = "1" }
+}
+
+// startStack starts the stack on free ports with its own redis-server and
+// an empty keys file; it stops when the test ends.
+func startStack(t *testing.T, opts ...stackOption) *stack {
+	t.Helper()
+	dir := t.TempDir()
+	rs := redistest.Start(t)
+	logs := &syncBuffer{}
+	o := devstack.Options{
+		BinDir:   binDir,
+		StateDir: dir,
+		KeysFile: filepath.Join(dir, "keys.json"),
+		RedisURL: rs.URL(),
+		Ports:    map[string]string{},
+		Env:      map[string]string{"KEYS_RELOAD_INTERVAL": "100ms"},
+		Logs:     logs,
+	}
+	for _, svc := range []string{"gateway", "payout"} {
+		o.Ports[svc] = freeAddr(t)
+		o.Ports[svc+"_admin"] = freeAddr(t)
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.Env["e2e.firstrun"] != "" {
+		delete(o.Env, "e2e.firstrun")
+	} else if err := os.WriteFile(o.KeysFile, []byte(`{"keys":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := devstack.Start(ctx, o)
+	if err != nil {
+		t.Fatalf("start stack: %v\n%s", err, logs.String())
+	}
+	st := &stack{Stack: s, t: t, keysFile: o.KeysFile, redis: rs, logs: logs}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("stack logs:\n%s", logs.String())
+		}
+	})
+	return st
+}
+
+func freeAddr(t *testing.T) string {
+	return fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+}
+
+// keys runs `gateway keys …` against the stack's keys file and returns stdout.
+func (s *stack) keys(args ...string) string {
+	s.t.Helper()
+	full := append([]string{"keys", args[0], "--file", s.keysFile}, args[1:]...)
+	cmd := exec.Command(filepath.Join(binDir, "gateway"), full...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		s.t.Fatalf("gateway %s: %v: %s", strings.Join(full, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// issue makes a key and waits until the running gateway accepts it.
+func (s *stack) issue(id string, args ...string) string {
+	s.t.Helper()
+	key := s.keys(append([]string{"issue", "--id", id}, args...)...)
+	s.waitFor(func() bool { return s.get("/v1/currencies", key).Status == http.StatusOK })
+	return key
+}
+
+func (s *stack) waitFor(cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	s.t.Fatal("condition not met within 3s")
+}
+
+// logged waits up to 3 s for a log line containing want: logs cross a pipe,
+// so a line can arrive after the response it belongs to.
+func (s *stack) logged(want string) bool {
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(s.logs.String(), want) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func (s *stack) do(method, path, key, body string, header ...string) response {
+	s.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.GatewayURL+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] == "" {
+			req.Header.Del(header[i])
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
+}
+
+func (s *stack) get(path, key string) response { return s.do(http.MethodGet, path, key, "") }
+
+func (s *stack) post(path, key, body string) response { return s.do(http.MethodPost, path, key, body) }
+
+// metrics scrapes a service's admin port.
+func (s *stack) metrics(service string) string {
+	s.t.Helper()
+	resp, err := client.Get("http://" + s.Services[service].AdminAddr + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// fieldOrder lists the top-level keys of a JSON object in wire order.
+func fieldOrder(t *testing.T, body string) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("body is not a JSON object: %s", body)
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// errorBody is the exact envelope the gateway must send.
+func errorBody(code, message string) string {
+	return `{"environment":"sandbox","error":{"code":"` + code + `","message":` + quote(message) + `}}`
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	quoteIDPattern = regexp.MustCompile(`^bpq_(\d+)_[0-9a-f]{32}$`)
+	quoteFields    = []string{"environment", "mock", "quoteId", "cryptoAmount", "fiatAmount", "rate", "rail", "estimatedSettlement", "providerFee", "ourFee", "expiresAt"}
+)
+
+type quoteAnswer struct {
+	ID, Rail, Settlement string
+	ExpiresAt            time.Time
+}
+
+// checkQuote asserts a 200 quote is exactly the contract's shape and returns
+// its variable parts.
+func checkQuote(t *testing.T, r response) quoteAnswer {
+	t.Helper()
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d, body %s", r.Status, r.Body)
+	}
+	if got := fieldOrder(t, r.Body); !slices.Equal(got, quoteFields) {
+		t.Fatalf("fields %v, want exactly %v", got, quoteFields)
+	}
+	m := regexp.MustCompile(`"quoteId":"([^"]*)".*"rail":"([^"]*)","estimatedSettlement":"([^"]*)".*"expiresAt":"([^"]*)"`).FindStringSubmatch(r.Body)
+	if m == nil {
+		t.Fatalf("unparseable quote %s", r.Body)
+	}
+	q := quoteAnswer{ID: m[1], Rail: m[2], Settlement: m[3]}
+	if !quoteIDPattern.MatchString(q.ID) {
+		t.Errorf("quoteId %q does not match bpq_<chain>_<32 hex>", q.ID)
+	}
+	var err error
+	if q.ExpiresAt, err = time.Parse(time.RFC3339, m[4]); err != nil || !strings.HasSuffix(m[4], "Z") {
+		t.Errorf("expiresAt %q is not RFC 3339 in UTC", m[4])
+	}
+	want := `{"environment":"sandbox","mock":true,"quoteId":"` + q.ID + `","cryptoAmount":"1234567.89","fiatAmount":"1234567.89","rate":"1234567.89","rail":"` + q.Rail + `","estimatedSettlement":"` + q.Settlement + `","providerFee":"1234567.89","ourFee":"1234567.89","expiresAt":"` + m[4] + `"}`
+	if r.Body != want {
+		t.Errorf("body\n got %s\nwant %s", r.Body, want)
+	}
+	return q
+}
+
+func TestQuote(t *testing.T) {
+	s := startStack(t)
+	acme := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	other := s.issue("other", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	fiatOnly := s.issue("fiatonly", "--products", "fiat", "--source-chains", "84532", "--rate", "1000")
+	sepoliaOnly := s.issue("sepolia", "--products", "bank", "--source-chains", "11155111", "--rate", "1000")
+	const path = "/v1/bank/payout/quote"
+
+	t.Run("prices a payout with the contract's exact shape", func(t *testing.T) {
+		before := time.Now().UTC()
+		q := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`))
+		if q.Rail != "sepa_instant" || q.Settlement != "PT10S" {
+			t.Errorf("rail %s/%s, want sepa_instant/PT10S", q.Rail, q.Settlement)
+		}
+		if !strings.HasPrefix(q.ID, "bpq_84532_") {
+			t.Errorf("quoteId %s does not carry the chain", q.ID)
+		}
+		if d := q.ExpiresAt.Sub(before); d < 58*time.Second || d > 62*time.Second {
+			t.Errorf("expiresAt is %s from now, want the default QUOTE_TTL of 60s", d)
+		}
+	})
+
+	t.Run("quote ids are deterministic per key and request", func(t *testing.T) {
+		base := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
+		a := checkQuote(t, s.post(path, acme, base)).ID
+		if b := checkQuote(t, s.post(path, acme, base)).ID; b != a {
+			t.Errorf("same request, same key: %s then %s", a, b)
+		}
+		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"usdc","chain":84532,"fiatCurrency":"eur","country":"de","cryptoAmount":"0100.00"}`)).ID; b != a {
+			t.Errorf("codes and amounts are canonicalised before hashing: %s vs %s", b, a)
+		}
+		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100","rail":"sepa_instant"}`)).ID; b != a {
+			t.Errorf("forcing the rail an omitted rail resolves to is the same request: %s vs %s", b, a)
+		}
+		if b := checkQuote(t, s.post(path, other, base)).ID; b == a {
+			t.Error("another key got the same quote id")
+		}
+		if b := checkQuote(t, s.post(path, acme, strings.Replace(base, `"100"`, `"101"`, 1))).ID; b == a {
+			t.Error("another amount got the same quote id")
+		}
+		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100"}`)).ID; b == a {
+			t.Error("a fiat amount of 100 got the id of a crypto amount of 100")
+		}
+	})
+
+	t.Run("resolves rails from the published table", func(t *testing.T) {
+		tests := []struct{ body, rail, settlement string }{
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"USD","country":"US","fiatAmount":"250.5"}`, "wire", "PT4H"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"USD","country":"US","cryptoAmount":"1","rail":"ach"}`, "ach", "P1D"},
+			{`{"cryptoCurrency":"EURC","chain":84532,"fiatCurrency":"EUR","country":"FR","cryptoAmount":"1","rail":"SEPA"}`, "sepa", "P1D"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"GB","cryptoAmount":"1"}`, "faster_payments", "PT2H"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"MXN","country":"MX","cryptoAmount":"1"}`, "spei", "PT1M"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"BRL","country":"BR","cryptoAmount":"1"}`, "pix", "PT1M"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"US","cryptoAmount":"1"}`, "swift", "P3D"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"DE","cryptoAmount":"1"}`, "swift", "P3D"},
+		}
+		for _, tt := range tests {
+			q := checkQuote(t, s.post(path, acme, tt.body))
+			if q.Rail != tt.rail || q.Settlement != tt.settlement {
+				t.Errorf("%s: rail %s/%s, want %s/%s", tt.body, q.Rail, q.Settlement, tt.rail, tt.settlement)
+			}
+		}
+	})
+
+	t.Run("refuses each error row of the contract", func(t *testing.T) {
+		tests := []struct {
+			name, key, body string
+			status          int
+			code, message   string
+		}{
+			{"both amounts", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1","fiatAmount":"1"}`,
+				400, "invalid_request", "Send exactly one of cryptoAmount and fiatAmount, not both."},
+			{"neither amount", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE"}`,
+				400, "invalid_request", "Send exactly one of cryptoAmount and fiatAmount."},
+			{"chain not in the catalogue", acme, `{"cryptoCurrency":"USDC","chain":1,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "chain 1 is not in this deployment's catalogue; see GET /v1/currencies."},
+			{"token not on the chain", acme, `{"cryptoCurrency":"USDT","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "cryptoCurrency is not a token on chain 84532; see GET /v1/currencies."},
+			{"country not a known alpha-2 code", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"ZZ","cryptoAmount":"1"}`,
+				400, "invalid_request", "country must be a known ISO 3166-1 alpha-2 country code."},
+			{"country alias UK is not the code GB", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"UK","cryptoAmount":"1"}`,
+				400, "invalid_request", "country must be a known ISO 3166-1 alpha-2 country code."},
+			{"fiatCurrency not three letters", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EURO","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "fiatCurrency must be an ISO 4217 code of three letters."},
+			{"fiatCurrency not ISO 4217", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"XYZ","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "fiatCurrency is not an ISO 4217 currency code."},
+			{"amount not a decimal string", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1e3"}`,
+				400, "invalid_request", `cryptoAmount must be a decimal string in major units greater than zero, such as "100.50".`},
+			{"amount as a JSON number", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":100}`,
+				400, "invalid_request", `Field "cryptoAmount" must be a string.`},
+			{"chain as a string", acme, `{"cryptoCurrency":"USDC","chain":"84532","fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", `Field "chain" must be an integer.`},
+			{"chain with a fraction", acme, `{"cryptoCurrency":"USDC","chain":1.5,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", `Field "chain" must be an integer.`},
+			{"chain in exponent notation", acme, `{"cryptoCurrency":"USDC","chain":1e3,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", `Field "chain" must be an integer.`},
+			{"chain above 2^53-1", acme, `{"cryptoCurrency":"USDC","chain":9007199254740992,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "chain must be a positive integer no greater than 9007199254740991."},
+			{"chain zero", acme, `{"cryptoCurrency":"USDC","chain":0,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "chain is required: a positive integer chain id."},
+			{"negative chain", acme, `{"cryptoCurrency":"USDC","chain":-5,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "chain must be a positive integer no greater than 9007199254740991."},
+			{"unknown field", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1","memo":"x"}`,
+				400, "invalid_request", `Unknown field "memo".`},
+			{"body not JSON", acme, `{"cryptoCurrency":`, 400, "invalid_request", "Request body is not valid JSON."},
+			{"no rail serves the currency", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"JPY","country":"JP","cryptoAmount":"1"}`,
+				400, "no_route", "No payout rail serves JPY to JP; see GET /v1/limits."},
+			{"the forced rail does not serve it", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1","rail":"pix"}`,
+				400, "no_route", "The forced rail does not serve EUR to DE; see GET /v1/limits."},
+			{"an unknown forced rail", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1","rail":"telegraph"}`,
+				400, "no_route", "The forced rail does not serve EUR to DE; see GET /v1/limits."},
+			{"key lacks the bank product", fiatOnly, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				403, "permission_denied", "This key does not carry the bank product."},
+			{"key not enabled for the source chain", sepoliaOnly, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				403, "chain_not_allowed", "This key is not enabled for chain 84532 as a source."},
+			{"chain_not_allowed comes after the catalogue checks", sepoliaOnly, `{"cryptoCurrency":"USDT","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", "cryptoCurrency is not a token on chain 84532; see GET /v1/currencies."},
+			{"no_route comes after chain_not_allowed", sepoliaOnly, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"JPY","country":"JP","cryptoAmount":"1"}`,
+				403, "chain_not_allowed", "This key is not enabled for chain 84532 as a source."},
+			{"unauthorized: unknown key", "pk_" + strings.Repeat("A", 43), `{}`, 401, "unauthorized", "Missing, malformed or unknown API key."},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := s.post(path, tt.key, tt.body)
+				if r.Status != tt.status || r.Body != errorBody(tt.code, tt.message) {
+					t.Fatalf("got %d %s\nwant %d %s", r.Status, r.Body, tt.status, errorBody(tt.code, tt.message))
+				}
+			})
+		}
+	})
+
+	t.Run("an upstream that is down is a 500 internal with no detail", func(t *testing.T) {
+		s.Services["payout"].Stop()
+		r := s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`)
+		want := errorBody("internal", "Internal error; it has been logged.")
+		if r.Status != 500 || r.Body != want {
+			t.Fatalf("got %d %s, want 500 %s", r.Status, r.Body, want)
+		}
+		if !s.logged(`"msg":"upstream failed","service":"gateway","upstream":"payout","err":"dial tcp`) {
+			t.Error("the gateway did not log the upstream failure's detail")
+		}
+		if err := s.Services["payout"].Start(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestQuoteTTLIsConfigurable(t *testing.T) {
+	s := startStack(t, withEnv("QUOTE_TTL", "5s"))
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532")
+	before := time.Now().UTC()
+	q := checkQuote(t, s.post("/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`))
+	if d := q.ExpiresAt.Sub(before); d < 3*time.Second || d > 7*time.Second {
+		t.Errorf("expiresAt is %s from now, want QUOTE_TTL=5s", d)
+	}
+}

@@ -1,0 +1,276 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
+	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
+)
+
+const testKey = "pk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+type staticKeys struct{ set *apikey.Set }
+
+func (k staticKeys) Current() *apikey.Set { return k.set }
+
+func keySet(products ...string) staticKeys {
+	return staticKeys{apikey.NewSet(&apikey.File{Keys: []apikey.Key{{
+		ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 1000,
+		Grants: partner.Grants{Products: products, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"},
+	}}})}
+}
+
+// upstreamFunc is an in-process upstream: a RoundTripper that answers
+// without a network, so tests and benchmarks see the gateway's work alone.
+type upstreamFunc func(*http.Request) *http.Response
+
+func (f upstreamFunc) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return f(r), nil
+}
+
+func answer(status int, env, body string, header ...string) upstreamFunc {
+	return func(r *http.Request) *http.Response {
+		h := http.Header{"Content-Type": {"application/json"}}
+		if env != "" {
+			h.Set("X-Environment", env)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			h.Set(header[i], header[i+1])
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: r}
+	}
+}
+
+func newGateway(t testing.TB, keys Keys, rt http.RoundTripper, log *slog.Logger) *Gateway {
+	t.Helper()
+	return newGatewayWith(t, keys, ratelimit.NewLocal(time.Now), rt, log)
+}
+
+func newGatewayWith(t testing.TB, keys Keys, limiter Limiter, rt http.RoundTripper, log *slog.Logger) *Gateway {
+	t.Helper()
+	u, _ := url.Parse("http://payout.internal")
+	g, err := New(Config{
+		Env: "sandbox", Keys: keys, Limiter: limiter,
+		Upstreams: map[string]*url.URL{UpstreamPayout: u}, Transport: rt,
+		InternalToken: "internal-token-0123456789", Log: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func serveOne(g http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, path, rd)
+	r.Header.Set("Authorization", "Bearer "+testKey)
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	return w
+}
+
+func TestSplicesEnvironmentFirst(t *testing.T) {
+	tests := []struct {
+		name, upstream, want string
+	}{
+		{"object with fields", `{"a":1,"b":"x"}`, `{"environment":"sandbox","a":1,"b":"x"}`},
+		{"empty object", `{}`, `{"environment":"sandbox"}`},
+		{"trailing newline kept", "{\"a\":[1,2]}\n", "{\"environment\":\"sandbox\",\"a\":[1,2]}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGateway(t, keySet("bank"), answer(200, "sandbox", tt.upstream), quiet())
+			w := serveOne(g, "GET", "/v1/limits", "")
+			if w.Code != 200 || w.Body.String() != tt.want {
+				t.Fatalf("got %d %q, want %q", w.Code, w.Body, tt.want)
+			}
+			if cl := w.Header().Get("Content-Length"); cl != strconv.Itoa(len(tt.want)) {
+				t.Errorf("Content-Length %s for %d bytes", cl, len(tt.want))
+			}
+		})
+	}
+}
+
+func TestRefusesUpstreamAnswersItCannotVouchFor(t *testing.T) {
+	const internal = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
+	tests := []struct {
+		name     string
+		upstream upstreamFunc
+		logged   string
+	}{
+		{"another environment", answer(200, "production", `{"a":1}`), `environment \"production\", gateway is \"sandbox\"`},
+		{"no environment", answer(200, "", `{"a":1}`), `environment \"\"`},
+		{"not JSON", answer(200, "sandbox", `{"a":1}`, "Content-Type", "text/html"), `Content-Type \"text/html\"`},
+		{"not an object", answer(200, "sandbox", `[1,2]`), "not a JSON object"},
+		{"not compact", answer(200, "sandbox", `{ "a":1}`), "not compact JSON"},
+		{"empty body", answer(200, "sandbox", ``), "body: EOF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			g := newGateway(t, keySet("bank"), tt.upstream, slog.New(slog.NewJSONHandler(&logs, nil)))
+			w := serveOne(g, "GET", "/v1/limits", "")
+			if w.Code != 500 || w.Body.String() != internal {
+				t.Fatalf("got %d %s", w.Code, w.Body)
+			}
+			if !strings.Contains(logs.String(), tt.logged) {
+				t.Errorf("log lacks %q:\n%s", tt.logged, logs.String())
+			}
+		})
+	}
+}
+
+func TestForwardsIdentityAndStripsClientHeaders(t *testing.T) {
+	var got http.Header
+	up := upstreamFunc(func(r *http.Request) *http.Response {
+		got = r.Header.Clone()
+		return answer(200, "sandbox", `{}`)(r)
+	})
+	g := newGateway(t, keySet("bank"), up, quiet())
+	w := serveOne(g, "GET", "/v1/config", "",
+		"X-Partner-Key-Id", "mallory", "X-Partner-Grants", `{"products":["deposit"]}`,
+		"X-Partner-Anything", "x", "X-Internal-Token", "guess", "X-Internal-Other", "y", "X-Request-Id", "req-1")
+	if w.Code != 200 {
+		t.Fatalf("status %d", w.Code)
+	}
+	want := map[string]string{
+		"X-Partner-Key-Id":   "acme",
+		"X-Partner-Grants":   `{"products":["bank"],"chains":{"source":[84532],"destination":null},"tokens":null,"maxExecutionUsd":"25000"}`,
+		"X-Internal-Token":   "internal-token-0123456789",
+		"X-Request-Id":       "req-1",
+		"X-Partner-Anything": "",
+		"X-Internal-Other":   "",
+		"Authorization":      "",
+		"X-Forwarded-For":    "",
+	}
+	for k, v := range want {
+		if got.Get(k) != v || len(got.Values(k)) > 1 {
+			t.Errorf("upstream %s = %q, want %q", k, got.Values(k), v)
+		}
+	}
+	if w.Header().Get("X-Request-Id") != "req-1" {
+		t.Errorf("X-Request-Id not echoed")
+	}
+}
+
+func TestStripsInternalResponseHeaders(t *testing.T) {
+	g := newGateway(t, keySet("bank"), answer(400, "sandbox", `{"error":{"code":"invalid_request","message":"m"}}`,
+		"X-Internal-Error-Code", "invalid_request", "X-Request-Id", "from-service"), quiet())
+	w := serveOne(g, "GET", "/v1/config", "", "X-Request-Id", "from-client")
+	if w.Header().Get("X-Internal-Error-Code") != "" || w.Header().Get("X-Environment") != "" {
+		t.Errorf("internal headers reached the client: %v", w.Header())
+	}
+	if v := w.Header().Values("X-Request-Id"); len(v) != 1 || v[0] != "from-client" {
+		t.Errorf("X-Request-Id = %q", v)
+	}
+}
+
+func TestLogsOneLinePerRequestWithoutTheKey(t *testing.T) {
+	var logs bytes.Buffer
+	g := newGateway(t, keySet("bank"), answer(400, "sandbox", `{"error":{}}`, "X-Internal-Error-Code", "no_route"),
+		slog.New(slog.NewJSONHandler(&logs, nil)))
+	serveOne(g, "POST", "/v1/bank/payout/quote", `{"cryptoCurrency":"USDC"}`, "X-Request-Id", "r-42")
+	line := logs.String()
+	if strings.Count(line, "\n") != 1 {
+		t.Fatalf("want one line, got:\n%s", line)
+	}
+	for _, want := range []string{`"method":"POST"`, `"route":"POST /v1/bank/payout/quote"`, `"status":400`,
+		`"code":"no_route"`, `"key_id":"acme"`, `"request_id":"r-42"`, `"duration_ms":`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line lacks %s: %s", want, line)
+		}
+	}
+	for _, secret := range []string{testKey, testKey[3:], "Bearer", "USDC"} {
+		if strings.Contains(line, secret) {
+			t.Errorf("log line holds %q: %s", secret, line)
+		}
+	}
+}
+
+func TestUnknownKeyIsRefusedBeforeTheLimiter(t *testing.T) {
+	var called bool
+	u, _ := url.Parse("http://payout.internal")
+	g, _ := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: limiterFunc(func() { called = true }),
+		Upstreams: map[string]*url.URL{UpstreamPayout: u}, Transport: answer(200, "sandbox", `{}`), Log: quiet()})
+	r := httptest.NewRequest("GET", "/v1/config", nil)
+	r.Header.Set("Authorization", "Bearer pk_"+strings.Repeat("B", 43))
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	if w.Code != 401 || called || w.Header().Get("RateLimit") != "" {
+		t.Errorf("status %d, limiter called %v, RateLimit %q", w.Code, called, w.Header().Get("RateLimit"))
+	}
+	if w.Header().Get("WWW-Authenticate") == "" {
+		t.Error("a 401 names its scheme in WWW-Authenticate")
+	}
+}
+
+type limiterFunc func()
+
+func (f limiterFunc) Allow(context.Context, string, int) ratelimit.Decision {
+	f()
+	return ratelimit.Decision{Allowed: true, Limit: 1, Remaining: 0}
+}
+
+func TestEveryRouteNeedsItsUpstream(t *testing.T) {
+	_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: map[string]*url.URL{}, Log: quiet()})
+	if err == nil || !strings.Contains(err.Error(), `upstream "payout"`) {
+		t.Fatalf("New without upstreams: %v", err)
+	}
+}
+
+// BenchmarkQuotePath measures the gateway's whole per-request path for a
+// quote: request id, route lookup, key fingerprint and lookup, limiter call
+// (in-process), RateLimit headers, product and content checks, the reverse
+// proxy with header rewriting, and the environment splice, against an
+// in-process upstream so only the gateway's own work is timed.
+func BenchmarkQuotePath(b *testing.B) {
+	body := `{"mock":true,"quoteId":"bpq_84532_00112233445566778899aabbccddeeff","cryptoAmount":"1234567.89","fiatAmount":"1234567.89","rate":"1234567.89","rail":"sepa_instant","estimatedSettlement":"PT10S","providerFee":"1234567.89","ourFee":"1234567.89","expiresAt":"2026-11-22T05:00:59Z"}`
+	// A clock a second ahead at each call keeps the limiter deciding "allowed"
+	// while doing all of its work.
+	clock := time.Now()
+	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
+	g := newGatewayWith(b, keySet("bank"), ratelimit.NewLocal(tick), answer(200, "sandbox", body), quiet())
+	reqBody := []byte(`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`)
+	r := httptest.NewRequest("POST", "/v1/bank/payout/quote", nil)
+	r.Header.Set("Authorization", "Bearer "+testKey)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-Request-Id", "bench-1")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r.Body = io.NopCloser(bytes.NewReader(reqBody))
+		r.ContentLength = int64(len(reqBody))
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		if w.Code != 200 {
+			b.Fatalf("status %d %s", w.Code, w.Body)
+		}
+	}
+}
