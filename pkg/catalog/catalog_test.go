@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"math/big"
 	"testing"
 
 	"github.com/partnerpay/api/pkg/environment"
@@ -98,4 +99,27 @@ func TestChainsFor(t *testing.T) {
 	if _, ok := prod.Chain(84532); ok {
 		t.Error("production lists Base Sepolia")
 	}
+}
+
+func TestUSDValue(t *testing.T) {
+	tests := []struct{ amount, currency, want string }{
+		{"100", "USD", "100"},
+		{"100", "EUR", "108"},
+		{"0.5", "GBP", "0.635"},
+		{"1000", "MXN", "58"},
+	}
+	for _, tt := range tests {
+		got, ok := USDValue(tt.amount, tt.currency)
+		if !ok || got.FloatString(3) != mustRat(tt.want).FloatString(3) {
+			t.Errorf("USDValue(%s %s) = %v, want %s", tt.amount, tt.currency, got, tt.want)
+		}
+	}
+	if _, ok := USDValue("1", "JPY"); ok {
+		t.Error("a currency without a published rate converted")
+	}
+}
+
+func mustRat(s string) *big.Rat {
+	r, _ := new(big.Rat).SetString(s)
+	return r
 }

@@ -20,6 +20,7 @@ type Route struct {
 // path: anything not listed here is 404 not_found.
 var Routes = []Route{
 	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank},
+	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank},
 	{"GET", "/v1/config", UpstreamPayout, ""},
 	{"GET", "/v1/currencies", UpstreamPayout, ""},
 	{"GET", "/v1/limits", UpstreamPayout, ""},

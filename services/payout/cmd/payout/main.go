@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/payout"
@@ -77,7 +78,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var svc payout.Service = payout.NewService(env, []byte(secret), ttl, quotestore.New(rdb), time.Now)
 	svc = payout.LoggingMiddleware(log)(svc)
 	svc = payout.InstrumentingMiddleware(reg)(svc)
-	h := payout.NewHandler(payout.MakeEndpoints(svc), env, token, log)
+	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, log)
+	h := payout.NewHandler(payout.MakeEndpoints(svc), env, token, idem, log)
 
 	return serve.Run(ctx, log, 10*time.Second,
 		serve.NewServer(addr, obs.NewHTTPMetrics(reg).Middleware(h), log),

@@ -11,6 +11,7 @@ import (
 // Endpoints are the service's operations as go-kit endpoints.
 type Endpoints struct {
 	Quote      endpoint.Endpoint
+	Execute    endpoint.Endpoint
 	Config     endpoint.Endpoint
 	Currencies endpoint.Endpoint
 	Limits     endpoint.Endpoint
@@ -22,12 +23,18 @@ type quoteRequest struct {
 	Body   QuoteRequest
 }
 
+type executeRequest struct {
+	Caller partner.Caller
+	Body   ExecuteRequest
+}
+
 type callerRequest struct{ Caller partner.Caller }
 
 // MakeEndpoints wraps s.
 func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
 		Quote:      makeQuoteEndpoint(s),
+		Execute:    makeExecuteEndpoint(s),
 		Config:     makeConfigEndpoint(s),
 		Currencies: func(ctx context.Context, _ any) (any, error) { return s.Currencies(ctx), nil },
 		Limits:     func(ctx context.Context, _ any) (any, error) { return s.Limits(ctx), nil },
@@ -39,6 +46,13 @@ func makeQuoteEndpoint(s Service) endpoint.Endpoint {
 	return func(ctx context.Context, request any) (any, error) {
 		req := request.(quoteRequest)
 		return s.Quote(ctx, req.Caller, req.Body)
+	}
+}
+
+func makeExecuteEndpoint(s Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(executeRequest)
+		return s.Execute(ctx, req.Caller, req.Body)
 	}
 }
 

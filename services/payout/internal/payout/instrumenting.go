@@ -23,25 +23,41 @@ func InstrumentingMiddleware(reg prometheus.Registerer) Middleware {
 		Help:    "Time to price and store a bank payout quote.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 	})
-	reg.MustRegister(quotes, duration)
-	return func(next Service) Service { return &instrumenting{next: next, quotes: quotes, duration: duration} }
+	payouts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: obs.Namespace, Subsystem: "payout", Name: "executions_total",
+		Help: "Bank payout executions, by outcome (ok or the wire error code).",
+	}, []string{"outcome"})
+	reg.MustRegister(quotes, duration, payouts)
+	return func(next Service) Service {
+		return &instrumenting{next: next, quotes: quotes, duration: duration, payouts: payouts}
+	}
 }
 
 type instrumenting struct {
 	next     Service
 	quotes   *prometheus.CounterVec
 	duration prometheus.Histogram
+	payouts  *prometheus.CounterVec
+}
+
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	e, _ := envelope.From(err)
+	return e.Code
+}
+
+func (m *instrumenting) Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
+	p, err := m.next.Execute(ctx, caller, req)
+	m.payouts.WithLabelValues(outcome(err)).Inc()
+	return p, err
 }
 
 func (m *instrumenting) Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (Quote, error) {
 	start := time.Now()
 	q, err := m.next.Quote(ctx, caller, req)
-	outcome := "ok"
-	if err != nil {
-		e, _ := envelope.From(err)
-		outcome = e.Code
-	}
-	m.quotes.WithLabelValues(outcome).Inc()
+	m.quotes.WithLabelValues(outcome(err)).Inc()
 	m.duration.Observe(time.Since(start).Seconds())
 	return q, err
 }

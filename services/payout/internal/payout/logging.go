@@ -26,20 +26,39 @@ type logging struct {
 
 func (l *logging) Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (q Quote, err error) {
 	defer func(start time.Time) {
-		e, _ := envelope.From(err)
-		code := ""
-		if err != nil {
-			code = e.Code
-		}
 		l.log.LogAttrs(ctx, slog.LevelInfo, "quote",
 			slog.String("key_id", caller.KeyID),
 			slog.Int64("chain", req.Chain),
 			slog.String("rail", q.Rail),
-			slog.String("code", code),
+			slog.String("code", codeOf(err)),
 			slog.String("request_id", kithttp.RequestID(ctx)),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}(time.Now())
 	return l.next.Quote(ctx, caller, req)
+}
+
+// Execute logs key id, quote id, payout id and outcome; never the
+// beneficiary, which is personal data.
+func (l *logging) Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (p Payout, err error) {
+	defer func(start time.Time) {
+		l.log.LogAttrs(ctx, slog.LevelInfo, "payout",
+			slog.String("key_id", caller.KeyID),
+			slog.String("quote_id", req.QuoteID),
+			slog.String("payout_id", p.PayoutID),
+			slog.String("code", codeOf(err)),
+			slog.String("request_id", kithttp.RequestID(ctx)),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	}(time.Now())
+	return l.next.Execute(ctx, caller, req)
+}
+
+// codeOf is the wire code of err, "" for none.
+func codeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	e, _ := envelope.From(err)
+	return e.Code
 }
 
 func (l *logging) Config(ctx context.Context, c partner.Caller) Config { return l.next.Config(ctx, c) }

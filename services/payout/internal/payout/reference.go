@@ -58,6 +58,9 @@ type Currencies struct {
 type Limits struct {
 	SettlementNotation string      `json:"settlementNotation"`
 	Rails              []RailLimit `json:"rails"`
+	// ReferenceRatesUSD value one unit of each payout currency in USD, to
+	// hold a payout against maxExecutionUsd; stablecoins count at par.
+	ReferenceRatesUSD map[string]string `json:"referenceRatesUsd"`
 }
 
 // RailLimit is one published rail. OtherCountries marks the catch-all rail:
@@ -86,7 +89,7 @@ type CountryEntry struct {
 
 var (
 	limits = func() Limits {
-		l := Limits{SettlementNotation: catalog.SettlementNotation}
+		l := Limits{SettlementNotation: catalog.SettlementNotation, ReferenceRatesUSD: catalog.ReferenceRatesUSD}
 		for _, r := range catalog.Rails() {
 			countries := r.CountryList()
 			l.Rails = append(l.Rails, RailLimit{

@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -26,6 +27,7 @@ const MockMoney = "1234567.89"
 // Service is what the payout service does.
 type Service interface {
 	Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (Quote, error)
+	Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error)
 	Config(ctx context.Context, caller partner.Caller) Config
 	Currencies(ctx context.Context) Currencies
 	Limits(ctx context.Context) Limits
@@ -66,6 +68,7 @@ type StoredQuote struct {
 	Owner          string    `json:"owner"`
 	Chain          int64     `json:"chain"`
 	CryptoCurrency string    `json:"cryptoCurrency"`
+	TokenCurrency  string    `json:"tokenCurrency"` // the fiat the token is pegged to
 	FiatCurrency   string    `json:"fiatCurrency"`
 	Country        string    `json:"country"`
 	CryptoAmount   string    `json:"cryptoAmount,omitempty"`
@@ -75,9 +78,19 @@ type StoredQuote struct {
 	ExpiresAt      time.Time `json:"expiresAt"`
 }
 
-// QuoteStore keeps quotes for execution.
+// ErrNotFound is a quote or payout the store does not know.
+var ErrNotFound = errors.New("not found")
+
+// QuoteStore keeps quotes, and the payouts that execute them.
 type QuoteStore interface {
 	Save(ctx context.Context, q StoredQuote) error
+	Get(ctx context.Context, quoteID string) (StoredQuote, error)
+	// PayoutFor returns the payout of a quote, ErrNotFound if none.
+	PayoutFor(ctx context.Context, quoteID string) (StoredPayout, error)
+	// CreatePayout stores p unless the quote already has a payout, and
+	// returns the one that is stored: at most one payout per quote, even when
+	// two executions race.
+	CreatePayout(ctx context.Context, p StoredPayout) (StoredPayout, error)
 }
 
 type service struct {
@@ -101,6 +114,7 @@ func NewService(env environment.Name, secret []byte, ttl time.Duration, store Qu
 // amounts canonical, the rail resolved.
 type canonicalQuote struct {
 	crypto, fiat, country string
+	tokenCurrency         string
 	chain                 int64
 	cryptoAmount          string
 	fiatAmount            string
@@ -115,7 +129,7 @@ func (s *service) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 	id := s.quoteID(caller.KeyID, q)
 	expires := s.now().UTC().Add(s.ttl).Truncate(time.Second)
 	if err := s.store.Save(ctx, StoredQuote{
-		ID: id, Owner: caller.KeyID, Chain: q.chain, CryptoCurrency: q.crypto,
+		ID: id, Owner: caller.KeyID, Chain: q.chain, CryptoCurrency: q.crypto, TokenCurrency: q.tokenCurrency,
 		FiatCurrency: q.fiat, Country: q.country, CryptoAmount: q.cryptoAmount, FiatAmount: q.fiatAmount,
 		Rail: q.rail.Name, Settlement: q.rail.Settlement, ExpiresAt: expires,
 	}); err != nil {
@@ -191,7 +205,7 @@ func (s *service) validate(caller partner.Caller, req QuoteRequest) (canonicalQu
 	if !ok {
 		return q, envelope.InvalidRequest("cryptoCurrency is not a token on chain " + strconv.FormatInt(req.Chain, 10) + "; see GET /v1/currencies.")
 	}
-	q.crypto = token.Symbol
+	q.crypto, q.tokenCurrency = token.Symbol, token.Currency
 	if !caller.Grants.SourceAllowed(req.Chain) {
 		return q, envelope.New(http.StatusForbidden, envelope.CodeChainNotAllowed,
 			"This key is not enabled for chain "+strconv.FormatInt(req.Chain, 10)+" as a source.")

@@ -14,11 +14,46 @@ import (
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-type memStore struct{ saved []StoredQuote }
+type memStore struct {
+	saved   []StoredQuote
+	quotes  map[string]StoredQuote
+	payouts map[string]StoredPayout
+}
 
 func (m *memStore) Save(_ context.Context, q StoredQuote) error {
 	m.saved = append(m.saved, q)
+	if m.quotes == nil {
+		m.quotes = map[string]StoredQuote{}
+	}
+	m.quotes[q.ID] = q
 	return nil
+}
+
+func (m *memStore) Get(_ context.Context, id string) (StoredQuote, error) {
+	q, ok := m.quotes[id]
+	if !ok {
+		return q, ErrNotFound
+	}
+	return q, nil
+}
+
+func (m *memStore) PayoutFor(_ context.Context, id string) (StoredPayout, error) {
+	p, ok := m.payouts[id]
+	if !ok {
+		return p, ErrNotFound
+	}
+	return p, nil
+}
+
+func (m *memStore) CreatePayout(_ context.Context, p StoredPayout) (StoredPayout, error) {
+	if m.payouts == nil {
+		m.payouts = map[string]StoredPayout{}
+	}
+	if old, ok := m.payouts[p.QuoteID]; ok {
+		return old, nil
+	}
+	m.payouts[p.QuoteID] = p
+	return p, nil
 }
 
 var (
@@ -53,7 +88,7 @@ func TestQuoteAnswerAndRecord(t *testing.T) {
 		t.Fatalf("%d quotes stored", len(store.saved))
 	}
 	s := store.saved[0]
-	if s.ID != wantID || s.Owner != "acme" || s.CryptoCurrency != "USDC" || s.FiatCurrency != "EUR" || s.Country != "DE" ||
+	if s.ID != wantID || s.Owner != "acme" || s.CryptoCurrency != "USDC" || s.TokenCurrency != "USD" || s.FiatCurrency != "EUR" || s.Country != "DE" ||
 		s.CryptoAmount != "100.5" || s.FiatAmount != "" || s.Rail != "sepa_instant" || !s.ExpiresAt.Equal(fixedNow.Add(time.Minute).Truncate(time.Second)) {
 		t.Errorf("stored %+v", s)
 	}
@@ -80,14 +115,14 @@ func TestInvalidQuotesStoreNothing(t *testing.T) {
 	}
 }
 
-type brokenStore struct{}
+type brokenStore struct{ memStore }
 
-func (brokenStore) Save(context.Context, StoredQuote) error {
+func (*brokenStore) Save(context.Context, StoredQuote) error {
 	return errors.New("redis: connection refused")
 }
 
 func TestStoreFailureIsInternal(t *testing.T) {
-	_, err := newTestService(brokenStore{}).Quote(context.Background(), acme, QuoteRequest{
+	_, err := newTestService(&brokenStore{}).Quote(context.Background(), acme, QuoteRequest{
 		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("1"),
 	})
 	if e, known := envelope.From(err); known || e.Code != envelope.CodeInternal {
@@ -113,6 +148,6 @@ func BenchmarkQuote(b *testing.B) {
 	}
 }
 
-type discardStore struct{}
+type discardStore struct{ memStore }
 
-func (discardStore) Save(context.Context, StoredQuote) error { return nil }
+func (*discardStore) Save(context.Context, StoredQuote) error { return nil }

@@ -14,11 +14,13 @@ import (
 )
 
 // NewHandler is the service's HTTP API: the routes, the internal token, and
-// the X-Environment stamp the gateway checks.
-func NewHandler(e Endpoints, env environment.Name, internalToken string, log *slog.Logger) http.Handler {
+// the X-Environment stamp the gateway checks. idempotent wraps the creating
+// routes (payout execution).
+func NewHandler(e Endpoints, env environment.Name, internalToken string, idempotent func(http.Handler) http.Handler, log *slog.Logger) http.Handler {
 	opts := kithttp.ServerOptions(log)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/bank/payout/quote", httptransport.NewServer(e.Quote, decodeQuote, kithttp.EncodeJSON, opts...))
+	mux.Handle("POST /v1/bank/payout", idempotent(httptransport.NewServer(e.Execute, decodeExecute, kithttp.EncodeJSON, opts...)))
 	mux.Handle("GET /v1/config", httptransport.NewServer(e.Config, decodeCaller, kithttp.EncodeJSON, opts...))
 	mux.Handle("GET /v1/currencies", httptransport.NewServer(e.Currencies, decodeNothing, kithttp.EncodeJSON, opts...))
 	mux.Handle("GET /v1/limits", httptransport.NewServer(e.Limits, decodeNothing, kithttp.EncodeJSON, opts...))
@@ -36,6 +38,18 @@ func decodeQuote(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return quoteRequest{Caller: caller, Body: body}, nil
+}
+
+func decodeExecute(_ context.Context, r *http.Request) (any, error) {
+	caller, err := partner.FromRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	var body ExecuteRequest
+	if err := jsonbody.Decode(r, &body); err != nil {
+		return nil, err
+	}
+	return executeRequest{Caller: caller, Body: body}, nil
 }
 
 func decodeCaller(_ context.Context, r *http.Request) (any, error) {

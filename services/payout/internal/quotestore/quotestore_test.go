@@ -31,7 +31,7 @@ func TestSaveGetAndRetention(t *testing.T) {
 	if ttl < 23*time.Hour || ttl > 24*time.Hour {
 		t.Errorf("retention %s, want 24h", ttl)
 	}
-	if _, err := s.Get(ctx, "bpq_1_nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, "bpq_1_nope"); !errors.Is(err, payout.ErrNotFound) {
 		t.Errorf("unknown id: %v", err)
 	}
 }

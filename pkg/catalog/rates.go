@@ -1,0 +1,31 @@
+package catalog
+
+import "math/big"
+
+// ReferenceRatesUSD are the published USD values of one unit of each payout
+// currency, used to hold a transfer against a key's maxExecutionUsd.
+// Stablecoins count at par with the currency they are pegged to. They are
+// reference figures for a ceiling, not prices: they change by release.
+var ReferenceRatesUSD = map[string]string{
+	"USD": "1",
+	"EUR": "1.08",
+	"GBP": "1.27",
+	"MXN": "0.058",
+	"BRL": "0.18",
+}
+
+// USDValue converts amount (a decimal string) of currency to USD at the
+// reference rate. ok is false for a currency without a published rate or an
+// amount that is not a decimal.
+func USDValue(amount, currency string) (usd *big.Rat, ok bool) {
+	rate, ok := ReferenceRatesUSD[currency]
+	if !ok {
+		return nil, false
+	}
+	a, ok := new(big.Rat).SetString(amount)
+	if !ok {
+		return nil, false
+	}
+	r, _ := new(big.Rat).SetString(rate)
+	return a.Mul(a, r), true
+}
