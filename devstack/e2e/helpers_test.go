@@ -183,6 +183,9 @@ func (s *stack) do(method, path, key, body string, header ...string) response {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, s.GatewayURL+path, rd)
+	if body != "" {
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	}
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -207,6 +210,9 @@ func (s *stack) do(method, path, key, body string, header ...string) response {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	if err := checkContract(req, []byte(body), resp, b); err != nil {
+		s.t.Errorf("%s %s: %v\nbody: %.300s", method, path, err, b)
 	}
 	return response{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/edge"
 	"github.com/partnerpay/api/services/gateway/internal/keycmd"
@@ -83,7 +84,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	limiter := ratelimit.New(redis_rate.NewLimiter(rdb),
 		ratelimit.Options{Timeout: cfg.redisTimeout}, log, metrics)
 
+	docs, err := apidocs.New()
+	if err != nil {
+		return err
+	}
 	gw, err := edge.New(edge.Config{
+		Docs:          docs,
 		Env:           cfg.env,
 		Keys:          keys,
 		Limiter:       limiter,

@@ -24,6 +24,7 @@ import (
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
@@ -44,6 +45,7 @@ type Config struct {
 	Upstreams     map[string]*url.URL // by upstream name
 	Transport     http.RoundTripper   // shared by every proxy; NewTransport when nil
 	InternalToken string
+	Docs          *apidocs.Docs // the OpenAPI document and reference page; nil: not served
 	Log           *slog.Logger
 	Metrics       *Metrics // nil: not measured
 }
@@ -52,6 +54,7 @@ type Config struct {
 type Gateway struct {
 	env     environment.Name
 	keys    Keys
+	docs    *apidocs.Docs
 	limiter Limiter
 	log     *slog.Logger
 	metrics *Metrics
@@ -82,7 +85,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Transport = NewTransport()
 	}
 	g := &Gateway{
-		env: cfg.Env, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
+		env: cfg.Env, keys: cfg.Keys, docs: cfg.Docs, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
 		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
 		routes: make(map[string]map[string]*route),
 	}
@@ -213,6 +216,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 		return "", ""
 	}
 	if path != "/v1" && !strings.HasPrefix(path, "/v1/") {
+		if g.docs != nil && g.docs.Handle(w, r) {
+			return "", ""
+		}
 		return "", g.refuse(w, envelope.NotFound())
 	}
 	keys := g.keys.Current()

@@ -26,3 +26,7 @@ var Routes = []Route{
 	{"GET", "/v1/limits", UpstreamPayout, ""},
 	{"GET", "/v1/countries", UpstreamPayout, ""},
 }
+
+// PublicRoutes are served without a key or a rate limit, besides GET /health
+// and the documentation routes.
+var PublicRoutes = []string{}

@@ -1,0 +1,151 @@
+package apidocs_test
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/partnerpay/api/services/gateway/internal/apidocs"
+	"github.com/partnerpay/api/services/gateway/internal/edge"
+)
+
+// The spec's tags, in its order.
+var specTags = []string{"Configuration", "Crypto deposits", "Orders", "Cards", "Bank transfers", "Virtual accounts", "Reference", "Sandbox only"}
+
+func load(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(apidocs.Source)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return doc
+}
+
+func TestDocumentIsValid(t *testing.T) {
+	doc := load(t)
+	if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("the document does not validate: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1.") || doc.Info.Version != "1.0.0" {
+		t.Errorf("openapi %s, version %s; want 3.1.x and 1.0.0", doc.OpenAPI, doc.Info.Version)
+	}
+	var tags []string
+	for _, tg := range doc.Tags {
+		tags = append(tags, tg.Name)
+	}
+	if !slices.Equal(tags, specTags) {
+		t.Errorf("tags %v, want the spec's %v", tags, specTags)
+	}
+	if s := doc.Components.SecuritySchemes["bearerAuth"]; s == nil || s.Value.Type != "http" || s.Value.Scheme != "bearer" {
+		t.Error("no bearerAuth scheme")
+	}
+	for _, name := range []string{"ChainId", "IsoCurrency", "IsoCountry", "DecimalMajorUnits", "Environment", "MockFlag", "MockMoney", "ErrorEnvelope"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("shared type %s is missing", name)
+		}
+	}
+	if c := doc.Components.Schemas["ChainId"].Value; *c.Min != 1 || *c.Max != 9007199254740991 {
+		t.Errorf("ChainId bounds %v..%v", *c.Min, *c.Max)
+	}
+}
+
+func TestEveryOperationIsComplete(t *testing.T) {
+	doc := load(t)
+	ids := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			if op.OperationID == "" || ids[op.OperationID] {
+				t.Errorf("%s: missing or duplicate operationId %q", where, op.OperationID)
+			}
+			ids[op.OperationID] = true
+			if len(op.Tags) != 1 || !slices.Contains(specTags, op.Tags[0]) {
+				t.Errorf("%s: tags %v, want one of the spec's", where, op.Tags)
+			}
+			if op.Summary == "" {
+				t.Errorf("%s: no summary", where)
+			}
+			for status, r := range op.Responses.Map() {
+				if r.Value.Description == nil || *r.Value.Description == "" {
+					t.Errorf("%s %s: no description", where, status)
+				}
+				mt := r.Value.Content.Get("application/json")
+				if status[0] == '2' {
+					if mt != nil && mt.Example == nil && len(mt.Examples) == 0 {
+						t.Errorf("%s %s: no example", where, status)
+					}
+					continue
+				}
+				if mt == nil || mt.Schema == nil || mt.Schema.Ref != "#/components/schemas/Error"+status {
+					t.Errorf("%s %s: an error answer must be the ErrorEnvelope of its status (Error%s)", where, status, status)
+				}
+				if mt != nil && mt.Example == nil && len(mt.Examples) == 0 {
+					t.Errorf("%s %s: no example", where, status)
+				}
+			}
+			if !strings.HasPrefix(path, "/v1/") {
+				if op.Security == nil || len(*op.Security) != 0 {
+					t.Errorf("%s: a route outside /v1 needs no key; say so with security: []", where)
+				}
+				continue
+			}
+			for _, status := range []string{"401", "404", "429", "500"} {
+				if op.Responses.Value(status) == nil {
+					t.Errorf("%s: every keyed operation documents %s", where, status)
+				}
+			}
+			if method == "POST" {
+				for _, status := range []string{"400", "413"} {
+					if op.Responses.Value(status) == nil {
+						t.Errorf("%s: every operation with a body documents %s", where, status)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestBankPayoutQuoteHasTheSpecsErrorStatuses(t *testing.T) {
+	op := load(t).Paths.Find("/v1/bank/payout/quote").Post
+	if op.OperationID != "bankPayoutQuote" || op.Tags[0] != "Bank transfers" {
+		t.Fatalf("operation %s under %v", op.OperationID, op.Tags)
+	}
+	var statuses []string
+	for s := range op.Responses.Map() {
+		if s[0] != '2' {
+			statuses = append(statuses, s)
+		}
+	}
+	sort.Strings(statuses)
+	want := []string{"400", "401", "403", "404", "413", "429", "500"}
+	if !slices.Equal(statuses, want) {
+		t.Errorf("error statuses %v, want %v", statuses, want)
+	}
+}
+
+// TestDocumentListsExactlyTheServedRoutes: no endpoint the gateway serves is
+// missing from the document, and the document has no ghost.
+func TestDocumentListsExactlyTheServedRoutes(t *testing.T) {
+	served := []string{"GET /health"}
+	served = append(served, apidocs.Routes...)
+	served = append(served, edge.PublicRoutes...)
+	for _, r := range edge.Routes {
+		served = append(served, r.Method+" "+r.Path)
+	}
+	var documented []string
+	for path, item := range load(t).Paths.Map() {
+		for method := range item.Operations() {
+			documented = append(documented, method+" "+path)
+		}
+	}
+	sort.Strings(served)
+	sort.Strings(documented)
+	if !slices.Equal(served, documented) {
+		t.Errorf("served %v\ndocumented %v", served, documented)
+	}
+}
