@@ -1,8 +1,8 @@
 # The partner payments API. `make run` starts the sandbox stack locally;
 # `make test` is what CI runs.
 SHELL := /bin/bash
-MODULES := pkg services/gateway services/payout devstack
-SERVICES := gateway payout
+MODULES := pkg services/gateway services/payout services/fiat services/consent services/sandboxbank devstack
+SERVICES := gateway payout fiat consent sandboxbank
 BIN := bin
 GO ?= go
 

@@ -67,12 +67,15 @@ type Process struct {
 	stack *Stack
 }
 
-// The services in start order; the gateway last, once its upstreams answer.
-var serviceOrder = []string{"payout", "gateway"}
+// The services in start order: each after what it calls, the gateway last.
+var serviceOrder = []string{"sandboxbank", "payout", "consent", "fiat", "gateway"}
 
 var defaults = map[string]Service{
-	"gateway": {Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180"},
-	"payout":  {Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181"},
+	"gateway":     {Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180"},
+	"payout":      {Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181"},
+	"fiat":        {Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182"},
+	"consent":     {Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183"},
+	"sandboxbank": {Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190"},
 }
 
 // Start brings the stack up and waits until every service is healthy.
@@ -119,11 +122,18 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		}
 		svcs[name] = d
 	}
+	gatewayURL := "http://" + svcs["gateway"].Addr
+	bankURL := "http://" + svcs["sandboxbank"].Addr
 	env := map[string]string{
-		"REDIS_URL":         s.RedisURL,
-		"GATEWAY_KEYS_FILE": opts.KeysFile,
-		"INTERNAL_TOKEN":    secrets["INTERNAL_TOKEN"],
-		"QUOTE_SECRET":      secrets["QUOTE_SECRET"],
+		"REDIS_URL":              s.RedisURL,
+		"GATEWAY_KEYS_FILE":      opts.KeysFile,
+		"INTERNAL_TOKEN":         secrets["INTERNAL_TOKEN"],
+		"QUOTE_SECRET":           secrets["QUOTE_SECRET"],
+		"CONSENT_SECRET":         secrets["CONSENT_SECRET"],
+		"BANK_PROVIDER_KEY":      secrets["BANK_PROVIDER_KEY"],
+		"BANK_PROVIDER_URL":      bankURL,
+		"SANDBOXBANK_PUBLIC_URL": bankURL,
+		"CONSENT_RETURN_URL":     gatewayURL + "/consent/return",
 	}
 	for name, svc := range svcs {
 		up := strings.ToUpper(name)
@@ -138,7 +148,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	for k, v := range env {
 		s.env = append(s.env, k+"="+v)
 	}
-	s.GatewayURL = "http://" + svcs["gateway"].Addr
+	s.GatewayURL = gatewayURL
 
 	if _, err := os.Stat(opts.KeysFile); errors.Is(err, os.ErrNotExist) {
 		key, err := s.issueSandboxKey(ctx)
@@ -337,7 +347,7 @@ func loadSecrets(path string) (map[string]string, error) {
 		}
 	}
 	changed := false
-	for _, k := range []string{"INTERNAL_TOKEN", "QUOTE_SECRET"} {
+	for _, k := range secretNames {
 		if out[k] == "" {
 			var b [32]byte
 			if _, err := rand.Read(b[:]); err != nil {
@@ -348,13 +358,19 @@ func loadSecrets(path string) (map[string]string, error) {
 		}
 	}
 	if changed {
-		content := "INTERNAL_TOKEN=" + out["INTERNAL_TOKEN"] + "\nQUOTE_SECRET=" + out["QUOTE_SECRET"] + "\n"
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		var content strings.Builder
+		for _, k := range secretNames {
+			content.WriteString(k + "=" + out[k] + "\n")
+		}
+		if err := os.WriteFile(path, []byte(content.String()), 0o600); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
+
+// secretNames are the secrets the services share in a local stack.
+var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "BANK_PROVIDER_KEY"}
 
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -94,3 +94,48 @@ func TestDocsRenderInChromium(t *testing.T) {
 		}
 	}
 }
+
+func TestConsentInChromium(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
+	acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("ada@example.com")))
+	sid := acc["consentSessionId"].(string)
+	link := decodeOK(t, s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+sid+`"}`))["link"].(string)
+
+	ctx, requested := browser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(chromedp.CSS("button.accept")),
+		chromedp.Click(chromedp.CSS("button.accept")),
+		chromedp.WaitVisible(chromedp.CSS("main h1")),
+	); err != nil {
+		t.Fatalf("consent page: %v", err)
+	}
+	var where, heading string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if where, err = chromedp.Run(ctx, chromedp.Location()); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(where, s.GatewayURL+"/consent/return?") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	heading, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main h1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(where, s.GatewayURL+"/consent/return?") || heading != "All done" {
+		t.Fatalf("the browser landed on %s, %q", where, heading)
+	}
+	if st := decodeOK(t, s.post("/v1/fiat/consent/status", key, `{"consentSessionId":"`+sid+`"}`))["state"]; st != "returned" {
+		t.Fatalf("consent status after the browser came back: %v", st)
+	}
+	for _, u := range requested() {
+		if !strings.HasPrefix(u, "http://"+s.Services["sandboxbank"].Addr) && !strings.HasPrefix(u, s.GatewayURL) {
+			t.Errorf("the consent pages fetched %s", u)
+		}
+	}
+}

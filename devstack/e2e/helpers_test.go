@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,9 @@ import (
 )
 
 var binDir string
+
+// services are the binaries of the stack.
+var services = []string{"gateway", "payout", "fiat", "consent", "sandboxbank"}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "e2e-bin-")
@@ -42,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // build compiles every service once for the whole run.
 func build(dir string) error {
-	for _, svc := range []string{"gateway", "payout"} {
+	for _, svc := range services {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, svc), "./cmd/"+svc)
 		cmd.Dir = filepath.Join("..", "..", "services", svc)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -86,12 +90,13 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 		KeysFile: filepath.Join(dir, "keys.json"),
 		RedisURL: rs.URL(),
 		Ports:    map[string]string{},
-		Env:      map[string]string{"KEYS_RELOAD_INTERVAL": "100ms"},
+		Env:      map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms"},
 		Logs:     logs,
 	}
-	for _, svc := range []string{"gateway", "payout"} {
-		o.Ports[svc] = freeAddr(t)
-		o.Ports[svc+"_admin"] = freeAddr(t)
+	addrs := freeAddrs(t, 2*len(services))
+	for i, svc := range services {
+		o.Ports[svc] = addrs[2*i]
+		o.Ports[svc+"_admin"] = addrs[2*i+1]
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -117,8 +122,20 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 	return st
 }
 
-func freeAddr(t *testing.T) string {
-	return fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+// freeAddrs returns n distinct loopback addresses that were free a moment
+// ago: every listener stays open until all are chosen, so none repeats.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out
 }
 
 // keys runs `gateway keys …` against the stack's keys file and returns stdout.
@@ -139,8 +156,16 @@ func (s *stack) keys(args ...string) string {
 func (s *stack) issue(id string, args ...string) string {
 	s.t.Helper()
 	key := s.keys(append([]string{"issue", "--id", id}, args...)...)
-	s.waitFor(func() bool { return s.get("/v1/currencies", key).Status == http.StatusOK })
-	return key
+	var last response
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if last = s.get("/v1/currencies", key); last.Status == http.StatusOK {
+			return key
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	s.t.Fatalf("the gateway did not accept key %q within 5s; last answer %d %s", id, last.Status, last.Body)
+	return ""
 }
 
 func (s *stack) waitFor(cond func() bool) {

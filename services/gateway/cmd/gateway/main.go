@@ -144,8 +144,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.keysReload, err = serve.EnvDuration(getenv, "KEYS_RELOAD_INTERVAL", 250*time.Millisecond); err != nil {
 		return config{}, err
 	}
-	for name, v := range map[string]string{edge.UpstreamPayout: "PAYOUT_URL"} {
-		raw := serve.Env(getenv, v, "http://127.0.0.1:8081")
+	for name, up := range map[string]struct{ env, def string }{
+		edge.UpstreamPayout:  {"PAYOUT_URL", "http://127.0.0.1:8081"},
+		edge.UpstreamFiat:    {"FIAT_URL", "http://127.0.0.1:8082"},
+		edge.UpstreamConsent: {"CONSENT_URL", "http://127.0.0.1:8083"},
+	} {
+		v := up.env
+		raw := serve.Env(getenv, v, up.def)
 		u, err := url.Parse(raw)
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return config{}, fmt.Errorf("%s: %q is not an absolute URL", v, raw)

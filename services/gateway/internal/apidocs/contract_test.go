@@ -74,6 +74,9 @@ func TestEveryOperationIsComplete(t *testing.T) {
 				if r.Value.Description == nil || *r.Value.Description == "" {
 					t.Errorf("%s %s: no description", where, status)
 				}
+				if !strings.HasPrefix(path, "/v1/") {
+					continue // pages and documents for people: not the JSON envelope
+				}
 				mt := r.Value.Content.Get("application/json")
 				if status[0] == '2' {
 					if mt != nil && mt.Example == nil && len(mt.Examples) == 0 {

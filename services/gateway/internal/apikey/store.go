@@ -2,6 +2,8 @@ package apikey
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -18,29 +20,29 @@ type Store struct {
 	OnLoad       func(keys int)
 	OnLoadFailed func()
 
-	stamp fileStamp
-}
-
-type fileStamp struct {
-	exists  bool
-	modTime time.Time
-	size    int64
-	inode   uint64
+	// last is what the file held at the last look (or its read error), so a
+	// change is acted on once: a broken file is logged and counted once, not
+	// at every tick.
+	last [32]byte
 }
 
 // NewStore loads path once. A missing file is an empty set (every /v1 path
 // answers not_configured); a file that does not parse stops the boot.
 func NewStore(path string, log *slog.Logger) (*Store, error) {
 	s := &Store{path: path, log: log}
-	s.stamp = stat(path)
-	f, err := Load(path)
+	b, err := os.ReadFile(path)
+	f := &File{}
 	switch {
-	case IsNotExist(err):
+	case errors.Is(err, os.ErrNotExist):
 		log.Warn("keys file does not exist; every /v1 path answers not_configured until it does", "path", path)
-		f = &File{}
 	case err != nil:
 		return nil, err
+	default:
+		if f, err = Parse(b); err != nil {
+			return nil, err
+		}
 	}
+	s.last = fingerprintOf(b, err)
 	s.current.Store(NewSet(f))
 	log.Info("keys loaded", "path", path, "keys", len(f.Keys))
 	return s, nil
@@ -49,9 +51,9 @@ func NewStore(path string, log *slog.Logger) (*Store, error) {
 // Current is the live set.
 func (s *Store) Current() *Set { return s.current.Load() }
 
-// Watch re-reads the file whenever it changes (checked every interval) until
-// ctx ends. A file that fails to parse, or disappears, leaves the last good
-// set in place.
+// Watch re-reads the file every interval until ctx ends. Keys files are
+// small; comparing their content is cheaper than trusting timestamps, whose
+// granularity could hide a change made within the same tick.
 func (s *Store) Watch(ctx context.Context, interval time.Duration) {
 	if s.OnLoad != nil {
 		s.OnLoad(s.Current().Len())
@@ -68,14 +70,19 @@ func (s *Store) Watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Reload re-reads the file if its stamp changed since the last look.
+// Reload applies the file if it changed since the last look. A file that
+// fails to parse, or disappears, leaves the last good set in place.
 func (s *Store) Reload() {
-	st := stat(s.path)
-	if st == s.stamp {
+	b, err := os.ReadFile(s.path)
+	fp := fingerprintOf(b, err)
+	if fp == s.last {
 		return
 	}
-	s.stamp = st
-	f, err := Load(s.path)
+	s.last = fp
+	var f *File
+	if err == nil {
+		f, err = Parse(b)
+	}
 	if err != nil {
 		s.log.Error("keys file reload failed; keeping the last good set", "path", s.path, "err", err)
 		if s.OnLoadFailed != nil {
@@ -90,10 +97,10 @@ func (s *Store) Reload() {
 	}
 }
 
-func stat(path string) fileStamp {
-	fi, err := os.Stat(path)
+// fingerprintOf identifies what a read found: the content, or the error.
+func fingerprintOf(b []byte, err error) [32]byte {
 	if err != nil {
-		return fileStamp{}
+		return sha256.Sum256([]byte("error: " + err.Error()))
 	}
-	return fileStamp{exists: true, modTime: fi.ModTime(), size: fi.Size(), inode: inode(fi)}
+	return sha256.Sum256(b)
 }

@@ -61,6 +61,7 @@ type Gateway struct {
 	splicer splicer
 	token   []string                     // the X-Internal-Token value
 	routes  map[string]map[string]*route // path → method → route
+	public  map[string]*route            // "METHOD /path" → public route
 }
 
 type route struct {
@@ -88,9 +89,13 @@ func New(cfg Config) (*Gateway, error) {
 		env: cfg.Env, keys: cfg.Keys, docs: cfg.Docs, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
 		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
 		routes: make(map[string]map[string]*route),
+		public: make(map[string]*route),
 	}
 	proxies := make(map[string]*httputil.ReverseProxy)
 	for _, r := range Routes {
+		if r.SandboxOnly && cfg.Env != environment.Sandbox {
+			continue // in production the simulation calls do not exist
+		}
 		target, ok := cfg.Upstreams[r.Upstream]
 		if !ok || target == nil {
 			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
@@ -104,6 +109,15 @@ func New(cfg Config) (*Gateway, error) {
 			g.routes[r.Path] = make(map[string]*route)
 		}
 		g.routes[r.Path][r.Method] = &route{Route: r, pattern: r.Method + " " + r.Path, proxy: p}
+	}
+	for _, r := range Public {
+		target, ok := cfg.Upstreams[r.Upstream]
+		if !ok || target == nil {
+			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
+		}
+		pattern := r.Method + " " + r.Path
+		g.public[pattern] = &route{Route: Route{Method: r.Method, Path: r.Path, Upstream: r.Upstream}, pattern: pattern,
+			proxy: g.newPublicProxy(r.Upstream, target, cfg.Transport)}
 	}
 	return g, nil
 }
@@ -128,39 +142,76 @@ func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTrippe
 		rt = g.metrics.instrumentUpstream(upstream, rt)
 	}
 	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			c := pr.In.Context().Value(ctxKey{}).(*call)
-			h := pr.Out.Header
-			for name := range h {
-				if strings.HasPrefix(name, "X-Partner-") || strings.HasPrefix(name, "X-Internal-") {
-					delete(h, name)
-				}
-			}
-			h.Del("Authorization") // the key stops at the edge
-			h[partner.HeaderKeyID] = c.entry.IDValue
-			h[partner.HeaderGrants] = c.entry.GrantsValue
-			h[partner.HeaderInternalToken] = g.token
-			h[partner.HeaderRequestID] = []string{c.requestID}
-		},
+		Rewrite:    func(pr *httputil.ProxyRequest) { g.rewrite(pr, target) },
 		Transport:  rt,
 		BufferPool: bufferPool,
 		ModifyResponse: func(resp *http.Response) error {
-			if code := resp.Header.Get(partner.HeaderErrorCode); code != "" {
-				resp.Request.Context().Value(ctxKey{}).(*call).code = code
-			}
-			for name := range resp.Header {
-				if strings.HasPrefix(name, "X-Internal-") {
-					delete(resp.Header, name)
-				}
-			}
-			resp.Header.Del(partner.HeaderRequestID) // the gateway already set its own
+			g.takeInternalHeaders(resp)
 			return g.splicer.stamp(resp, g.env)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.proxyError(w, r, upstream, err)
 		},
 	}
+}
+
+// newPublicProxy forwards a browser route: no key headers, and the answer
+// (HTML or a redirect) passes through unspliced, once its environment checks out.
+func (g *Gateway) newPublicProxy(upstream string, target *url.URL, rt http.RoundTripper) *httputil.ReverseProxy {
+	if g.metrics != nil {
+		rt = g.metrics.instrumentUpstream(upstream, rt)
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { g.rewrite(pr, target) },
+		Transport:  rt,
+		BufferPool: bufferPool,
+		ModifyResponse: func(resp *http.Response) error {
+			if got := resp.Header.Get(environment.Header); got != string(g.env) {
+				return fmt.Errorf("%w: environment %q, gateway is %q", errUpstreamAnswer, got, g.env)
+			}
+			resp.Header.Del(environment.Header)
+			g.takeInternalHeaders(resp)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.proxyError(w, r, upstream, err)
+		},
+	}
+}
+
+// rewrite points the outbound request at target and replaces every identity
+// header a client may have sent with the gateway's own.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest, target *url.URL) {
+	pr.SetURL(target)
+	c := pr.In.Context().Value(ctxKey{}).(*call)
+	h := pr.Out.Header
+	for name := range h {
+		if strings.HasPrefix(name, "X-Partner-") || strings.HasPrefix(name, "X-Internal-") {
+			delete(h, name)
+		}
+	}
+	h.Del("Authorization") // the key stops at the edge
+	if c.entry != nil {
+		h[partner.HeaderKeyID] = c.entry.IDValue
+		h[partner.HeaderGrants] = c.entry.GrantsValue
+	}
+	h[partner.HeaderInternalToken] = g.token
+	h[partner.HeaderRequestID] = []string{c.requestID}
+}
+
+// takeInternalHeaders records a service's error code for the log line and
+// removes every X-Internal-* header, and the service's X-Request-Id (the
+// gateway set its own).
+func (g *Gateway) takeInternalHeaders(resp *http.Response) {
+	if code := resp.Header.Get(partner.HeaderErrorCode); code != "" {
+		resp.Request.Context().Value(ctxKey{}).(*call).code = code
+	}
+	for name := range resp.Header {
+		if strings.HasPrefix(name, "X-Internal-") {
+			delete(resp.Header, name)
+		}
+	}
+	resp.Header.Del(partner.HeaderRequestID)
 }
 
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, upstream string, err error) {
@@ -218,6 +269,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 	if path != "/v1" && !strings.HasPrefix(path, "/v1/") {
 		if g.docs != nil && g.docs.Handle(w, r) {
 			return "", ""
+		}
+		if pr := g.public[r.Method+" "+path]; pr != nil {
+			r.Pattern = pr.pattern
+			c := &call{requestID: requestID}
+			pr.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))
+			return "", c.code
 		}
 		return "", g.refuse(w, envelope.NotFound())
 	}

@@ -62,12 +62,17 @@ func newGateway(t testing.TB, keys Keys, rt http.RoundTripper, log *slog.Logger)
 	return newGatewayWith(t, keys, ratelimit.NewLocal(time.Now), rt, log)
 }
 
+// upstreams points every upstream at one in-process target.
+func upstreams() map[string]*url.URL {
+	u, _ := url.Parse("http://service.internal")
+	return map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u}
+}
+
 func newGatewayWith(t testing.TB, keys Keys, limiter Limiter, rt http.RoundTripper, log *slog.Logger) *Gateway {
 	t.Helper()
-	u, _ := url.Parse("http://payout.internal")
 	g, err := New(Config{
 		Env: "sandbox", Keys: keys, Limiter: limiter,
-		Upstreams: map[string]*url.URL{UpstreamPayout: u}, Transport: rt,
+		Upstreams: upstreams(), Transport: rt,
 		InternalToken: "internal-token-0123456789", Log: log,
 	})
 	if err != nil {
@@ -216,9 +221,11 @@ func TestLogsOneLinePerRequestWithoutTheKey(t *testing.T) {
 
 func TestUnknownKeyIsRefusedBeforeTheLimiter(t *testing.T) {
 	var called bool
-	u, _ := url.Parse("http://payout.internal")
-	g, _ := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: limiterFunc(func() { called = true }),
-		Upstreams: map[string]*url.URL{UpstreamPayout: u}, Transport: answer(200, "sandbox", `{}`), Log: quiet()})
+	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: limiterFunc(func() { called = true }),
+		Upstreams: upstreams(), Transport: answer(200, "sandbox", `{}`), Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := httptest.NewRequest("GET", "/v1/config", nil)
 	r.Header.Set("Authorization", "Bearer pk_"+strings.Repeat("B", 43))
 	w := httptest.NewRecorder()
@@ -236,6 +243,50 @@ type limiterFunc func()
 func (f limiterFunc) Allow(context.Context, string, int) ratelimit.Decision {
 	f()
 	return ratelimit.Decision{Allowed: true, Limit: 1, Remaining: 0}
+}
+
+func TestSandboxRoutesDoNotExistInProduction(t *testing.T) {
+	g, err := New(Config{Env: "production", Keys: keySet("fiat"), Limiter: ratelimit.NewLocal(time.Now),
+		Upstreams: upstreams(), Transport: answer(200, "production", `{}`), Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/sandbox/payin", "/v1/sandbox/identity"} {
+		w := serveOne(g, "POST", path, `{}`)
+		if w.Code != 404 || w.Body.String() != `{"environment":"production","error":{"code":"not_found","message":"No such endpoint."}}` {
+			t.Errorf("%s in production: %d %s", path, w.Code, w.Body)
+		}
+	}
+	if w := serveOne(g, "POST", "/v1/fiat/status", `{}`); w.Code != 200 {
+		t.Errorf("the other fiat routes exist in production: %d", w.Code)
+	}
+}
+
+func TestPublicRoutePassesPagesThroughWithoutAKey(t *testing.T) {
+	var got http.Header
+	page := upstreamFunc(func(r *http.Request) *http.Response {
+		got = r.Header.Clone()
+		body := "<!doctype html><p>All done</p>"
+		return &http.Response{StatusCode: 200, Request: r, ContentLength: int64(len(body)), Body: io.NopCloser(strings.NewReader(body)),
+			Header: http.Header{"Content-Type": {"text/html; charset=utf-8"}, "X-Environment": {"sandbox"}, "X-Internal-Error-Code": {"x"}}}
+	})
+	g := newGateway(t, staticKeys{apikey.NewSet(&apikey.File{})}, page, quiet()) // no keys at all: public routes still answer
+	r := httptest.NewRequest("GET", "/consent/return?state=abc", nil)
+	r.Header.Set("X-Partner-Key-Id", "mallory")
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	if w.Code != 200 || w.Body.String() != "<!doctype html><p>All done</p>" || w.Header().Get("X-Environment") != "" || w.Header().Get("X-Internal-Error-Code") != "" {
+		t.Fatalf("%d %q %v", w.Code, w.Body, w.Header())
+	}
+	if got.Get("X-Partner-Key-Id") != "" || got.Get("X-Internal-Token") == "" {
+		t.Errorf("forwarded headers %v", got)
+	}
+	g = newGateway(t, keySet(), answer(200, "production", "<p>"), quiet())
+	w = httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest("GET", "/consent/return", nil))
+	if w.Code != 500 {
+		t.Errorf("a page from another environment: %d", w.Code)
+	}
 }
 
 func TestEveryRouteNeedsItsUpstream(t *testing.T) {

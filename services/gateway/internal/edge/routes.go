@@ -4,29 +4,56 @@ import "github.com/partnerpay/api/pkg/partner"
 
 // Upstream names.
 const (
-	UpstreamPayout = "payout"
+	UpstreamPayout  = "payout"
+	UpstreamFiat    = "fiat"
+	UpstreamConsent = "consent"
 )
 
 // Route is one endpoint of the partner API: method and path, the service that
 // answers it, and the product the key must carry ("" means any valid key).
+// A sandbox-only route does not exist in production.
 type Route struct {
-	Method   string
-	Path     string
-	Upstream string
-	Product  string
+	Method      string
+	Path        string
+	Upstream    string
+	Product     string
+	SandboxOnly bool
 }
 
 // Routes is the whole keyed API the gateway serves. An endpoint is method and
 // path: anything not listed here is 404 not_found.
 var Routes = []Route{
-	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank},
-	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank},
-	{"GET", "/v1/config", UpstreamPayout, ""},
-	{"GET", "/v1/currencies", UpstreamPayout, ""},
-	{"GET", "/v1/limits", UpstreamPayout, ""},
-	{"GET", "/v1/countries", UpstreamPayout, ""},
+	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false},
+	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false},
+	{"GET", "/v1/config", UpstreamPayout, "", false},
+	{"GET", "/v1/currencies", UpstreamPayout, "", false},
+	{"GET", "/v1/limits", UpstreamPayout, "", false},
+	{"GET", "/v1/countries", UpstreamPayout, "", false},
+	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false},
+	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false},
+	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false},
+	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false},
+	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false},
+	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true},
+	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true},
 }
 
-// PublicRoutes are served without a key or a rate limit, besides GET /health
-// and the documentation routes.
-var PublicRoutes = []string{}
+// PublicRoute is served without a key or a rate limit, for browsers: its
+// answer (a page, a redirect) passes through as the service made it.
+type PublicRoute struct {
+	Method, Path, Upstream string
+}
+
+// Public are the public routes besides GET /health and the documentation.
+var Public = []PublicRoute{
+	{"GET", "/consent/return", UpstreamConsent},
+}
+
+// PublicRoutes lists Public as "METHOD /path".
+var PublicRoutes = func() []string {
+	out := make([]string, len(Public))
+	for i, r := range Public {
+		out[i] = r.Method + " " + r.Path
+	}
+	return out
+}()

@@ -1,0 +1,269 @@
+// Package consent is the consent service: the sessions in which a user
+// accepts the bank provider's terms on its hosted page. It mints a fresh
+// provider link each time one is asked for (dead after five minutes), and
+// marks a session returned when the browser comes back through the gateway's
+// public GET /consent/return with a signed, single-use state.
+package consent
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// Session states.
+const (
+	StatePending  = "pending"
+	StateReturned = "returned"
+)
+
+// ReturnLife is how long the state in a return address stays good: the
+// provider's link lives five minutes, and a user may take a little longer
+// to click through.
+const ReturnLife = 15 * time.Minute
+
+// Service is what the consent service does.
+type Service interface {
+	// CreateSession opens a session for an account whose provider customer
+	// must accept the terms. Called by the fiat service, not by partners.
+	CreateSession(ctx context.Context, owner, accountID, providerCustomerID string) (string, error)
+	Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error)
+	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (Status, error)
+	// Return handles the browser coming back from the hosted page.
+	Return(ctx context.Context, state, result string) (Returned, error)
+}
+
+// LinkRequest is the body of POST /v1/fiat/consent/link.
+type LinkRequest struct {
+	ConsentSessionID string `json:"consentSessionId"`
+	// ReturnURL, optional, is where the browser goes once back from the
+	// hosted page; without it, it is shown "you can close this page".
+	ReturnURL string `json:"returnUrl,omitempty"`
+}
+
+// Link is the answer, less environment.
+type Link struct {
+	Link string `json:"link"`
+}
+
+// StatusRequest is the body of POST /v1/fiat/consent/status.
+type StatusRequest struct {
+	ConsentSessionID string `json:"consentSessionId"`
+}
+
+// Status is the answer, less environment.
+type Status struct {
+	State string `json:"state"`
+}
+
+// Returned is where to send a browser that came back.
+type Returned struct {
+	SessionID string
+	Result    string
+	Redirect  string // the partner's return URL with the outcome; empty: show "you can close this page"
+}
+
+// Record is a session as the store keeps it.
+type Record struct {
+	ID                 string    `json:"id"`
+	Owner              string    `json:"owner"`
+	AccountID          string    `json:"accountId"`
+	ProviderCustomerID string    `json:"providerCustomerId"`
+	State              string    `json:"state"`
+	Result             string    `json:"result,omitempty"`
+	CreatedAt          time.Time `json:"createdAt"`
+	ReturnedAt         time.Time `json:"returnedAt,omitzero"`
+}
+
+// Attempt is one minted link, redeemable once on return.
+type Attempt struct {
+	SessionID string `json:"sessionId"`
+	ReturnURL string `json:"returnUrl,omitempty"`
+}
+
+// ErrNotFound is a record the store does not know (or no longer has).
+var ErrNotFound = errors.New("not found")
+
+// Store keeps sessions and attempts.
+type Store interface {
+	Save(ctx context.Context, r Record) error
+	Get(ctx context.Context, id string) (Record, error)
+	SaveAttempt(ctx context.Context, id string, a Attempt, ttl time.Duration) error
+	// TakeAttempt reads and deletes an attempt atomically: the second
+	// redemption of the same state finds nothing.
+	TakeAttempt(ctx context.Context, id string) (Attempt, error)
+}
+
+// Provider is what the service needs of the bank provider.
+type Provider interface {
+	CreateTermsSession(ctx context.Context, customerID, returnURL string) (bankprovider.TermsSession, error)
+}
+
+type service struct {
+	store     Store
+	provider  Provider
+	secret    []byte
+	returnURL string // the gateway's public GET /consent/return
+	now       func() time.Time
+}
+
+var _ Service = (*service)(nil)
+
+// NewService returns the consent service. returnURL is the gateway's public
+// return address; secret signs the state carried through the browser.
+func NewService(store Store, provider Provider, secret []byte, returnURL string, now func() time.Time) Service {
+	return &service{store: store, provider: provider, secret: secret, returnURL: returnURL, now: now}
+}
+
+var (
+	errSessionNotFound = envelope.New(http.StatusNotFound, envelope.CodeConsentSessionNotFound, "No consent session with this consentSessionId exists for this key.")
+	errNoSessionID     = envelope.InvalidRequest("consentSessionId is required: the id from a consent_required answer.")
+	// Return failures are shown to a person in a browser.
+	errBadState  = envelope.New(http.StatusBadRequest, envelope.CodeInvalidRequest, "This return link is not valid.")
+	errLateState = envelope.New(http.StatusGone, envelope.CodeInvalidRequest, "This return link has expired. Go back to the app and start again.")
+	errUsedState = envelope.New(http.StatusGone, envelope.CodeInvalidRequest, "This return link was already used. Go back to the app to continue.")
+)
+
+func randomID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (s *service) CreateSession(ctx context.Context, owner, accountID, providerCustomerID string) (string, error) {
+	r := Record{ID: randomID("cs_"), Owner: owner, AccountID: accountID, ProviderCustomerID: providerCustomerID,
+		State: StatePending, CreatedAt: s.now().UTC()}
+	if err := s.store.Save(ctx, r); err != nil {
+		return "", fmt.Errorf("save consent session: %w", err)
+	}
+	return r.ID, nil
+}
+
+// owned loads a session of the caller's; another key's answers as unknown.
+func (s *service) owned(ctx context.Context, caller partner.Caller, id string) (Record, error) {
+	if id == "" {
+		return Record{}, errNoSessionID
+	}
+	r, err := s.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {
+		return Record{}, errSessionNotFound
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("read consent session: %w", err)
+	}
+	return r, nil
+}
+
+func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error) {
+	if req.ReturnURL != "" && !validReturnURL(req.ReturnURL) {
+		return Link{}, envelope.InvalidRequest("returnUrl must be an absolute http or https URL of at most 2048 characters.")
+	}
+	r, err := s.owned(ctx, caller, req.ConsentSessionID)
+	if err != nil {
+		return Link{}, err
+	}
+	attempt := randomID("att_")
+	if err := s.store.SaveAttempt(ctx, attempt, Attempt{SessionID: r.ID, ReturnURL: req.ReturnURL}, ReturnLife); err != nil {
+		return Link{}, fmt.Errorf("save attempt: %w", err)
+	}
+	back := s.returnURL + "?state=" + url.QueryEscape(s.sign(attempt, s.now().Add(ReturnLife)))
+	ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, back)
+	if err != nil {
+		return Link{}, bankprovider.ToAPI(err)
+	}
+	return Link{Link: ts.URL}, nil
+}
+
+func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (Status, error) {
+	r, err := s.owned(ctx, caller, req.ConsentSessionID)
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{State: r.State}, nil
+}
+
+func (s *service) Return(ctx context.Context, state, result string) (Returned, error) {
+	attemptID, err := s.verify(state)
+	if err != nil {
+		return Returned{}, err
+	}
+	a, err := s.store.TakeAttempt(ctx, attemptID)
+	if errors.Is(err, ErrNotFound) {
+		return Returned{}, errUsedState
+	}
+	if err != nil {
+		return Returned{}, fmt.Errorf("take attempt: %w", err)
+	}
+	r, err := s.store.Get(ctx, a.SessionID)
+	if err != nil {
+		return Returned{}, fmt.Errorf("read consent session: %w", err)
+	}
+	if result != "accepted" && result != "declined" {
+		result = "unknown"
+	}
+	r.State, r.Result, r.ReturnedAt = StateReturned, result, s.now().UTC()
+	if err := s.store.Save(ctx, r); err != nil {
+		return Returned{}, fmt.Errorf("save consent session: %w", err)
+	}
+	out := Returned{SessionID: r.ID, Result: result}
+	if a.ReturnURL != "" {
+		u, _ := url.Parse(a.ReturnURL) // checked when the link was minted
+		q := u.Query()
+		q.Set("consentSessionId", r.ID)
+		q.Set("result", result)
+		u.RawQuery = q.Encode()
+		out.Redirect = u.String()
+	}
+	return out, nil
+}
+
+// sign makes the state carried through the browser: the attempt and its
+// deadline, under an HMAC only this service can make.
+func (s *service) sign(attempt string, until time.Time) string {
+	payload := attempt + "." + strconv.FormatInt(until.Unix(), 10)
+	mac := hmac.New(sha256.New, s.secret)
+	mac.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (s *service) verify(state string) (attempt string, err error) {
+	p64, sig64, ok := strings.Cut(state, ".")
+	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(sig64)
+	if !ok || err1 != nil || err2 != nil {
+		return "", errBadState
+	}
+	mac := hmac.New(sha256.New, s.secret)
+	mac.Write(payload)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return "", errBadState
+	}
+	attempt, until, ok := strings.Cut(string(payload), ".")
+	deadline, err := strconv.ParseInt(until, 10, 64)
+	if !ok || err != nil {
+		return "", errBadState
+	}
+	if s.now().Unix() > deadline {
+		return "", errLateState
+	}
+	return attempt, nil
+}
+
+func validReturnURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && len(s) <= 2048 && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
+}

@@ -1,0 +1,135 @@
+package bank
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/iban"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newBank(c *clock) *Bank {
+	return New(Config{PublicURL: "http://bank.test", LinkTTL: 5 * time.Minute, SettlementDelay: 10 * time.Millisecond, Now: c.now})
+}
+
+var ada = bankprovider.NewCustomer{Email: "ada@example.com", FullName: "Ada Lovelace", Country: "GB",
+	WalletAddress: "0x1111111111111111111111111111111111111111", Chain: 84532}
+
+func failure(t *testing.T, err error) *Failure {
+	t.Helper()
+	var f *Failure
+	if !errors.As(err, &f) {
+		t.Fatalf("want a provider failure, got %v", err)
+	}
+	return f
+}
+
+func TestRefusalsNameFieldsAndEchoValues(t *testing.T) {
+	b := newBank(&clock{time.Now()})
+	in := ada
+	in.Email, in.Country, in.Chain = "ada@localhost", "KP", 1
+	_, _, err := b.CreateCustomer(in, "")
+	f := failure(t, err)
+	if f.Status != 422 || f.Body.Error.Type != bankprovider.TypeInvalidRequest || len(f.Body.Error.Details) != 3 {
+		t.Fatalf("%+v", f.Body)
+	}
+	d := f.Body.Error.Details
+	if d[0].Field != "email" || d[0].Value != "ada@localhost" || d[1].Constraint != "unsupported_country" || d[2].Field != "chain" {
+		t.Errorf("details %+v", d)
+	}
+}
+
+func TestConsentLinkLifecycle(t *testing.T) {
+	c := &clock{time.Now()}
+	b := newBank(c)
+	cus, _, _ := b.CreateCustomer(ada, "")
+	if _, _, err := b.CreateVirtualAccount(cus.ID, "EUR"); failure(t, err).Body.Error.Type != bankprovider.TypeTermsRequired {
+		t.Fatal("a virtual account before the terms")
+	}
+	s, err := b.CreateTermsSession(cus.ID, "http://gw.test/consent/return?state=abc")
+	if err != nil || !strings.HasPrefix(s.URL, "http://bank.test/consent/ts_") {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if st := b.Page(s.ID); st.Problem != "" || st.CustomerName != "Ada Lovelace" {
+		t.Fatalf("fresh link: %+v", st)
+	}
+	to, st := b.Decide(s.ID, true)
+	if st.Problem != "" || to != "http://gw.test/consent/return?result=accepted&state=abc" {
+		t.Fatalf("accept: %q %+v", to, st)
+	}
+	if st := b.Page(s.ID); st.Status != 410 || !strings.Contains(st.Problem, "already used") {
+		t.Errorf("a used link: %+v", st)
+	}
+	got, _ := b.Customer(cus.ID)
+	if got.Status != bankprovider.StatusActive {
+		t.Errorf("after acceptance a test-mode applicant is approved: %s", got.Status)
+	}
+	late, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
+	c.t = c.t.Add(5 * time.Minute)
+	if st := b.Page(late.ID); st.Status != 410 || !strings.Contains(st.Problem, "expired") {
+		t.Errorf("a link five minutes old: %+v", st)
+	}
+	if _, st := b.Decide(late.ID, true); st.Status != 410 {
+		t.Errorf("deciding on an expired link: %+v", st)
+	}
+}
+
+func TestVirtualAccountDepositAndSettlement(t *testing.T) {
+	b := New(Config{PublicURL: "http://bank.test", LinkTTL: time.Minute, SettlementDelay: 20 * time.Millisecond})
+	cus, _, _ := b.CreateCustomer(ada, "")
+	s, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
+	b.Decide(s.ID, true)
+	va, created, err := b.CreateVirtualAccount(cus.ID, "EUR")
+	if err != nil || !created {
+		t.Fatal(err)
+	}
+	if _, err := iban.Validate(va.IBAN); err != nil || va.BeneficiaryName != "Ada Lovelace" {
+		t.Errorf("virtual account %+v: %v", va, err)
+	}
+	again, created, _ := b.CreateVirtualAccount(cus.ID, "EUR")
+	if created || again.ID != va.ID {
+		t.Error("the same account is read back")
+	}
+	if _, _, err := b.CreateVirtualAccount(cus.ID, "USD"); failure(t, err).Body.Error.Details[0].Constraint != "unsupported_currency" {
+		t.Error("USD accounts exist in sandbox")
+	}
+	if _, _, err := b.Deposit(bankprovider.Deposit{VirtualAccountID: va.ID, Amount: "10", Currency: "USD"}, ""); failure(t, err).Status != 422 {
+		t.Error("a USD pay-in was taken")
+	}
+	if _, _, err := b.Deposit(bankprovider.Deposit{VirtualAccountID: va.ID, Amount: "10.001", Currency: "EUR"}, ""); failure(t, err).Body.Error.Details[0].Field != "amount" {
+		t.Error("an amount finer than a cent was taken")
+	}
+	tx, _, err := b.Deposit(bankprovider.Deposit{VirtualAccountID: va.ID, Amount: "100.5", Currency: "EUR"}, "k1")
+	if err != nil || tx.Status != "received" || tx.Amount != "100.50" {
+		t.Fatalf("%+v %v", tx, err)
+	}
+	if dup, created, _ := b.Deposit(bankprovider.Deposit{VirtualAccountID: va.ID, Amount: "100.5", Currency: "EUR"}, "k1"); created || dup.ID != tx.ID {
+		t.Error("an idempotent retry made a second deposit")
+	}
+	time.Sleep(60 * time.Millisecond)
+	txs, _ := b.Transactions(va.ID)
+	if len(txs) != 1 || txs[0].Status != "settled" || txs[0].DeliveredAmount != "100.50" || txs[0].DeliveredCurrency != "EURC" ||
+		len(txs[0].TxHash) != 66 || !strings.HasPrefix(txs[0].TxHash, "0x") || txs[0].Chain != 84532 {
+		t.Fatalf("after settlement: %+v", txs)
+	}
+}
+
+func TestRestartIsSaidClearly(t *testing.T) {
+	first := newBank(&clock{time.Now()})
+	cus, _, _ := first.CreateCustomer(ada, "")
+	second := newBank(&clock{time.Now()})
+	f := failure(t, func() error { _, err := second.Customer(cus.ID); return err }())
+	if f.Status != 410 || f.Body.Error.Type != bankprovider.TypeStateLost {
+		t.Errorf("a customer from before the restart: %+v", f.Body)
+	}
+	f = failure(t, func() error { _, err := second.Customer("cus_nope"); return err }())
+	if f.Status != 404 || f.Body.Error.Type != bankprovider.TypeResourceMissing {
+		t.Errorf("a customer that never was: %+v", f.Body)
+	}
+}
