@@ -28,3 +28,5 @@ require (
 )
 
 replace github.com/partnerpay/api/pkg => ../pkg
+
+replace google.golang.org/genproto => google.golang.org/genproto v0.0.0-20261019180522-ce908d29299b

@@ -63,9 +63,9 @@ func New(base, key string) (*Client, error) {
 	}, nil
 }
 
-// WithTransport replaces the client's transport (tracing, tests).
-func (c *Client) WithTransport(rt http.RoundTripper) *Client {
-	c.http.Transport = rt
+// WrapTransport wraps the client's transport (tracing).
+func (c *Client) WrapTransport(wrap func(http.RoundTripper) http.RoundTripper) *Client {
+	c.http.Transport = wrap(c.http.Transport)
 	return c
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/serve"
 )
@@ -45,7 +46,7 @@ func ErrorEncoder(log *slog.Logger) httptransport.ErrorEncoder {
 	return func(ctx context.Context, err error, w http.ResponseWriter) {
 		e, known := envelope.From(err)
 		if !known {
-			log.ErrorContext(ctx, "internal error", "err", err, "request_id", RequestID(ctx))
+			log.ErrorContext(ctx, "internal error", "err", err, "request_id", RequestID(ctx), "trace_id", obs.TraceID(ctx))
 		}
 		w.Header().Set(partner.HeaderErrorCode, e.Code)
 		envelope.Write(w, "", e)

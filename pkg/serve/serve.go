@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // NewServer returns an http.Server with timeouts suited to a JSON API: a slow
@@ -124,4 +126,25 @@ func EnvDuration(getenv func(string) string, name string, def time.Duration) (ti
 		return 0, fmt.Errorf("%s: %q is not a positive duration such as 50ms", name, v)
 	}
 	return d, nil
+}
+
+// RedisOptions reads REDIS_URL (default redis://127.0.0.1:6379/0) with the
+// timeouts a service's stores use: a slow Redis costs a request half a
+// second at most, not the client's default.
+func RedisOptions(getenv func(string) string) (*redis.Options, error) {
+	o, err := redis.ParseURL(Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"))
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	return o, nil
+}
+
+// Secret reads a required secret of at least 16 characters.
+func Secret(getenv func(string) string, name, purpose string) (string, error) {
+	v := getenv(name)
+	if len(v) < 16 {
+		return "", fmt.Errorf("%s must be set to a secret of at least 16 characters: %s", name, purpose)
+	}
+	return v, nil
 }

@@ -47,25 +47,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	addr := serve.Env(getenv, "CONSENT_ADDR", defaultAddr)
 	adminAddr := serve.Env(getenv, "CONSENT_ADMIN_ADDR", "127.0.0.1:9183")
-	token := getenv("INTERNAL_TOKEN")
-	if len(token) < 16 {
-		return fmt.Errorf("INTERNAL_TOKEN must be set to a shared secret of at least 16 characters")
+	token, err := serve.Secret(getenv, "INTERNAL_TOKEN", "services answer only requests that carry it")
+	if err != nil {
+		return err
 	}
-	secret := getenv("CONSENT_SECRET")
-	if len(secret) < 16 {
-		return fmt.Errorf("CONSENT_SECRET must be set to a secret of at least 16 characters: it signs the return state")
+	secret, err := serve.Secret(getenv, "CONSENT_SECRET", "it signs the return state")
+	if err != nil {
+		return err
 	}
+	kit, err := obs.NewKit(ctx, "consent", env, getenv)
+	if err != nil {
+		return err
+	}
+	defer kit.Shutdown(context.Background())
 	returnURL := serve.Env(getenv, "CONSENT_RETURN_URL", "http://127.0.0.1:8080/consent/return")
 	providerURL := serve.Env(getenv, "BANK_PROVIDER_URL", "http://127.0.0.1:8090")
 	provider, err := bankprovider.New(providerURL, getenv("BANK_PROVIDER_KEY"))
 	if err != nil {
 		return err
 	}
-	ropts, err := redis.ParseURL(serve.Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"))
+	provider.WrapTransport(kit.Tracing.Transport)
+	ropts, err := serve.RedisOptions(getenv)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return err
 	}
-	ropts.DialTimeout, ropts.ReadTimeout, ropts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 
@@ -73,13 +78,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	log.Info("starting", "environment", env, "addr", addr, "admin_addr", adminAddr, "return_url", returnURL,
 		"bank_provider_url", providerURL, "internal_token", "[set]", "consent_secret", "[set]", "bank_provider_key", "[set]")
 
-	reg := obs.NewRegistry("consent", env)
 	var svc consent.Service = consent.NewService(consent.NewRedisStore(rdb), provider, []byte(secret), returnURL, time.Now)
 	svc = consent.LoggingMiddleware(log)(svc)
-	svc = consent.InstrumentingMiddleware(reg)(svc)
+	svc = consent.InstrumentingMiddleware(kit.Registry)(svc)
 	h := consent.NewHandler(svc, consent.MakeEndpoints(svc), env, token, log)
 	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(addr, obs.NewHTTPMetrics(reg).Middleware(h), log),
-		serve.NewServer(adminAddr, obs.AdminHandler(reg), log),
+		serve.NewServer(addr, kit.Serve(h), log),
+		serve.NewServer(adminAddr, kit.Admin(), log),
 	)
 }

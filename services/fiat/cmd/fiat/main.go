@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -48,25 +49,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	addr := serve.Env(getenv, "FIAT_ADDR", defaultAddr)
 	adminAddr := serve.Env(getenv, "FIAT_ADMIN_ADDR", "127.0.0.1:9182")
-	token := getenv("INTERNAL_TOKEN")
-	if len(token) < 16 {
-		return fmt.Errorf("INTERNAL_TOKEN must be set to a shared secret of at least 16 characters")
+	token, err := serve.Secret(getenv, "INTERNAL_TOKEN", "services answer only requests that carry it")
+	if err != nil {
+		return err
 	}
+	kit, err := obs.NewKit(ctx, "fiat", env, getenv)
+	if err != nil {
+		return err
+	}
+	defer kit.Shutdown(context.Background())
 	providerURL := serve.Env(getenv, "BANK_PROVIDER_URL", "http://127.0.0.1:8090")
 	provider, err := bankprovider.New(providerURL, getenv("BANK_PROVIDER_KEY"))
 	if err != nil {
 		return err
 	}
+	provider.WrapTransport(kit.Tracing.Transport)
 	consentURL := serve.Env(getenv, "CONSENT_URL", "http://127.0.0.1:8083")
-	consent, err := fiat.NewConsentClient(consentURL, token)
+	consent, err := fiat.NewConsentClient(consentURL, token, kit.Tracing.Transport(http.DefaultTransport))
 	if err != nil {
 		return err
 	}
-	ropts, err := redis.ParseURL(serve.Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"))
+	ropts, err := serve.RedisOptions(getenv)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return err
 	}
-	ropts.DialTimeout, ropts.ReadTimeout, ropts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 
@@ -74,14 +80,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	log.Info("starting", "environment", env, "addr", addr, "admin_addr", adminAddr, "bank_provider_url", providerURL,
 		"consent_url", consentURL, "internal_token", "[set]", "bank_provider_key", "[set]")
 
-	reg := obs.NewRegistry("fiat", env)
 	var svc fiat.Service = fiat.NewService(env, fiat.NewRedisStore(rdb), provider, consent, time.Now)
 	svc = fiat.LoggingMiddleware(log)(svc)
-	svc = fiat.InstrumentingMiddleware(reg)(svc)
+	svc = fiat.InstrumentingMiddleware(kit.Registry)(svc)
 	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, log)
 	h := fiat.NewHandler(fiat.MakeEndpoints(svc), env, token, idem, log)
 	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(addr, obs.NewHTTPMetrics(reg).Middleware(h), log),
-		serve.NewServer(adminAddr, obs.AdminHandler(reg), log),
+		serve.NewServer(addr, kit.Serve(h), log),
+		serve.NewServer(adminAddr, kit.Admin(), log),
 	)
 }

@@ -22,13 +22,13 @@ type ConsentClient struct {
 
 var _ Consent = (*ConsentClient)(nil)
 
-// NewConsentClient returns a client of the consent service at base.
-func NewConsentClient(base, internalToken string) (*ConsentClient, error) {
+// NewConsentClient returns a client of the consent service at base, over rt.
+func NewConsentClient(base, internalToken string, rt http.RoundTripper) (*ConsentClient, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("consent service URL %q is not absolute", base)
 	}
-	return &ConsentClient{base: u, token: internalToken, http: &http.Client{Timeout: 5 * time.Second}}, nil
+	return &ConsentClient{base: u, token: internalToken, http: &http.Client{Timeout: 5 * time.Second, Transport: rt}}, nil
 }
 
 // CreateSession opens a consent session for an account.

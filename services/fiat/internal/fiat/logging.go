@@ -7,6 +7,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -32,7 +33,7 @@ func (l *logging) line(ctx context.Context, op string, c partner.Caller, err err
 		code = e.Code
 	}
 	attrs = append(attrs, slog.String("key_id", c.KeyID), slog.String("code", code),
-		slog.String("request_id", kithttp.RequestID(ctx)),
+		slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	l.log.LogAttrs(ctx, slog.LevelInfo, op, attrs...)
 }

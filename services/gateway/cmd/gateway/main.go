@@ -55,9 +55,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := serve.Logger(stderr, "gateway")
 	log.Info("starting", "config", cfg.masked())
 
-	reg := obs.NewRegistry("gateway", cfg.env)
-	httpMetrics := obs.NewHTTPMetrics(reg)
-	metrics := edge.NewMetrics(reg)
+	kit, err := obs.NewKit(ctx, "gateway", cfg.env, getenv)
+	if err != nil {
+		return err
+	}
+	defer kit.Shutdown(context.Background())
+	metrics := edge.NewMetrics(kit.Registry)
 
 	keys, err := apikey.NewStore(cfg.keysFile, log)
 	if err != nil {
@@ -94,6 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Keys:          keys,
 		Limiter:       limiter,
 		Upstreams:     cfg.upstreams,
+		Transport:     kit.Tracing.Transport(edge.NewTransport()),
 		InternalToken: cfg.internalToken,
 		Log:           log,
 		Metrics:       metrics,
@@ -102,8 +106,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(cfg.addr, httpMetrics.Middleware(gw), log),
-		serve.NewServer(cfg.adminAddr, obs.AdminHandler(reg), log),
+		serve.NewServer(cfg.addr, kit.Serve(gw), log),
+		serve.NewServer(cfg.adminAddr, kit.Admin(), log),
 	)
 }
 

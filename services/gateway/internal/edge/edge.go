@@ -232,8 +232,8 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, upstream st
 }
 
 // ServeHTTP answers one request and logs one line for it: method, route,
-// status, wire code, duration, key id, request id. Never the key, the
-// Authorization header or a body.
+// status, wire code, duration, key id, request id, trace id. Never the key,
+// the Authorization header or a body.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	requestID := r.Header.Get(partner.HeaderRequestID)
@@ -254,6 +254,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		slog.String("key_id", keyID),
 		slog.String("request_id", requestID),
+		slog.String("trace_id", obs.TraceID(r.Context())),
 	)
 }
 

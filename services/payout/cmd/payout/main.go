@@ -48,25 +48,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	addr := serve.Env(getenv, "PAYOUT_ADDR", defaultAddr)
 	adminAddr := serve.Env(getenv, "PAYOUT_ADMIN_ADDR", "127.0.0.1:9181")
-	token := getenv("INTERNAL_TOKEN")
-	if len(token) < 16 {
-		return fmt.Errorf("INTERNAL_TOKEN must be set to a shared secret of at least 16 characters")
+	token, err := serve.Secret(getenv, "INTERNAL_TOKEN", "services answer only requests that carry it")
+	if err != nil {
+		return err
 	}
-	secret := getenv("QUOTE_SECRET")
-	if len(secret) < 16 {
-		return fmt.Errorf("QUOTE_SECRET must be set to a secret of at least 16 characters: it keys the quote ids")
+	secret, err := serve.Secret(getenv, "QUOTE_SECRET", "it keys the quote ids")
+	if err != nil {
+		return err
 	}
 	ttl, err := serve.EnvDuration(getenv, "QUOTE_TTL", 60*time.Second)
 	if err != nil {
 		return err
 	}
-	ropts, err := redis.ParseURL(serve.Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"))
+	ropts, err := serve.RedisOptions(getenv)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return err
 	}
-	ropts.DialTimeout = time.Second
-	ropts.ReadTimeout = 500 * time.Millisecond
-	ropts.WriteTimeout = 500 * time.Millisecond
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 
@@ -74,15 +71,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	log.Info("starting", "environment", env, "addr", addr, "admin_addr", adminAddr, "quote_ttl", ttl.String(),
 		"redis_url", ropts.Addr, "internal_token", "[set]", "quote_secret", "[set]")
 
-	reg := obs.NewRegistry("payout", env)
+	kit, err := obs.NewKit(ctx, "payout", env, getenv)
+	if err != nil {
+		return err
+	}
+	defer kit.Shutdown(context.Background())
 	var svc payout.Service = payout.NewService(env, []byte(secret), ttl, quotestore.New(rdb), time.Now)
 	svc = payout.LoggingMiddleware(log)(svc)
-	svc = payout.InstrumentingMiddleware(reg)(svc)
+	svc = payout.InstrumentingMiddleware(kit.Registry)(svc)
 	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, log)
 	h := payout.NewHandler(payout.MakeEndpoints(svc), env, token, idem, log)
 
 	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(addr, obs.NewHTTPMetrics(reg).Middleware(h), log),
-		serve.NewServer(adminAddr, obs.AdminHandler(reg), log),
+		serve.NewServer(addr, kit.Serve(h), log),
+		serve.NewServer(adminAddr, kit.Admin(), log),
 	)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -31,7 +32,7 @@ func (l *logging) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 			slog.Int64("chain", req.Chain),
 			slog.String("rail", q.Rail),
 			slog.String("code", codeOf(err)),
-			slog.String("request_id", kithttp.RequestID(ctx)),
+			slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}(time.Now())
 	return l.next.Quote(ctx, caller, req)
@@ -46,7 +47,7 @@ func (l *logging) Execute(ctx context.Context, caller partner.Caller, req Execut
 			slog.String("quote_id", req.QuoteID),
 			slog.String("payout_id", p.PayoutID),
 			slog.String("code", codeOf(err)),
-			slog.String("request_id", kithttp.RequestID(ctx)),
+			slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}(time.Now())
 	return l.next.Execute(ctx, caller, req)

@@ -66,10 +66,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		"link_ttl", cfg.LinkTTL.String(), "settlement_delay", cfg.SettlementDelay.String(),
 		"identity_delay", cfg.IdentityDelay.String(), "provider_key", "[set]")
 
-	reg := obs.NewRegistry("sandboxbank", environment.Sandbox)
+	kit, err := obs.NewKit(ctx, "sandboxbank", environment.Sandbox, getenv)
+	if err != nil {
+		return err
+	}
+	defer kit.Shutdown(context.Background())
 	h := bank.NewHandler(b, key, log)
 	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(addr, obs.NewHTTPMetrics(reg).Middleware(h), log),
-		serve.NewServer(adminAddr, obs.AdminHandler(reg), log),
+		serve.NewServer(addr, kit.Serve(h), log),
+		serve.NewServer(adminAddr, kit.Admin(), log),
 	)
 }

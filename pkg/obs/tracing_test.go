@@ -1,0 +1,125 @@
+package obs
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// hop is a server that, like the gateway and the services, calls the next
+// hop with a traced client.
+func hop(t *testing.T, tr *Tracing, pattern string, next string) *httptest.Server {
+	mux := http.NewServeMux()
+	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if next != "" {
+			req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, next, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		w.Write([]byte(`{}`))
+	})
+	m := NewHTTPMetrics(prometheus.NewRegistry())
+	return httptest.NewServer(tr.Handler(m.Middleware(mux), "test"))
+}
+
+func TestOneTraceSpansEveryHop(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tr := NewTracingWith(tp)
+
+	provider := hop(t, tr, "GET /v1/customers/{id}", "")
+	defer provider.Close()
+	service := hop(t, tr, "GET /v1/fiat/accounts", provider.URL+"/v1/customers/cus_1")
+	defer service.Close()
+	gateway := hop(t, tr, "/", service.URL+"/v1/fiat/accounts")
+	defer gateway.Close()
+
+	// The partner's own trace: the gateway continues it.
+	parent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	req, _ := http.NewRequest(http.MethodGet, gateway.URL+"/v1/fiat/accounts", nil)
+	req.Header.Set("traceparent", parent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	spans := rec.Ended()
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byName[s.Name()] = s
+	}
+	if len(spans) != 5 {
+		names := []string{}
+		for _, s := range spans {
+			names = append(names, s.Name()+"/"+s.SpanKind().String())
+		}
+		t.Fatalf("want 5 spans (3 servers, 2 clients), got %v", names)
+	}
+	var servers, clients []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+			t.Errorf("span %s is in trace %s, not the caller's", s.Name(), s.SpanContext().TraceID())
+		}
+		switch s.SpanKind() {
+		case trace.SpanKindServer:
+			servers = append(servers, s)
+		case trace.SpanKindClient:
+			clients = append(clients, s)
+		}
+	}
+	id := func(s sdktrace.ReadOnlySpan) trace.SpanID { return s.SpanContext().SpanID() }
+	find := func(list []sdktrace.ReadOnlySpan, parent trace.SpanID) sdktrace.ReadOnlySpan {
+		for _, s := range list {
+			if s.Parent().SpanID() == parent {
+				return s
+			}
+		}
+		t.Fatalf("no span whose parent is %s", parent)
+		return nil
+	}
+	// gateway server ← caller; gateway client ← gateway server; service server ← gateway client; …
+	gwServer := find(servers, trace.SpanID{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31})
+	gwClient := find(clients, id(gwServer))
+	svcServer := find(servers, id(gwClient))
+	svcClient := find(clients, id(svcServer))
+	provServer := find(servers, id(svcClient))
+	if svcServer.Name() != "GET /v1/fiat/accounts" {
+		t.Errorf("service span name %q", svcServer.Name())
+	}
+	if provServer.Name() != "GET /v1/customers/{id}" {
+		t.Errorf("spans are named after the route template: %q", provServer.Name())
+	}
+}
+
+func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
+	tr, err := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trace context still flows through a no-op provider.
+	var seen string
+	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = TraceID(r.Context()) }), "test")
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if seen != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("the caller's trace id did not reach the handler: %q", seen)
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
