@@ -6,7 +6,7 @@ SERVICES := gateway payout fiat consent sandboxbank
 BIN := bin
 GO ?= go
 
-.PHONY: build test test-short run bench lint fmt clean
+.PHONY: build test deploy-check run bench lint fmt clean key dashboards
 
 build:
 	@mkdir -p $(BIN)
@@ -16,12 +16,22 @@ build:
 	@(cd devstack && $(GO) build -trimpath -o ../$(BIN)/devstack ./cmd/devstack)
 
 # Every module, with the race detector. The end-to-end tests build the
-# binaries themselves and start them with a real redis-server.
-test: lint
+# binaries themselves and start them with a real redis-server; the browser
+# tests use Debian's chromium.
+test: lint deploy-check
 	@for m in $(MODULES); do \
 		echo "== $$m"; \
 		(cd $$m && $(GO) test -race -count=1 ./...) || exit 1; \
 	done
+
+# The deployment files: docker-compose.yml validates, the Prometheus config
+# and alert rules check, and every alert's unit tests pass.
+deploy-check:
+	@echo "== deploy"
+	@docker-compose config -q && echo "docker-compose.yml: valid"
+	@promtool check config --syntax-only deploy/prometheus/prometheus.yml
+	@promtool check rules deploy/prometheus/rules/*.yml
+	@promtool test rules deploy/prometheus/tests/*.yml
 
 run: build
 	@$(BIN)/devstack
@@ -39,6 +49,18 @@ lint:
 
 fmt:
 	@gofmt -w $(MODULES)
+
+# Regenerate the Grafana dashboard from its generator.
+dashboards:
+	@$(GO) run ./devstack/cmd/dashboard > deploy/grafana/dashboards/partner-api.json
+
+# A sandbox key for the docker compose stack, printed here once (never logged).
+key:
+	@docker compose exec gateway /usr/local/bin/service keys issue \
+		--file /var/lib/partnerapi/keys.json --id dev-$$(date +%s) --products bank,fiat,deposit \
+		--source-chains 84532,11155111 --destination-chains 84532,11155111 \
+		--tokens 84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e,84532:0x808456652fdb597867f38412077A9182bf77359F,11155111:0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238,11155111:0x08210F9170F89Ab7658F0B5E3fF39b0E03C594D4 \
+		--rate 10 --max-execution-usd 25000
 
 clean:
 	rm -rf $(BIN)

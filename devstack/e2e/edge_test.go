@@ -266,9 +266,18 @@ func TestKeyLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("keys never reach a log", func(t *testing.T) {
-		if strings.Contains(s.logs.String(), old) {
-			t.Error("a key appears in the service logs")
+	t.Run("keys never reach a log, valid or not", func(t *testing.T) {
+		unknown := "pk_" + strings.Repeat("Z", 43)
+		malformed := "pk_not-a-real-key-but-secret-looking"
+		s.get("/v1/config", unknown)
+		s.get("/v1/config", malformed)
+		s.do("GET", "/v1/config", "", "", "Authorization", "Basic "+old)
+		time.Sleep(200 * time.Millisecond) // let the log lines cross their pipes
+		logs := s.logs.String()
+		for _, secret := range []string{old, old[3:], unknown, malformed, "Bearer", "Basic"} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("%q appears in the service logs", secret)
+			}
 		}
 	})
 }

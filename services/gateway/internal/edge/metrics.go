@@ -31,6 +31,7 @@ type Metrics struct {
 	upstreamErrors   *prometheus.CounterVec
 
 	keysLoaded     prometheus.Gauge
+	keysFileValid  prometheus.Gauge
 	reloadFailures prometheus.Counter
 }
 
@@ -67,13 +68,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_loaded",
 			Help: "Partner keys in the live set.",
 		}),
+		keysFileValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_file_valid",
+			Help: "1 when the keys file on disk is the live set; 0 while it fails to parse (the last good set stays live).",
+		}),
 		reloadFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_reload_failures_total",
 			Help: "Keys file reloads that failed; the last good set stayed live.",
 		}),
 	}
 	reg.MustRegister(m.refusals, m.decisions, m.fallbackActive, m.fallbackSwitches,
-		m.upstreamDuration, m.upstreamErrors, m.keysLoaded, m.reloadFailures)
+		m.upstreamDuration, m.upstreamErrors, m.keysLoaded, m.keysFileValid, m.reloadFailures)
 	m.refusedMissing = m.refusals.WithLabelValues("missing")
 	m.refusedMalformed = m.refusals.WithLabelValues("malformed")
 	m.refusedUnknown = m.refusals.WithLabelValues("unknown")
@@ -109,11 +114,17 @@ func (m *Metrics) FallbackChanged(active bool) {
 	m.fallbackActive.Set(0)
 }
 
-// KeysLoaded records the size of the live key set.
-func (m *Metrics) KeysLoaded(n int) { m.keysLoaded.Set(float64(n)) }
+// KeysLoaded records the size of the live key set, read from a valid file.
+func (m *Metrics) KeysLoaded(n int) {
+	m.keysLoaded.Set(float64(n))
+	m.keysFileValid.Set(1)
+}
 
-// KeysReloadFailed counts a failed reload.
-func (m *Metrics) KeysReloadFailed() { m.reloadFailures.Inc() }
+// KeysReloadFailed counts a failed reload; the file is invalid until the next load.
+func (m *Metrics) KeysReloadFailed() {
+	m.reloadFailures.Inc()
+	m.keysFileValid.Set(0)
+}
 
 // instrumentUpstream times every call to one upstream.
 func (m *Metrics) instrumentUpstream(upstream string, rt http.RoundTripper) http.RoundTripper {

@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# One recipe for every service image:
+#   docker build --build-arg SERVICE=gateway -t partnerapi/gateway .
+# SERVICE is one of gateway, payout, fiat, consent, sandboxbank.
+ARG GO_VERSION=1.26
+
+FROM golang:${GO_VERSION}-bookworm AS build
+ARG SERVICE
+RUN test -n "${SERVICE}" || (echo "build with --build-arg SERVICE=<name>" && false)
+WORKDIR /src
+# Module files first: the dependency download is cached until they change.
+COPY pkg/go.mod pkg/go.sum pkg/
+COPY services/${SERVICE}/go.mod services/${SERVICE}/go.sum services/${SERVICE}/
+RUN cd services/${SERVICE} && GOWORK=off go mod download
+COPY pkg/ pkg/
+COPY services/${SERVICE}/ services/${SERVICE}/
+# GOWORK=off: the module's own go.mod (replace => ../../pkg) decides what is
+# built, exactly as in CI, never a developer's go.work.
+RUN cd services/${SERVICE} && CGO_ENABLED=0 GOWORK=off \
+    go build -trimpath -ldflags="-s -w" -o /out/service ./cmd/${SERVICE}
+# The only writable place in the image (the gateway keeps its keys file there).
+RUN mkdir -p /out/data
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/service /usr/local/bin/service
+COPY --from=build --chown=65532:65532 /out/data /var/lib/partnerapi
+USER 65532:65532
+# No shell in the image: probes run the binary's own healthcheck subcommand.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 CMD ["/usr/local/bin/service", "healthcheck"]
+ENTRYPOINT ["/usr/local/bin/service"]

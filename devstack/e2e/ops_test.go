@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// metricValue finds the sample of name whose labels include want; ok is
+// false when there is none.
+func metricValue(text, name string, want map[string]string) (float64, bool) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		labels := map[string]string{}
+		if strings.HasPrefix(rest, "{") {
+			end := strings.Index(rest, "} ")
+			if end < 0 {
+				continue
+			}
+			for _, pair := range splitLabels(rest[1:end]) {
+				k, v, _ := strings.Cut(pair, "=")
+				labels[k] = strings.Trim(v, `"`)
+			}
+			rest = rest[end+1:]
+		} else if !strings.HasPrefix(rest, " ") {
+			continue // a longer metric name
+		}
+		match := true
+		for k, v := range want {
+			if labels[k] != v {
+				match = false
+			}
+		}
+		if match {
+			f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// splitLabels splits a="x",b="y, z" on the commas between pairs.
+func splitLabels(s string) []string {
+	var out []string
+	inQuote, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			if i == 0 || s[i-1] != '\\' {
+				inQuote = !inQuote
+			}
+		case ',':
+			if !inQuote {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+func TestMetricsMoveWithTheRightLabels(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank,fiat", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000")
+	slow := s.issue("slow", "--products", "bank", "--source-chains", "84532", "--rate", "1")
+	quote := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`
+	quoteOK := map[string]string{"route": "POST /v1/bank/payout/quote", "method": "POST", "code": "200"}
+
+	before, _ := metricValue(s.metrics("gateway"), "partnerapi_http_requests_total", quoteOK)
+	s.post("/v1/bank/payout/quote", key, quote)
+	s.post("/v1/bank/payout/quote", key, quote)
+	s.get("/v1/config", "")                 // 401: missing
+	s.get("/v1/config", "pk_malformed")     // 401: malformed
+	s.post("/v1/fiat/accounts", slow, "{}") // 403 or 429 on a 1/s key
+	s.get("/v1/no-such-thing", key)         // 404
+	for range 5 {
+		s.get("/v1/limits", slow) // 429s
+	}
+	decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("ada@example.com")))
+
+	gw := s.metrics("gateway")
+	after, _ := metricValue(gw, "partnerapi_http_requests_total", quoteOK)
+	if after-before != 2 {
+		t.Errorf("two quotes moved the gateway's counter by %v", after-before)
+	}
+	type series struct {
+		service, name string
+		labels        map[string]string
+	}
+	for _, c := range []series{
+		{"gateway", "partnerapi_http_requests_total", map[string]string{"route": "GET /v1/config", "method": "GET", "code": "401"}},
+		{"gateway", "partnerapi_http_requests_total", map[string]string{"route": "unmatched", "method": "GET", "code": "404"}},
+		{"gateway", "partnerapi_http_requests_total", map[string]string{"route": "GET /v1/limits", "code": "429"}},
+		{"gateway", "partnerapi_http_request_duration_seconds_bucket", map[string]string{"route": "POST /v1/bank/payout/quote", "code": "200", "le": "0.25"}},
+		{"gateway", "partnerapi_http_requests_in_flight", nil},
+		{"gateway", "partnerapi_gateway_auth_refusals_total", map[string]string{"reason": "missing"}},
+		{"gateway", "partnerapi_gateway_auth_refusals_total", map[string]string{"reason": "malformed"}},
+		{"gateway", "partnerapi_gateway_ratelimit_decisions_total", map[string]string{"decision": "limited", "store": "redis"}},
+		{"gateway", "partnerapi_gateway_ratelimit_decisions_total", map[string]string{"decision": "allowed", "store": "redis"}},
+		{"gateway", "partnerapi_gateway_ratelimit_fallback_active", nil},
+		{"gateway", "partnerapi_gateway_upstream_request_duration_seconds_count", map[string]string{"upstream": "payout", "code": "200"}},
+		{"gateway", "partnerapi_gateway_upstream_request_duration_seconds_count", map[string]string{"upstream": "fiat", "code": "200"}},
+		{"gateway", "partnerapi_gateway_keys_loaded", nil},
+		{"gateway", "partnerapi_gateway_keys_file_valid", nil},
+		{"gateway", "partnerapi_build_info", map[string]string{"service": "gateway"}},
+		{"gateway", "partnerapi_environment_info", map[string]string{"service": "gateway", "environment": "sandbox"}},
+		{"payout", "partnerapi_http_requests_total", quoteOK},
+		{"payout", "partnerapi_payout_quotes_total", map[string]string{"outcome": "ok"}},
+		{"payout", "partnerapi_environment_info", map[string]string{"environment": "sandbox"}},
+		{"fiat", "partnerapi_http_requests_total", map[string]string{"route": "POST /v1/fiat/accounts", "code": "200"}},
+		{"fiat", "partnerapi_fiat_operations_total", map[string]string{"operation": "create_account", "outcome": "ok"}},
+		{"consent", "partnerapi_http_requests_total", map[string]string{"route": "POST /internal/sessions", "code": "200"}},
+		{"sandboxbank", "partnerapi_http_requests_total", map[string]string{"route": "POST /v1/customers", "code": "201"}},
+		{"sandboxbank", "partnerapi_build_info", map[string]string{"service": "sandboxbank"}},
+	} {
+		v, ok := metricValue(s.metrics(c.service), c.name, c.labels)
+		if !ok {
+			t.Errorf("%s: no %s%v", c.service, c.name, c.labels)
+			continue
+		}
+		if strings.HasSuffix(c.name, "_total") && v < 1 {
+			t.Errorf("%s: %s%v = %v, want it to have moved", c.service, c.name, c.labels, v)
+		}
+	}
+	if v, _ := metricValue(gw, "partnerapi_gateway_keys_loaded", nil); v != 2 {
+		t.Errorf("keys loaded %v, want 2", v)
+	}
+	for _, leak := range []string{"acme", "pk_", "/v1/no-such-thing"} {
+		if strings.Contains(gw, leak) {
+			t.Errorf("a key id, a key or a raw path is in the gateway's metrics: %q", leak)
+		}
+	}
+}
+
+func TestEveryBinaryHasAHealthcheckSubcommand(t *testing.T) {
+	s := startStack(t)
+	dead := freeAddrs(t, 1)[0]
+	for _, svc := range services {
+		env := strings.ToUpper(svc) + "_ADDR"
+		ok := exec.Command(filepath.Join(binDir, svc), "healthcheck")
+		ok.Env = []string{env + "=" + s.Services[svc].Addr}
+		if out, err := ok.CombinedOutput(); err != nil {
+			t.Errorf("%s healthcheck of a healthy service: %v %s", svc, err, out)
+		}
+		bad := exec.Command(filepath.Join(binDir, svc), "healthcheck")
+		bad.Env = []string{env + "=" + dead}
+		if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "healthcheck") {
+			t.Errorf("%s healthcheck of nothing: %v %q, want a failure that says why", svc, err, out)
+		}
+	}
+}
+
+// otlpReceiver is a stand-in for the collector: it keeps every span sent to
+// POST /v1/traces, with the name of the service that sent it.
+type otlpReceiver struct {
+	mu    sync.Mutex
+	spans []receivedSpan
+	addr  string
+}
+
+type receivedSpan struct {
+	service string
+	span    *tracepb.Span
+}
+
+func startReceiver(t *testing.T) *otlpReceiver {
+	r := &otlpReceiver{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = ln.Addr().String()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		var in coltrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &in); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		r.mu.Lock()
+		for _, rs := range in.ResourceSpans {
+			svc := ""
+			for _, a := range rs.GetResource().GetAttributes() {
+				if a.Key == "service.name" {
+					svc = a.GetValue().GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					r.spans = append(r.spans, receivedSpan{service: svc, span: sp})
+				}
+			}
+		}
+		r.mu.Unlock()
+		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return r
+}
+
+func (r *otlpReceiver) trace(id string) []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []receivedSpan
+	for _, s := range r.spans {
+		if hex.EncodeToString(s.span.TraceId) == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
+	recv := startReceiver(t)
+	s := startStack(t, withEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+recv.addr), withEnv("OTEL_BSP_SCHEDULE_DELAY", "100"))
+	key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
+
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	const callerSpan = "00f067aa0ba902b7"
+	r := s.do("POST", "/v1/fiat/accounts", key, onboardBody("ada@example.com"), "traceparent", "00-"+traceID+"-"+callerSpan+"-01")
+	if r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	// The gateway's log line carries the trace id.
+	if !s.logged(`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_ms":`) || !s.logged(`"trace_id":"`+traceID+`"`) {
+		t.Error("the gateway's request line lacks the trace id")
+	}
+
+	find := func(spans []receivedSpan, service string, kind tracepb.Span_SpanKind, parent string) *tracepb.Span {
+		for _, sp := range spans {
+			if sp.service == service && sp.span.Kind == kind && hex.EncodeToString(sp.span.ParentSpanId) == parent {
+				return sp.span
+			}
+		}
+		return nil
+	}
+	var spans []receivedSpan
+	deadline := time.Now().Add(10 * time.Second)
+	var gwServer, gwClient, fiatServer, fiatClient, bankServer *tracepb.Span
+	for time.Now().Before(deadline) {
+		spans = recv.trace(traceID)
+		gwServer = find(spans, "gateway", tracepb.Span_SPAN_KIND_SERVER, callerSpan)
+		if gwServer != nil {
+			gwClient = find(spans, "gateway", tracepb.Span_SPAN_KIND_CLIENT, hex.EncodeToString(gwServer.SpanId))
+		}
+		if gwClient != nil {
+			fiatServer = find(spans, "fiat", tracepb.Span_SPAN_KIND_SERVER, hex.EncodeToString(gwClient.SpanId))
+		}
+		if fiatServer != nil {
+			for _, sp := range spans { // the first provider call: POST /v1/customers
+				if sp.service == "fiat" && sp.span.Kind == tracepb.Span_SPAN_KIND_CLIENT && hex.EncodeToString(sp.span.ParentSpanId) == hex.EncodeToString(fiatServer.SpanId) {
+					if b := find(spans, "sandboxbank", tracepb.Span_SPAN_KIND_SERVER, hex.EncodeToString(sp.span.SpanId)); b != nil && b.Name == "POST /v1/customers" {
+						fiatClient, bankServer = sp.span, b
+					}
+				}
+			}
+		}
+		if bankServer != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if bankServer == nil {
+		var got []string
+		for _, sp := range spans {
+			got = append(got, sp.service+":"+sp.span.Name+":"+sp.span.Kind.String())
+		}
+		t.Fatalf("no unbroken chain caller → gateway → fiat → sandboxbank; spans of the trace: %v", got)
+	}
+	if gwServer.Name != "POST /v1/fiat/accounts" || fiatServer.Name != "POST /v1/fiat/accounts" {
+		t.Errorf("server spans are named after the route: gateway %q, fiat %q", gwServer.Name, fiatServer.Name)
+	}
+	_ = fiatClient
+	if consent := find(spans, "consent", tracepb.Span_SPAN_KIND_SERVER, ""); consent != nil {
+		t.Errorf("the consent service's span has no parent: %s", consent.Name)
+	}
+}
