@@ -116,3 +116,13 @@ func Write(w http.ResponseWriter, environment string, e *Error) {
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)
 }
+
+// CodeOf is the wire code err will be answered with: "" for no error,
+// "internal" for one that is not an *Error.
+func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	e, _ := From(err)
+	return e.Code
+}

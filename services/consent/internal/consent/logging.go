@@ -26,13 +26,8 @@ type logging struct {
 }
 
 func (l *logging) line(ctx context.Context, op, keyID, sessionID string, err error, start time.Time) {
-	code := ""
-	if err != nil {
-		e, _ := envelope.From(err)
-		code = e.Code
-	}
 	l.log.LogAttrs(ctx, slog.LevelInfo, op,
-		slog.String("key_id", keyID), slog.String("consent_session_id", sessionID), slog.String("code", code),
+		slog.String("key_id", keyID), slog.String("consent_session_id", sessionID), slog.String("code", envelope.CodeOf(err)),
 		slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 }

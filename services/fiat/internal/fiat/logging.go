@@ -27,12 +27,7 @@ type logging struct {
 }
 
 func (l *logging) line(ctx context.Context, op string, c partner.Caller, err error, start time.Time, attrs ...slog.Attr) {
-	code := ""
-	if err != nil {
-		e, _ := envelope.From(err)
-		code = e.Code
-	}
-	attrs = append(attrs, slog.String("key_id", c.KeyID), slog.String("code", code),
+	attrs = append(attrs, slog.String("key_id", c.KeyID), slog.String("code", envelope.CodeOf(err)),
 		slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	l.log.LogAttrs(ctx, slog.LevelInfo, op, attrs...)

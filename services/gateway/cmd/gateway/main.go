@@ -8,18 +8,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/partnerpay/api/pkg/environment"
-	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
@@ -29,40 +24,25 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
+	if len(os.Args) > 1 && os.Args[1] == "keys" {
+		if err := keycmd.Run(os.Args[2:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+			os.Exit(1)
+		}
+		return
 	}
+	serve.Main(serve.Binary{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true}, run)
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "keys":
-			return keycmd.Run(args[1:], getenv, stdout, stderr)
-		case "healthcheck":
-			return serve.Healthcheck(serve.Env(getenv, "GATEWAY_ADDR", defaultAddr))
-		default:
-			return fmt.Errorf("unknown command %q (want keys or healthcheck, or nothing to serve)", args[0])
-		}
-	}
-	cfg, err := loadConfig(getenv)
+func run(ctx context.Context, s *serve.Setup) error {
+	cfg, err := loadConfig(s.Getenv)
 	if err != nil {
 		return err
 	}
-	log := serve.Logger(stderr, "gateway")
-	log.Info("starting", "config", cfg.masked())
+	s.Log.Info("starting", "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr, "config", cfg.masked())
+	metrics := edge.NewMetrics(s.Kit.Registry)
 
-	kit, err := obs.NewKit(ctx, "gateway", cfg.env, getenv)
-	if err != nil {
-		return err
-	}
-	defer kit.Shutdown(context.Background())
-	metrics := edge.NewMetrics(kit.Registry)
-
-	keys, err := apikey.NewStore(cfg.keysFile, log)
+	keys, err := apikey.NewStore(cfg.keysFile, s.Log)
 	if err != nil {
 		return err
 	}
@@ -84,64 +64,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ropts.PoolSize = 64
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	limiter := ratelimit.New(redis_rate.NewLimiter(rdb),
-		ratelimit.Options{Timeout: cfg.redisTimeout}, log, metrics)
+	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: cfg.redisTimeout}, s.Log, metrics)
 
 	docs, err := apidocs.New()
 	if err != nil {
 		return err
 	}
 	gw, err := edge.New(edge.Config{
-		Docs:          docs,
-		Env:           cfg.env,
+		Env:           s.Env,
 		Keys:          keys,
 		Limiter:       limiter,
 		Upstreams:     cfg.upstreams,
-		Transport:     kit.Tracing.Transport(edge.NewTransport()),
-		InternalToken: cfg.internalToken,
-		Log:           log,
+		Transport:     s.Kit.Tracing.Transport(edge.NewTransport()),
+		InternalToken: s.InternalToken,
+		Docs:          docs,
+		Log:           s.Log,
 		Metrics:       metrics,
 	})
 	if err != nil {
 		return err
 	}
-	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(cfg.addr, kit.Serve(gw), log),
-		serve.NewServer(cfg.adminAddr, kit.Admin(), log),
-	)
+	return s.Serve(ctx, gw)
 }
 
-const defaultAddr = "127.0.0.1:8080"
-
 type config struct {
-	env           environment.Name
-	addr          string
-	adminAddr     string
-	keysFile      string
-	redisURL      string
-	redisTimeout  time.Duration
-	keysReload    time.Duration
-	internalToken string
-	upstreams     map[string]*url.URL
+	keysFile     string
+	redisURL     string
+	redisTimeout time.Duration
+	keysReload   time.Duration
+	upstreams    map[string]*url.URL
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
-	env, err := environment.FromEnv(getenv)
-	if err != nil {
-		return config{}, err
-	}
 	c := config{
-		env:           env,
-		addr:          serve.Env(getenv, "GATEWAY_ADDR", defaultAddr),
-		adminAddr:     serve.Env(getenv, "GATEWAY_ADMIN_ADDR", "127.0.0.1:9180"),
-		keysFile:      serve.Env(getenv, "GATEWAY_KEYS_FILE", ".local/keys.json"),
-		redisURL:      serve.Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"),
-		internalToken: getenv("INTERNAL_TOKEN"),
-		upstreams:     map[string]*url.URL{},
+		keysFile:  serve.Env(getenv, "GATEWAY_KEYS_FILE", ".local/keys.json"),
+		redisURL:  serve.Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"),
+		upstreams: map[string]*url.URL{},
 	}
-	if len(c.internalToken) < 16 {
-		return config{}, fmt.Errorf("INTERNAL_TOKEN must be set to a shared secret of at least 16 characters")
-	}
+	var err error
 	if c.redisTimeout, err = serve.EnvDuration(getenv, "RATE_LIMIT_REDIS_TIMEOUT", 50*time.Millisecond); err != nil {
 		return config{}, err
 	}
@@ -153,34 +113,28 @@ func loadConfig(getenv func(string) string) (config, error) {
 		edge.UpstreamFiat:    {"FIAT_URL", "http://127.0.0.1:8082"},
 		edge.UpstreamConsent: {"CONSENT_URL", "http://127.0.0.1:8083"},
 	} {
-		v := up.env
-		raw := serve.Env(getenv, v, up.def)
+		raw := serve.Env(getenv, up.env, up.def)
 		u, err := url.Parse(raw)
 		if err != nil || u.Scheme == "" || u.Host == "" {
-			return config{}, fmt.Errorf("%s: %q is not an absolute URL", v, raw)
+			return config{}, fmt.Errorf("%s: %q is not an absolute URL", up.env, raw)
 		}
 		c.upstreams[name] = u
 	}
 	return c, nil
 }
 
-// masked is the config as it may be logged: secrets replaced.
+// masked is the config as it may be logged: no secret in it.
 func (c config) masked() map[string]any {
 	ups := map[string]string{}
 	for k, u := range c.upstreams {
 		ups[k] = u.String()
 	}
+	redisURL := "[unparseable]"
+	if u, err := url.Parse(c.redisURL); err == nil {
+		redisURL = u.Redacted()
+	}
 	return map[string]any{
-		"environment": c.env, "addr": c.addr, "admin_addr": c.adminAddr, "keys_file": c.keysFile,
-		"redis_url": redactURL(c.redisURL), "redis_timeout": c.redisTimeout.String(),
+		"keys_file": c.keysFile, "redis_url": redisURL, "redis_timeout": c.redisTimeout.String(),
 		"keys_reload": c.keysReload.String(), "internal_token": "[set]", "upstreams": ups,
 	}
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "[unparseable]"
-	}
-	return u.Redacted()
 }

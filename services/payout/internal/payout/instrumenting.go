@@ -41,11 +41,10 @@ type instrumenting struct {
 }
 
 func outcome(err error) string {
-	if err == nil {
-		return "ok"
+	if code := envelope.CodeOf(err); code != "" {
+		return code
 	}
-	e, _ := envelope.From(err)
-	return e.Code
+	return "ok"
 }
 
 func (m *instrumenting) Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {

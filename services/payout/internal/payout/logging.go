@@ -31,7 +31,7 @@ func (l *logging) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 			slog.String("key_id", caller.KeyID),
 			slog.Int64("chain", req.Chain),
 			slog.String("rail", q.Rail),
-			slog.String("code", codeOf(err)),
+			slog.String("code", envelope.CodeOf(err)),
 			slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}(time.Now())
@@ -46,20 +46,11 @@ func (l *logging) Execute(ctx context.Context, caller partner.Caller, req Execut
 			slog.String("key_id", caller.KeyID),
 			slog.String("quote_id", req.QuoteID),
 			slog.String("payout_id", p.PayoutID),
-			slog.String("code", codeOf(err)),
+			slog.String("code", envelope.CodeOf(err)),
 			slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
 	}(time.Now())
 	return l.next.Execute(ctx, caller, req)
-}
-
-// codeOf is the wire code of err, "" for none.
-func codeOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	e, _ := envelope.From(err)
-	return e.Code
 }
 
 func (l *logging) Config(ctx context.Context, c partner.Caller) Config { return l.next.Config(ctx, c) }

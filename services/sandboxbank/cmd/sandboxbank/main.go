@@ -9,71 +9,37 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/partnerpay/api/pkg/environment"
-	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/sandboxbank/internal/bank"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxbank:", err)
-		os.Exit(1)
-	}
+	serve.Main(serve.Binary{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox}, run)
 }
 
-const defaultAddr = "127.0.0.1:8090"
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	if len(args) > 0 {
-		if args[0] == "healthcheck" {
-			return serve.Healthcheck(serve.Env(getenv, "SANDBOXBANK_ADDR", defaultAddr))
-		}
-		return fmt.Errorf("unknown command %q (want healthcheck, or nothing to serve)", args[0])
-	}
-	addr := serve.Env(getenv, "SANDBOXBANK_ADDR", defaultAddr)
-	adminAddr := serve.Env(getenv, "SANDBOXBANK_ADMIN_ADDR", "127.0.0.1:9190")
-	public := serve.Env(getenv, "SANDBOXBANK_PUBLIC_URL", "http://"+addr)
-	key := getenv("BANK_PROVIDER_KEY")
-	if len(key) < 16 {
-		return fmt.Errorf("BANK_PROVIDER_KEY must be set to the provider API key (at least 16 characters) the services use")
-	}
-	cfg := bank.Config{PublicURL: public}
-	var err error
-	if cfg.LinkTTL, err = serve.EnvDuration(getenv, "SANDBOXBANK_LINK_TTL", 5*time.Minute); err != nil {
-		return err
-	}
-	if cfg.SettlementDelay, err = serve.EnvDuration(getenv, "SANDBOXBANK_SETTLEMENT_DELAY", 3*time.Second); err != nil {
-		return err
-	}
-	if v := getenv("SANDBOXBANK_IDENTITY_DELAY"); v == "0" || v == "0s" {
-		cfg.IdentityDelay = 0
-	} else if cfg.IdentityDelay, err = serve.EnvDuration(getenv, "SANDBOXBANK_IDENTITY_DELAY", 0); err != nil {
-		return err
-	}
-	log := serve.Logger(stderr, "sandboxbank")
-	b := bank.New(cfg)
-	log.Info("starting", "addr", addr, "admin_addr", adminAddr, "public_url", public, "epoch", b.Epoch(),
-		"link_ttl", cfg.LinkTTL.String(), "settlement_delay", cfg.SettlementDelay.String(),
-		"identity_delay", cfg.IdentityDelay.String(), "provider_key", "[set]")
-
-	kit, err := obs.NewKit(ctx, "sandboxbank", environment.Sandbox, getenv)
+func run(ctx context.Context, s *serve.Setup) error {
+	key, err := serve.Secret(s.Getenv, "BANK_PROVIDER_KEY", "the provider API key the services use")
 	if err != nil {
 		return err
 	}
-	defer kit.Shutdown(context.Background())
-	h := bank.NewHandler(b, key, log)
-	return serve.Run(ctx, log, 10*time.Second,
-		serve.NewServer(addr, kit.Serve(h), log),
-		serve.NewServer(adminAddr, kit.Admin(), log),
-	)
+	cfg := bank.Config{PublicURL: serve.Env(s.Getenv, "SANDBOXBANK_PUBLIC_URL", "http://"+s.Addr)}
+	if cfg.LinkTTL, err = serve.EnvDuration(s.Getenv, "SANDBOXBANK_LINK_TTL", 5*time.Minute); err != nil {
+		return err
+	}
+	if cfg.SettlementDelay, err = serve.EnvDuration(s.Getenv, "SANDBOXBANK_SETTLEMENT_DELAY", 3*time.Second); err != nil {
+		return err
+	}
+	if v := s.Getenv("SANDBOXBANK_IDENTITY_DELAY"); v != "0" && v != "0s" {
+		if cfg.IdentityDelay, err = serve.EnvDuration(s.Getenv, "SANDBOXBANK_IDENTITY_DELAY", 0); err != nil {
+			return err
+		}
+	}
+	b := bank.New(cfg)
+	s.Log.Info("starting", "addr", s.Addr, "admin_addr", s.AdminAddr, "public_url", cfg.PublicURL, "epoch", b.Epoch(),
+		"link_ttl", cfg.LinkTTL.String(), "settlement_delay", cfg.SettlementDelay.String(),
+		"identity_delay", cfg.IdentityDelay.String(), "provider_key", "[set]")
+	return s.Serve(ctx, bank.NewHandler(b, key, s.Log))
 }
