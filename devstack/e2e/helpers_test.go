@@ -124,6 +124,9 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 
 // freeAddrs returns n distinct loopback addresses that were free a moment
 // ago: every listener stays open until all are chosen, so none repeats.
+// startRedis starts a redis-server for one test and returns its URL.
+func startRedis(t *testing.T) string { return redistest.Start(t).URL() }
+
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	out := make([]string, 0, n)

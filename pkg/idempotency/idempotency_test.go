@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -34,10 +35,30 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func setup(t *testing.T, next http.Handler) http.Handler {
+	h, _ := setupWithRedis(t, next)
+	return h
+}
+
+func setupWithRedis(t *testing.T, next http.Handler) (http.Handler, *redis.Client) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	return Middleware(NewRedisStore(rdb), 5*time.Second, slog.New(slog.DiscardHandler))(next)
+	return Middleware(NewRedisStore(rdb), 5*time.Second, slog.New(slog.DiscardHandler))(next), rdb
+}
+
+func TestAnswersAreKeptADayPerPartnerKey(t *testing.T) {
+	h, rdb := setupWithRedis(t, &counting{status: 200})
+	send(h, "acme", "k", "/v1/x", `{}`)
+	keys, err := rdb.Keys(context.Background(), "idem:acme:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("stored under %v (%v), want one key scoped to acme", keys, err)
+	}
+	if ttl := rdb.TTL(context.Background(), keys[0]).Val(); ttl < 23*time.Hour || ttl > 24*time.Hour {
+		t.Errorf("kept for %s, want 24h", ttl)
+	}
+	if strings.Contains(keys[0], ":k") {
+		t.Error("the client's key is stored as is; it should be hashed")
+	}
 }
 
 func send(h http.Handler, keyID, idemKey, path, body string) *httptest.ResponseRecorder {
