@@ -60,17 +60,17 @@ func (c *Chains) Chain(id int64) (*Chain, bool) {
 	return nil, false
 }
 
-// TokenAddresses lists every token address per chain id, the shape of a
-// key's token grants.
+// TokenAddresses lists every token address of the given chains (each once,
+// unknown ones skipped) per chain id: the shape of a key's token grants.
 func (c *Chains) TokenAddresses(chains ...int64) map[string][]string {
 	out := make(map[string][]string, len(chains))
 	for _, id := range chains {
+		k := strconv.FormatInt(id, 10)
 		ch, ok := c.Chain(id)
-		if !ok {
+		if _, done := out[k]; done || !ok {
 			continue
 		}
 		for _, t := range ch.Tokens {
-			k := strconv.FormatInt(id, 10)
 			out[k] = append(out[k], t.Address)
 		}
 	}

@@ -240,7 +240,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !validRequestID(requestID) {
 		requestID = rand.Text()
 	}
-	w.Header()[partner.HeaderRequestID] = []string{requestID}
+	h := w.Header()
+	h[partner.HeaderRequestID] = []string{requestID}
+	// The calling origin is not checked (the spec): any web page may call
+	// with a key, and read the rate-limit and request-id headers.
+	h["Access-Control-Allow-Origin"] = corsAnyOrigin
+	h["Access-Control-Expose-Headers"] = corsExposed
 	sw := &obs.StatusWriter{ResponseWriter: w}
 	keyID, code := g.serve(sw, r, requestID)
 	if r.URL.Path == "/health" {
@@ -262,6 +267,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the key id once known and the wire code of a refusal.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) (keyID, code string) {
 	path := r.URL.Path
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" && g.routes[path] != nil {
+		// A browser's CORS preflight for an endpoint: no key is sent with it.
+		r.Pattern = "OPTIONS (preflight)"
+		h := w.Header()
+		h["Access-Control-Allow-Methods"] = corsMethods
+		h["Access-Control-Allow-Headers"] = corsHeaders
+		h["Access-Control-Max-Age"] = corsMaxAge
+		w.WriteHeader(http.StatusNoContent)
+		return "", ""
+	}
 	if path == "/health" && r.Method == http.MethodGet {
 		r.Pattern = "GET /health"
 		serve.Health(w, r)
@@ -372,6 +387,15 @@ func validRequestID(s string) bool {
 	}
 	return true
 }
+
+// CORS header values, shared by every answer (never modified).
+var (
+	corsAnyOrigin = []string{"*"}
+	corsExposed   = []string{"RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, Idempotent-Replayed"}
+	corsMethods   = []string{"GET, POST"}
+	corsHeaders   = []string{"Authorization, Content-Type, Idempotency-Key, X-Request-Id, traceparent"}
+	corsMaxAge    = []string{"600"}
+)
 
 // bufferPool recycles the proxy's 32 KiB copy buffers through a channel:
 // unlike sync.Pool, putting a []byte back costs no allocation.

@@ -289,6 +289,39 @@ func TestPublicRoutePassesPagesThroughWithoutAKey(t *testing.T) {
 	}
 }
 
+func TestAnyWebPageMayCall(t *testing.T) {
+	g := newGateway(t, keySet("bank"), answer(200, "sandbox", `{}`), quiet())
+	pre := httptest.NewRequest("OPTIONS", "/v1/bank/payout/quote", nil)
+	pre.Header.Set("Origin", "https://partner.example")
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	pre.Header.Set("Access-Control-Request-Headers", "authorization, content-type, idempotency-key")
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, pre)
+	h := w.Header()
+	if w.Code != 204 || h.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Idempotency-Key") || h.Get("Access-Control-Allow-Methods") != "GET, POST" {
+		t.Fatalf("preflight: %d %v", w.Code, h)
+	}
+	w = serveOne(g, "GET", "/v1/config", "", "Origin", "https://partner.example")
+	if w.Header().Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(w.Header().Get("Access-Control-Expose-Headers"), "RateLimit") {
+		t.Errorf("answers do not let a page read them: %v", w.Header())
+	}
+	// Not a preflight: OPTIONS is not an endpoint.
+	w = httptest.NewRecorder()
+	g.ServeHTTP(w, httptest.NewRequest("OPTIONS", "/v1/config", nil))
+	if w.Code != 404 || !strings.Contains(w.Body.String(), `"code":"not_found"`) {
+		t.Errorf("a bare OPTIONS: %d %s", w.Code, w.Body)
+	}
+	// A preflight for something that is not an endpoint gets no blessing.
+	pre = httptest.NewRequest("OPTIONS", "/v1/nope", nil)
+	pre.Header.Set("Access-Control-Request-Method", "GET")
+	w = httptest.NewRecorder()
+	g.ServeHTTP(w, pre)
+	if w.Code != 404 || w.Header().Get("Access-Control-Allow-Methods") != "" {
+		t.Errorf("a preflight for no endpoint: %d %v", w.Code, w.Header())
+	}
+}
+
 func TestEveryRouteNeedsItsUpstream(t *testing.T) {
 	_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: map[string]*url.URL{}, Log: quiet()})
 	if err == nil || !strings.Contains(err.Error(), `upstream "payout"`) {

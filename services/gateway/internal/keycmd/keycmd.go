@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
@@ -23,6 +25,9 @@ const usage = `usage:
   gateway keys issue  --file F --id ID --products bank,fiat --source-chains 84532
                       [--destination-chains 84532] [--tokens 84532:0xabc,…]
                       [--rate 10] [--max-execution-usd 25000]
+      --destination-chains defaults to the source chains; --tokens to every
+      catalogue token on the key's chains (the catalogue of the environment
+      the gateway derives from BANK_PROVIDER_URL).
   gateway keys rotate --file F --id ID
   gateway keys revoke --file F --id ID
   gateway keys list   --file F
@@ -41,12 +46,18 @@ func Run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	file := fs.String("file", getenv("GATEWAY_KEYS_FILE"), "keys file (default $GATEWAY_KEYS_FILE)")
 	id := fs.String("id", "", "key id")
-	var o issueOpts
+	o := issueOpts{getenv: getenv}
 	if cmd == "issue" {
 		fs.StringVar(&o.products, "products", "", "comma-separated products: "+strings.Join(partner.Products, ","))
 		fs.StringVar(&o.source, "source-chains", "", "comma-separated chain ids the key may send from")
-		fs.StringVar(&o.destination, "destination-chains", "", "comma-separated chain ids the key may deliver to")
-		fs.StringVar(&o.tokens, "tokens", "", "comma-separated chain:address pairs the key may name")
+		fs.Func("destination-chains", "comma-separated chain ids the key may deliver to (default: the source chains)", func(v string) error {
+			o.destination, o.destinationSet = v, true
+			return nil
+		})
+		fs.Func("tokens", "comma-separated chain:address pairs the key may name (default: every catalogue token on its chains)", func(v string) error {
+			o.tokens, o.tokensSet = v, true
+			return nil
+		})
 		fs.IntVar(&o.rate, "rate", 10, "requests per second")
 		fs.StringVar(&o.maxUSD, "max-execution-usd", "25000", "execution ceiling in USD")
 	}
@@ -79,8 +90,10 @@ func Run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 
 type issueOpts struct {
 	products, source, destination, tokens string
+	destinationSet, tokensSet             bool
 	rate                                  int
 	maxUSD                                string
+	getenv                                func(string) string
 }
 
 func issue(f *apikey.File, id string, o issueOpts) (string, error) {
@@ -95,13 +108,25 @@ func issue(f *apikey.File, id string, o issueOpts) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dst, err := chains(o.destination, "--destination-chains")
-	if err != nil {
-		return "", err
+	dst := src
+	if o.destinationSet {
+		if dst, err = chains(o.destination, "--destination-chains"); err != nil {
+			return "", err
+		}
 	}
-	tokens, err := tokenGrants(o.tokens)
-	if err != nil {
-		return "", err
+	var tokens map[string][]string
+	if o.tokensSet {
+		if tokens, err = tokenGrants(o.tokens); err != nil {
+			return "", err
+		}
+	} else {
+		// The same derivation as the gateway's, so the default lists the
+		// tokens of the deployment the key is for.
+		env, err := environment.FromEnv(o.getenv)
+		if err != nil {
+			return "", err
+		}
+		tokens = catalog.ChainsFor(env).TokenAddresses(slices.Concat(src, dst)...)
 	}
 	key, err := apikey.Generate()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,32 @@ func TestIssuePrintsTheKeyOnceAndStoresItsFingerprint(t *testing.T) {
 		`","id":"acme","maxExecutionUsd":"5000","products":["bank","fiat"],"ratePerSecond":7,"tokens":{"84532":["0x036CbD53842c5426634e7929541eC2318f3dCF7e"]}}]}`
 	if got, _ := json.Marshal(f); string(got) != want {
 		t.Errorf("file\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestIssueDefaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if _, err := run(t, "issue", "--file", path, "--id", "acme", "--products", "bank,fiat", "--source-chains", "84532,84532,1"); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := apikey.Load(path)
+	k, _ := f.Find("acme")
+	if !slices.Equal(k.Chains.Destination, []int64{84532, 1}) || !slices.Equal(k.Chains.Source, []int64{84532, 1}) {
+		t.Errorf("destination chains default to the source chains: %+v", k.Chains)
+	}
+	// Sandbox (no money upstream configured): the testnet's tokens, each once;
+	// chain 1 is not in the sandbox catalogue.
+	want := map[string][]string{"84532": {"0x036CbD53842c5426634e7929541eC2318f3dCF7e", "0x808456652fdb597867f38412077A9182bf77359F"}}
+	if len(k.Tokens) != 1 || !slices.Equal(k.Tokens["84532"], want["84532"]) || k.RatePerSecond != 10 || k.MaxExecutionUSD != "25000" {
+		t.Errorf("defaults: %+v", k)
+	}
+	if _, err := run(t, "issue", "--file", path, "--id", "bare", "--products", "fiat", "--source-chains", "84532", "--destination-chains", "", "--tokens", ""); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = apikey.Load(path)
+	k, _ = f.Find("bare")
+	if len(k.Chains.Destination) != 0 || len(k.Tokens) != 0 {
+		t.Errorf("explicitly empty flags mean none: %+v", k)
 	}
 }
 
