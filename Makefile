@@ -11,7 +11,7 @@ GO ?= go
 build:
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do \
-		(cd services/$$s && GOWORK=off $(GO) build -trimpath -o ../../$(BIN)/$$s ./cmd/$$s) || exit 1; \
+		(cd services/$$s && CGO_ENABLED=0 GOWORK=off $(GO) build -trimpath -o ../../$(BIN)/$$s ./cmd/$$s) || exit 1; \
 	done
 	@(cd devstack && $(GO) build -trimpath -o ../$(BIN)/devstack ./cmd/devstack)
 
