@@ -297,9 +297,6 @@ func (p *Process) Stop() {
 	}
 }
 
-// Done is closed when the process exits.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
 // StopRedis stops the Redis the stack started (for outage tests).
 func (s *Stack) StopRedis() {
 	if s.redisPr != nil {

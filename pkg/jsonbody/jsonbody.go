@@ -4,7 +4,6 @@
 package jsonbody
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,14 +47,6 @@ func Decode(r *http.Request, dst any) error {
 		return ErrContentType
 	}
 	return decode(http.MaxBytesReader(nil, r.Body, MaxBytes), dst)
-}
-
-// DecodeBytes decodes a body already read, with the same rules.
-func DecodeBytes(b []byte, dst any) error {
-	if len(b) > MaxBytes {
-		return TooLarge()
-	}
-	return decode(bytes.NewReader(b), dst)
 }
 
 func decode(body io.Reader, dst any) error {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	httptransport "github.com/go-kit/kit/transport/http"
 
@@ -87,4 +88,16 @@ func Wrap(mux *http.ServeMux, env environment.Name, token string) http.Handler {
 		w.Header().Set(environment.Header, string(env))
 		guarded.ServeHTTP(w, r)
 	})
+}
+
+// LogCall writes a service operation's log line: the given attributes, then
+// the wire code of err ("" when none), the request id, the trace id and the
+// duration since start. Callers pass ids only, never personal data.
+func LogCall(ctx context.Context, log *slog.Logger, msg string, err error, start time.Time, attrs ...slog.Attr) {
+	attrs = append(attrs,
+		slog.String("code", envelope.CodeOf(err)),
+		slog.String("request_id", RequestID(ctx)),
+		slog.String("trace_id", obs.TraceID(ctx)),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 }

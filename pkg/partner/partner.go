@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/partnerpay/api/pkg/envelope"
 )
@@ -61,17 +59,6 @@ func (g *Grants) SourceAllowed(chain int64) bool { return slices.Contains(g.Chai
 // DestinationAllowed reports whether the key may deliver to chain.
 func (g *Grants) DestinationAllowed(chain int64) bool {
 	return slices.Contains(g.Chains.Destination, chain)
-}
-
-// TokenAllowed reports whether the key may name token (a contract address,
-// compared case-insensitively) on chain.
-func (g *Grants) TokenAllowed(chain int64, token string) bool {
-	for _, t := range g.Tokens[strconv.FormatInt(chain, 10)] {
-		if strings.EqualFold(t, token) {
-			return true
-		}
-	}
-	return false
 }
 
 // Caller is the authenticated partner key behind a request.

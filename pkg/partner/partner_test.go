@@ -52,7 +52,7 @@ func TestFromRequest(t *testing.T) {
 	}
 	if c.KeyID != "acme" || !c.Grants.HasProduct("bank") || c.Grants.HasProduct("fiat") ||
 		!c.Grants.SourceAllowed(84532) || c.Grants.DestinationAllowed(84532) ||
-		!c.Grants.TokenAllowed(84532, "0xabc") || c.Grants.MaxExecutionUSD != "25000" {
+		c.Grants.Tokens["84532"][0] != "0xAbC" || c.Grants.MaxExecutionUSD != "25000" {
 		t.Errorf("caller = %+v", c)
 	}
 	r.Header.Del(HeaderGrants)

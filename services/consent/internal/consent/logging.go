@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/kithttp"
-	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -26,10 +24,7 @@ type logging struct {
 }
 
 func (l *logging) line(ctx context.Context, op, keyID, sessionID string, err error, start time.Time) {
-	l.log.LogAttrs(ctx, slog.LevelInfo, op,
-		slog.String("key_id", keyID), slog.String("consent_session_id", sessionID), slog.String("code", envelope.CodeOf(err)),
-		slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	kithttp.LogCall(ctx, l.log, op, err, start, slog.String("key_id", keyID), slog.String("consent_session_id", sessionID))
 }
 
 func (l *logging) CreateSession(ctx context.Context, owner, accountID, customerID string) (id string, err error) {

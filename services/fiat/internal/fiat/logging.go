@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/kithttp"
-	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -27,10 +25,7 @@ type logging struct {
 }
 
 func (l *logging) line(ctx context.Context, op string, c partner.Caller, err error, start time.Time, attrs ...slog.Attr) {
-	attrs = append(attrs, slog.String("key_id", c.KeyID), slog.String("code", envelope.CodeOf(err)),
-		slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
-	l.log.LogAttrs(ctx, slog.LevelInfo, op, attrs...)
+	kithttp.LogCall(ctx, l.log, op, err, start, append(attrs, slog.String("key_id", c.KeyID))...)
 }
 
 func (l *logging) CreateAccount(ctx context.Context, c partner.Caller, req AccountRequest) (out Account, err error) {

@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/kithttp"
-	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -27,13 +25,8 @@ type logging struct {
 
 func (l *logging) Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (q Quote, err error) {
 	defer func(start time.Time) {
-		l.log.LogAttrs(ctx, slog.LevelInfo, "quote",
-			slog.String("key_id", caller.KeyID),
-			slog.Int64("chain", req.Chain),
-			slog.String("rail", q.Rail),
-			slog.String("code", envelope.CodeOf(err)),
-			slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+		kithttp.LogCall(ctx, l.log, "quote", err, start,
+			slog.String("key_id", caller.KeyID), slog.Int64("chain", req.Chain), slog.String("rail", q.Rail))
 	}(time.Now())
 	return l.next.Quote(ctx, caller, req)
 }
@@ -42,13 +35,8 @@ func (l *logging) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 // beneficiary, which is personal data.
 func (l *logging) Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (p Payout, err error) {
 	defer func(start time.Time) {
-		l.log.LogAttrs(ctx, slog.LevelInfo, "payout",
-			slog.String("key_id", caller.KeyID),
-			slog.String("quote_id", req.QuoteID),
-			slog.String("payout_id", p.PayoutID),
-			slog.String("code", envelope.CodeOf(err)),
-			slog.String("request_id", kithttp.RequestID(ctx)), slog.String("trace_id", obs.TraceID(ctx)),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+		kithttp.LogCall(ctx, l.log, "payout", err, start,
+			slog.String("key_id", caller.KeyID), slog.String("quote_id", req.QuoteID), slog.String("payout_id", p.PayoutID))
 	}(time.Now())
 	return l.next.Execute(ctx, caller, req)
 }
