@@ -2,7 +2,7 @@
 # `make test` is what CI runs.
 SHELL := /bin/bash
 MODULES := pkg services/gateway services/payout services/fiat services/consent services/sandboxbank devstack
-SERVICES := gateway payout fiat consent sandboxbank
+SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
 GO ?= go
 

@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/pkg/serve"
 )
 
 // Service is one binary of the stack.
@@ -67,16 +70,9 @@ type Process struct {
 	stack *Stack
 }
 
-// The services in start order: each after what it calls, the gateway last.
-var serviceOrder = []string{"sandboxbank", "payout", "consent", "fiat", "gateway"}
-
-var defaults = map[string]Service{
-	"gateway":     {Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180"},
-	"payout":      {Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181"},
-	"fiat":        {Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182"},
-	"consent":     {Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183"},
-	"sandboxbank": {Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190"},
-}
+// serviceOrder is the start order of serve.Binaries: each after what it
+// calls, the gateway last.
+var serviceOrder = serve.Names()
 
 // Start brings the stack up and waits until every service is healthy.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
@@ -110,7 +106,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	svcs := map[string]Service{}
-	for name, d := range defaults {
+	for _, b := range serve.Binaries {
+		name, d := b.Name, Service{Name: b.Name, Addr: b.Addr, AdminAddr: b.AdminAddr}
 		if name == "gateway" && opts.GatewayAddr != "" {
 			d.Addr = opts.GatewayAddr
 		}
@@ -181,18 +178,26 @@ func (s *Stack) startRedis() error {
 		if err != nil {
 			return err
 		}
+		// Durable, as every Redis of the product (DESIGN §6): records
+		// survive a restart of make run, and a kill -9 of Redis.
+		dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "redis"))
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		p := &Process{Service: Service{Name: "redis", Addr: addr}, stack: s}
-		p.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning")
+		p.cmd = exec.Command(path, redistest.Args(strconv.Itoa(port), dir)...)
 		if err := p.start(); err != nil {
 			return err
 		}
 		s.redisPr = p
 		s.RedisURL = "redis://" + addr + "/0"
 		for i := 0; i < 100; i++ {
-			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-				c.Close()
-				fmt.Fprintf(s.opts.Out, "redis: redis-server on %s\n", addr)
+			if redistest.Ping(addr) == nil {
+				fmt.Fprintf(s.opts.Out, "redis: redis-server on %s, append-only file in %s\n", addr, dir)
 				return nil
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -205,7 +210,8 @@ func (s *Stack) startRedis() error {
 	}
 	s.mini = m
 	s.RedisURL = "redis://" + m.Addr() + "/0"
-	fmt.Fprintf(s.opts.Out, "redis: no REDIS_URL and no redis-server on PATH; using an in-process Redis on %s (state is lost on exit)\n", m.Addr())
+	fmt.Fprintf(s.opts.Out, "redis: no REDIS_URL and no redis-server on PATH; using an in-process Redis on %s.\n"+
+		"       It is for a first look only: nothing is durable and every record is lost on exit. Install redis-server for real work.\n", m.Addr())
 	return nil
 }
 

@@ -20,12 +20,13 @@ import (
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/pkg/serve"
 )
 
 var binDir string
 
 // services are the binaries of the stack.
-var services = []string{"gateway", "payout", "fiat", "consent", "sandboxbank"}
+var services = serve.Names()
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "e2e-bin-")

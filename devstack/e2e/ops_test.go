@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"io"
@@ -15,68 +14,64 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
 // metricValue finds the sample of name whose labels include want; ok is
-// false when there is none.
+// false when there is none. name may be a histogram's _bucket (with an
+// "le" label), _count or _sum series.
 func metricValue(text, name string, want map[string]string) (float64, bool) {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return 0, false
+	}
+	base, part := name, ""
+	for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+		if b, ok := strings.CutSuffix(name, suffix); ok && families[name] == nil && families[b] != nil {
+			base, part = b, suffix
 		}
-		rest := line[len(name):]
+	}
+	fam := families[base]
+	if fam == nil {
+		return 0, false
+	}
+	for _, m := range fam.GetMetric() {
 		labels := map[string]string{}
-		if strings.HasPrefix(rest, "{") {
-			end := strings.Index(rest, "} ")
-			if end < 0 {
-				continue
-			}
-			for _, pair := range splitLabels(rest[1:end]) {
-				k, v, _ := strings.Cut(pair, "=")
-				labels[k] = strings.Trim(v, `"`)
-			}
-			rest = rest[end+1:]
-		} else if !strings.HasPrefix(rest, " ") {
-			continue // a longer metric name
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
 		match := true
 		for k, v := range want {
-			if labels[k] != v {
+			if k != "le" && labels[k] != v {
 				match = false
 			}
 		}
-		if match {
-			f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return f, err == nil
+		if !match {
+			continue
+		}
+		switch {
+		case part == "_count":
+			return float64(m.GetHistogram().GetSampleCount()), true
+		case part == "_sum":
+			return m.GetHistogram().GetSampleSum(), true
+		case part == "_bucket":
+			for _, b := range m.GetHistogram().GetBucket() {
+				if strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64) == want["le"] {
+					return float64(b.GetCumulativeCount()), true
+				}
+			}
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue(), true
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue(), true
 		}
 	}
 	return 0, false
-}
-
-// splitLabels splits a="x",b="y, z" on the commas between pairs.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '"':
-			if i == 0 || s[i-1] != '\\' {
-				inQuote = !inQuote
-			}
-		case ',':
-			if !inQuote {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
 }
 
 func TestMetricsMoveWithTheRightLabels(t *testing.T) {
@@ -125,7 +120,8 @@ func TestMetricsMoveWithTheRightLabels(t *testing.T) {
 		{"gateway", "partnerapi_build_info", map[string]string{"service": "gateway"}},
 		{"gateway", "partnerapi_environment_info", map[string]string{"service": "gateway", "environment": "sandbox"}},
 		{"payout", "partnerapi_http_requests_total", quoteOK},
-		{"payout", "partnerapi_payout_quotes_total", map[string]string{"outcome": "ok"}},
+		{"payout", "partnerapi_payout_operations_total", map[string]string{"operation": "quote", "outcome": "ok"}},
+		{"payout", "partnerapi_payout_operation_duration_seconds_count", map[string]string{"operation": "quote"}},
 		{"payout", "partnerapi_environment_info", map[string]string{"environment": "sandbox"}},
 		{"fiat", "partnerapi_http_requests_total", map[string]string{"route": "POST /v1/fiat/accounts", "code": "200"}},
 		{"fiat", "partnerapi_fiat_operations_total", map[string]string{"operation": "create_account", "outcome": "ok"}},

@@ -2,8 +2,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/partnerpay/api/pkg/idempotency"
 )
 
 var payoutBody = regexp.MustCompile(`^\{"environment":"sandbox","mock":true,"payoutId":"(bpo_[0-9a-f]{32})","quoteId":"(bpq_\d+_[0-9a-f]{32})","status":"pending","rail":"([a-z_]+)","estimatedSettlement":"([A-Z0-9]+)"\}$`)
@@ -233,17 +234,17 @@ func TestIdempotencyOfExecution(t *testing.T) {
 	})
 }
 
-// seedInFlight writes the record a request still running holds, as the
-// payout service would: the deterministic way to meet an in-flight key.
+// seedInFlight claims an Idempotency-Key the way a request still running
+// holds it, through the idempotency package's own store: the deterministic
+// way to meet an in-flight key.
 func (s *stack) seedInFlight(keyID, idemKey, path, body string) {
 	s.t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
-	k := sha256.Sum256([]byte(idemKey))
-	fp := sha256.Sum256([]byte("POST " + path + "\n" + body))
-	rec := `{"fingerprint":"` + hex.EncodeToString(fp[:]) + `","done":false}`
-	if err := rdb.Set(context.Background(), "idem:"+keyID+":"+hex.EncodeToString(k[:]), rec, time.Minute).Err(); err != nil {
-		s.t.Fatal(err)
+	store := idempotency.NewRedisStore(rdb)
+	fp := idempotency.Fingerprint(http.MethodPost, path, []byte(body))
+	if _, claimed, err := store.Claim(context.Background(), idempotency.StoreKey(keyID, idemKey), fp, time.Minute); err != nil || !claimed {
+		s.t.Fatalf("seed an in-flight request: claimed %v, %v", claimed, err)
 	}
 }
 

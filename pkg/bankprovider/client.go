@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/partnerpay/api/pkg/serve"
 )
 
 // Error is a refusal from the provider: its HTTP status and error document.
@@ -205,4 +207,20 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, ide
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return resp.StatusCode, b, err
+}
+
+// Config is the bank provider part of a binary's configuration
+// (serve.LoadConfig), shared by every binary that calls the provider.
+type Config struct {
+	BankProviderURL string       `env:"BANK_PROVIDER_URL" default:"http://127.0.0.1:8090" url:"absolute"`
+	BankProviderKey serve.Secret `env:"BANK_PROVIDER_KEY" doc:"the bank provider's API key"`
+}
+
+// Client builds the provider client of c, its transport wrapped (tracing).
+func (c Config) Client(wrap func(http.RoundTripper) http.RoundTripper) (*Client, error) {
+	p, err := New(c.BankProviderURL, string(c.BankProviderKey))
+	if err != nil {
+		return nil, err
+	}
+	return p.WrapTransport(wrap), nil
 }

@@ -2,7 +2,6 @@ package bankprovider
 
 import (
 	"errors"
-	"net/http"
 
 	"github.com/partnerpay/api/pkg/envelope"
 )
@@ -22,7 +21,7 @@ var apiFields = map[string]string{
 
 // ErrStateLost is the partner's answer when the sandbox bank was restarted
 // and lost a record: said plainly, rather than half-answered.
-var ErrStateLost = envelope.New(http.StatusConflict, envelope.CodeSandboxReset,
+var ErrStateLost = envelope.New(envelope.CodeSandboxReset,
 	"The sandbox bank was restarted and has lost this record (it keeps its state in memory); create it again.")
 
 // ToAPI maps a provider error to the partner's: a refusal naming fields, a
@@ -56,7 +55,7 @@ func Refusal(err error) (e *envelope.Error, ok bool) {
 		}
 		fields[name] = label(d.Constraint)
 	}
-	e = envelope.New(http.StatusBadRequest, envelope.CodeInvalidRequest, "The bank refused the request; see error.fields.")
+	e = envelope.New(envelope.CodeInvalidRequest, "The bank refused the request; see error.fields.")
 	e.Fields = fields
 	return e, true
 }

@@ -41,40 +41,6 @@ func TestResolveRail(t *testing.T) {
 	}
 }
 
-func TestCanonicalCountry(t *testing.T) {
-	tests := []struct {
-		in   string
-		want string
-		ok   bool
-	}{
-		{"de", "DE", true}, {"DE", "DE", true}, {"Gb", "GB", true}, {"XK", "XK", true},
-		{"UK", "", false}, {"EU", "", false}, {"ZZ", "", false}, {"FX", "", false},
-		{"SU", "", false}, {"D", "", false}, {"DEU", "", false}, {"", "", false}, {"1A", "", false},
-	}
-	for _, tt := range tests {
-		got, ok := CanonicalCountry(tt.in)
-		if ok != tt.ok || (ok && got != tt.want) {
-			t.Errorf("CanonicalCountry(%q) = %q,%v; want %q,%v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-	if n := len(Countries()); n != 250 {
-		t.Errorf("len(Countries()) = %d, want 249 ISO countries plus XK", n)
-	}
-}
-
-func TestCanonicalCurrency(t *testing.T) {
-	for in, want := range map[string]string{"eur": "EUR", "Usd": "USD", "JPY": "JPY"} {
-		if got, ok := CanonicalCurrency(in); !ok || got != want {
-			t.Errorf("CanonicalCurrency(%q) = %q,%v", in, got, ok)
-		}
-	}
-	for _, in := range []string{"XYZ", "EU", "EURO", "", "12A"} {
-		if _, ok := CanonicalCurrency(in); ok {
-			t.Errorf("CanonicalCurrency(%q) accepted", in)
-		}
-	}
-}
-
 func TestChainsFor(t *testing.T) {
 	sb := ChainsFor(environment.Sandbox)
 	ch, ok := sb.Chain(84532)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 )
 
@@ -58,6 +59,17 @@ func (c *Chains) Chain(id int64) (*Chain, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Find is the catalogue check of a chain field that passed format.ChainID:
+// the chain, or the invalid_request a partner sees when this deployment does
+// not list it.
+func (c *Chains) Find(field string, id int64) (*Chain, error) {
+	ch, ok := c.Chain(id)
+	if !ok {
+		return nil, envelope.InvalidRequest(field + " " + strconv.FormatInt(id, 10) + " is not in this deployment's catalogue; see GET /v1/currencies.")
+	}
+	return ch, nil
 }
 
 // TokenAddresses lists every token address of the given chains (each once,

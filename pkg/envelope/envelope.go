@@ -1,77 +1,135 @@
 // Package envelope is the one error type of the API and its wire form, the
 // ErrorEnvelope of the partner contract: {environment, error: {code, message, fields?}}.
 //
-// Services return *Error (or wrap one with %w); a single encoder maps it to the
-// wire. Anything that is not an *Error is an internal error: its detail belongs
-// in the log and the wire only ever says "internal".
+// Every wire code is declared once, in the table below, with the HTTP status
+// it is always answered with. Services build errors from a code and a
+// message; they never choose a status. A single encoder maps an *Error to
+// the wire. Anything that is not an *Error is an internal error: its detail
+// belongs in the log and the wire only ever says "internal".
 package envelope
 
 import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
 )
 
-// Wire codes. Clients branch on these, never on messages.
+// Code is a wire code. Clients branch on it, never on messages.
+type Code string
+
+// The wire codes, each with its status in statuses.
 const (
-	CodeInvalidRequest         = "invalid_request"
-	CodeNoRoute                = "no_route"
-	CodeUnauthorized           = "unauthorized"
-	CodePermissionDenied       = "permission_denied"
-	CodeChainNotAllowed        = "chain_not_allowed"
-	CodeTokenNotAllowed        = "token_not_allowed"
-	CodeExecutionCapped        = "execution_capped"
-	CodeNotFound               = "not_found"
-	CodeNotConfigured          = "not_configured"
-	CodeRateLimited            = "rate_limited"
-	CodeInternal               = "internal"
-	CodeQuoteNotFound          = "quote_not_found"
-	CodeQuoteExpired           = "quote_expired"
-	CodeIdempotencyKeyReused   = "idempotency_key_reused"
-	CodeIdempotencyInProgress  = "idempotency_in_progress"
-	CodeSandboxReset           = "sandbox_reset"
-	CodeAccountNotFound        = "account_not_found"
-	CodeVirtualAccountNotFound = "virtual_account_not_found"
-	CodeConsentSessionNotFound = "consent_session_not_found"
-	CodeAccountNotActive       = "account_not_active"
+	CodeInvalidRequest         Code = "invalid_request"
+	CodeNoRoute                Code = "no_route"
+	CodeUnauthorized           Code = "unauthorized"
+	CodePermissionDenied       Code = "permission_denied"
+	CodeChainNotAllowed        Code = "chain_not_allowed"
+	CodeTokenNotAllowed        Code = "token_not_allowed"
+	CodeExecutionCapped        Code = "execution_capped"
+	CodeNotFound               Code = "not_found"
+	CodeNotConfigured          Code = "not_configured"
+	CodeQuoteNotFound          Code = "quote_not_found"
+	CodeAccountNotFound        Code = "account_not_found"
+	CodeVirtualAccountNotFound Code = "virtual_account_not_found"
+	CodeConsentSessionNotFound Code = "consent_session_not_found"
+	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
+	CodeAccountNotActive       Code = "account_not_active"
+	CodeSandboxReset           Code = "sandbox_reset"
+	CodeQuoteExpired           Code = "quote_expired"
+	CodeReturnLinkExpired      Code = "return_link_expired"
+	CodeIdempotencyKeyReused   Code = "idempotency_key_reused"
+	CodeRateLimited            Code = "rate_limited"
+	CodeInternal               Code = "internal"
 )
 
+// statuses is the one place a code meets its HTTP status.
+var statuses = map[Code]int{
+	CodeInvalidRequest:         http.StatusBadRequest,
+	CodeNoRoute:                http.StatusBadRequest,
+	CodeUnauthorized:           http.StatusUnauthorized,
+	CodePermissionDenied:       http.StatusForbidden,
+	CodeChainNotAllowed:        http.StatusForbidden,
+	CodeTokenNotAllowed:        http.StatusForbidden,
+	CodeExecutionCapped:        http.StatusForbidden,
+	CodeNotFound:               http.StatusNotFound,
+	CodeNotConfigured:          http.StatusNotFound,
+	CodeQuoteNotFound:          http.StatusNotFound,
+	CodeAccountNotFound:        http.StatusNotFound,
+	CodeVirtualAccountNotFound: http.StatusNotFound,
+	CodeConsentSessionNotFound: http.StatusNotFound,
+	CodeIdempotencyInProgress:  http.StatusConflict,
+	CodeAccountNotActive:       http.StatusConflict,
+	CodeSandboxReset:           http.StatusConflict,
+	CodeQuoteExpired:           http.StatusGone,
+	CodeReturnLinkExpired:      http.StatusGone,
+	CodeIdempotencyKeyReused:   http.StatusUnprocessableEntity,
+	CodeRateLimited:            http.StatusTooManyRequests,
+	CodeInternal:               http.StatusInternalServerError,
+}
+
+// Status is the HTTP status the code is answered with; an undeclared code
+// is a programming error and answers 500.
+func (c Code) Status() int {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Codes lists every wire code with its status, sorted by status then code:
+// what the OpenAPI document must agree with.
+func Codes() []Code {
+	out := make([]Code, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if si, sj := out[i].Status(), out[j].Status(); si != sj {
+			return si < sj
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
 // Error is an API error: what the partner sees. Fields, when set, holds field
-// names and constraint labels only, never submitted values.
+// names and constraint labels only, never submitted values; only refusals
+// that come from the bank provider carry them.
 type Error struct {
 	Status  int
-	Code    string
+	Code    Code
 	Message string
 	Fields  map[string]string
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
-// New returns an API error with the given status, code and message.
-func New(status int, code, message string) *Error {
-	return &Error{Status: status, Code: code, Message: message}
+// New returns an API error with code's status and message.
+func New(code Code, message string) *Error {
+	return &Error{Status: code.Status(), Code: code, Message: message}
 }
 
 // InvalidRequest is the 400 for a malformed or invalid request.
-func InvalidRequest(message string) *Error {
-	return New(http.StatusBadRequest, CodeInvalidRequest, message)
+func InvalidRequest(message string) *Error { return New(CodeInvalidRequest, message) }
+
+// TooLarge is the one answer whose status is not its code's: DESIGN §2
+// answers a body over 1 MiB with 413 and code invalid_request.
+func TooLarge() *Error {
+	e := New(CodeInvalidRequest, "Request body is larger than 1 MiB.")
+	e.Status = http.StatusRequestEntityTooLarge
+	return e
 }
 
 // NotFound is the 404 for a path or method that is not an endpoint.
-func NotFound() *Error {
-	return New(http.StatusNotFound, CodeNotFound, "No such endpoint.")
-}
+func NotFound() *Error { return New(CodeNotFound, "No such endpoint.") }
 
 // Unauthorized is the single 401 for every key problem; the cause is never told.
-func Unauthorized() *Error {
-	return New(http.StatusUnauthorized, CodeUnauthorized, "Missing, malformed or unknown API key.")
-}
+func Unauthorized() *Error { return New(CodeUnauthorized, "Missing, malformed or unknown API key.") }
 
 // Internal is what the wire says about any unexpected failure.
-func Internal() *Error {
-	return New(http.StatusInternalServerError, CodeInternal, "Internal error; it has been logged.")
-}
+func Internal() *Error { return New(CodeInternal, "Internal error; it has been logged.") }
 
 // From maps err to its wire form. known is false when err carries no *Error:
 // the caller must log err in full, since the wire will only say "internal".
@@ -83,7 +141,7 @@ func From(err error) (e *Error, known bool) {
 }
 
 type wireError struct {
-	Code    string            `json:"code"`
+	Code    Code              `json:"code"`
 	Message string            `json:"message"`
 	Fields  map[string]string `json:"fields,omitempty"`
 }
@@ -119,7 +177,7 @@ func Write(w http.ResponseWriter, environment string, e *Error) {
 
 // CodeOf is the wire code err will be answered with: "" for no error,
 // "internal" for one that is not an *Error.
-func CodeOf(err error) string {
+func CodeOf(err error) Code {
 	if err == nil {
 		return ""
 	}

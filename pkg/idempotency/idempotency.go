@@ -21,6 +21,8 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/jsonbody"
+	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -73,8 +75,8 @@ type handler struct {
 
 var (
 	errMalformed  = envelope.InvalidRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
-	errReused     = envelope.New(http.StatusUnprocessableEntity, envelope.CodeIdempotencyKeyReused, "This Idempotency-Key was used for a different request in the last 24 hours; use a new key for a new request.")
-	errInProgress = envelope.New(http.StatusConflict, envelope.CodeIdempotencyInProgress, "A request with this Idempotency-Key is still in progress; retry shortly.")
+	errReused     = envelope.New(envelope.CodeIdempotencyKeyReused, "This Idempotency-Key was used for a different request in the last 24 hours; use a new key for a new request.")
+	errInProgress = envelope.New(envelope.CodeIdempotencyInProgress, "A request with this Idempotency-Key is still in progress; retry shortly.")
 )
 
 // ValidKey reports whether k is 1–255 printable ASCII characters.
@@ -97,48 +99,48 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(values) > 1 || !ValidKey(values[0]) {
-		writeError(w, errMalformed)
+		kithttp.WriteError(w, errMalformed)
 		return
 	}
 	keyID := r.Header.Get(partner.HeaderKeyID)
 	if keyID == "" {
-		writeError(w, envelope.Unauthorized())
+		kithttp.WriteError(w, envelope.Unauthorized())
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, jsonbody.MaxBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, jsonbody.TooLarge())
+			kithttp.WriteError(w, envelope.TooLarge())
 			return
 		}
-		writeError(w, envelope.InvalidRequest("Request body could not be read."))
+		kithttp.WriteError(w, envelope.InvalidRequest("Request body could not be read."))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
-	key := storeKey(keyID, values[0])
-	fp := fingerprint(r.Method, r.URL.Path, body)
+	key := StoreKey(keyID, values[0])
+	fp := Fingerprint(r.Method, r.URL.Path, body)
 	existing, claimed, err := h.store.Claim(r.Context(), key, fp, h.lock)
 	if err != nil {
 		h.log.ErrorContext(r.Context(), "idempotency store failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
-		writeError(w, envelope.Internal())
+		kithttp.WriteError(w, envelope.Internal())
 		return
 	}
 	if !claimed {
 		switch {
 		case existing.Fingerprint != fp:
-			writeError(w, errReused)
+			kithttp.WriteError(w, errReused)
 		case !existing.Done:
 			w.Header().Set("Retry-After", "1")
-			writeError(w, errInProgress)
+			kithttp.WriteError(w, errInProgress)
 		default:
 			replay(w, existing)
 		}
 		return
 	}
 
-	rec := &recorder{ResponseWriter: w}
+	rec := &recorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
 	completed := false
 	defer func() {
 		if completed {
@@ -154,13 +156,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	h.next.ServeHTTP(rec, r)
-	if rec.status >= 500 {
+	if rec.Status() >= 500 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 	defer cancel()
 	err = h.store.Complete(ctx, key, Record{
-		Fingerprint: fp, Done: true, Status: rec.status,
+		Fingerprint: fp, Done: true, Status: rec.Status(),
 		ContentType: rec.Header().Get("Content-Type"),
 		ErrorCode:   rec.Header().Get(partner.HeaderErrorCode),
 		Body:        rec.body.Bytes(),
@@ -190,44 +192,29 @@ func replay(w http.ResponseWriter, rec *Record) {
 	_, _ = w.Write(rec.Body)
 }
 
-func writeError(w http.ResponseWriter, e *envelope.Error) {
-	w.Header().Set(partner.HeaderErrorCode, e.Code)
-	envelope.Write(w, "", e)
-}
-
-// storeKey scopes a client's key to the partner key; hashing it keeps the
+// StoreKey scopes a client's key to the partner key; hashing it keeps the
 // store's keys short and free of whatever characters the client chose.
-func storeKey(keyID, idempotencyKey string) string {
+func StoreKey(keyID, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(idempotencyKey))
 	return "idem:" + keyID + ":" + hex.EncodeToString(sum[:])
 }
 
-// fingerprint identifies the request: endpoint and exact body bytes.
-func fingerprint(method, path string, body []byte) string {
+// Fingerprint identifies the request: endpoint and exact body bytes.
+func Fingerprint(method, path string, body []byte) string {
 	h := sha256.New()
 	io.WriteString(h, method+" "+path+"\n")
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// recorder passes the answer through and keeps a copy.
+// recorder passes the answer through and keeps a copy of the body; the
+// status comes from the StatusWriter it embeds.
 type recorder struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
+	obs.StatusWriter
+	body bytes.Buffer
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
 	r.body.Write(b)
-	return r.ResponseWriter.Write(b)
+	return r.StatusWriter.Write(b)
 }

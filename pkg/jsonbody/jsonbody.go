@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
-	"regexp"
 	"strings"
 
 	"github.com/partnerpay/api/pkg/envelope"
@@ -19,9 +18,6 @@ import (
 
 // MaxBytes is the largest request body the API accepts.
 const MaxBytes = 1 << 20
-
-// MaxChainID is the largest chain id: the largest integer a JSON number holds exactly.
-const MaxChainID = 1<<53 - 1
 
 // IsJSON reports whether a Content-Type header names JSON (parameters such as
 // charset allowed).
@@ -31,11 +27,6 @@ func IsJSON(contentType string) bool {
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "application/json"
-}
-
-// TooLarge is the answer to a body over MaxBytes.
-func TooLarge() *envelope.Error {
-	return envelope.New(http.StatusRequestEntityTooLarge, envelope.CodeInvalidRequest, "Request body is larger than 1 MiB.")
 }
 
 // ErrContentType is the answer to a body that is not declared as JSON.
@@ -58,7 +49,7 @@ func decode(body io.Reader, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return TooLarge()
+			return envelope.TooLarge()
 		}
 		return envelope.InvalidRequest("Request body must hold a single JSON object.")
 	}
@@ -73,7 +64,7 @@ func explain(err error) error {
 	)
 	switch {
 	case errors.As(err, &mbe):
-		return TooLarge()
+		return envelope.TooLarge()
 	case errors.Is(err, io.EOF):
 		return envelope.InvalidRequest("Request body is empty; send a JSON object.")
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
@@ -112,27 +103,3 @@ func kind(t reflect.Type) string {
 	}
 	return "of another type"
 }
-
-var decimal = regexp.MustCompile(`^\d+(\.\d+)?$`)
-
-// CanonicalDecimal checks a DecimalMajorUnits string and returns it without
-// leading zeros or trailing fractional zeros ("0100.50" → "100.5"), so equal
-// amounts compare equal. ok is false when s is not a decimal string.
-func CanonicalDecimal(s string) (canon string, ok bool) {
-	if len(s) > 64 || !decimal.MatchString(s) {
-		return "", false
-	}
-	whole, frac, _ := strings.Cut(s, ".")
-	whole = strings.TrimLeft(whole, "0")
-	if whole == "" {
-		whole = "0"
-	}
-	frac = strings.TrimRight(frac, "0")
-	if frac == "" {
-		return whole, true
-	}
-	return whole + "." + frac, true
-}
-
-// ValidChainID reports whether id is a chain id: > 0 and at most MaxChainID.
-func ValidChainID(id int64) bool { return id > 0 && id <= MaxChainID }

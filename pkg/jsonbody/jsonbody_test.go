@@ -63,17 +63,3 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
-
-func TestCanonicalDecimal(t *testing.T) {
-	good := map[string]string{"100": "100", "100.50": "100.5", "0100.00": "100", "0.01": "0.01", "0": "0", "000": "0"}
-	for in, want := range good {
-		if got, ok := CanonicalDecimal(in); !ok || got != want {
-			t.Errorf("CanonicalDecimal(%q) = %q,%v; want %q", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"", "1.", ".5", "-1", "+1", "1e3", "1,5", " 1", "1.2.3", "١٢", strings.Repeat("9", 65)} {
-		if _, ok := CanonicalDecimal(in); ok {
-			t.Errorf("CanonicalDecimal(%q) accepted", in)
-		}
-	}
-}

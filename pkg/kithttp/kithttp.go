@@ -1,8 +1,10 @@
-// Package kithttp is the HTTP transport glue every go-kit service shares: the
-// single error encoder that maps *envelope.Error to the wire (and logs
-// everything else in full), the JSON response encoder, and the wrapping that
-// every service handler gets (environment stamp, internal token, 404s in the
-// envelope).
+// Package kithttp is the go-kit shape every service shares: requests that
+// carry the caller the gateway vouched for and a strictly decoded body, one
+// generic endpoint constructor, the middleware that logs and measures every
+// operation the same way, the single error encoder that maps
+// *envelope.Error to the wire (and logs everything else in full), and the
+// wrapping every service handler gets (environment stamp, internal token,
+// 404s in the envelope).
 package kithttp
 
 import (
@@ -13,31 +15,126 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-kit/kit/endpoint"
 	httptransport "github.com/go-kit/kit/transport/http"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/serve"
 )
 
-type requestIDKey struct{}
+// Request is what reaches an endpoint: who calls, and the decoded body.
+type Request[T any] struct {
+	Caller partner.Caller
+	Body   T
+}
 
-// RequestID is the X-Request-Id of the request ctx belongs to.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+// KeyID is the calling key's id, for the log line.
+func (r Request[T]) KeyID() string { return r.Caller.KeyID }
+
+// LogAttrs are the body's, when it says what of it may be logged.
+func (r Request[T]) LogAttrs() []slog.Attr {
+	if l, ok := any(r.Body).(obs.Loggable); ok {
+		return l.LogAttrs()
+	}
+	return nil
+}
+
+// Decode reads the caller and a JSON body of type T: the decoder of every
+// POST route.
+func Decode[T any](_ context.Context, r *http.Request) (any, error) {
+	caller, err := partner.FromRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	var body T
+	if err := jsonbody.Decode(r, &body); err != nil {
+		return nil, err
+	}
+	return Request[T]{Caller: caller, Body: body}, nil
+}
+
+// DecodeCaller reads only the caller: GET routes that answer per key.
+func DecodeCaller(_ context.Context, r *http.Request) (any, error) {
+	caller, err := partner.FromRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return Request[struct{}]{Caller: caller}, nil
+}
+
+// Endpoint adapts a service method that takes the caller and a body.
+func Endpoint[T, R any](f func(context.Context, partner.Caller, T) (R, error)) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(Request[T])
+		return f(ctx, req.Caller, req.Body)
+	}
+}
+
+// Observer logs and measures every operation of a service the same way:
+// one log line (operation, key id, the ids request and answer allow, code,
+// request id, trace id, duration) and the operations metrics.
+type Observer struct {
+	log *slog.Logger
+	ops *obs.Operations
+}
+
+// NewObserver returns the observer of a service's operations.
+func NewObserver(log *slog.Logger, ops *obs.Operations) *Observer {
+	return &Observer{log: log, ops: ops}
+}
+
+// Op wraps the endpoint of operation op: logged and measured.
+func (o *Observer) Op(op string, e endpoint.Endpoint) endpoint.Endpoint {
+	return o.wrap(op, e, true)
+}
+
+// Quiet wraps a read the gateway's request line already tells about:
+// measured, not logged.
+func (o *Observer) Quiet(op string, e endpoint.Endpoint) endpoint.Endpoint {
+	return o.wrap(op, e, false)
+}
+
+func (o *Observer) wrap(op string, e endpoint.Endpoint, logged bool) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (response any, err error) {
+		defer func(start time.Time) {
+			o.ops.Observe(op, err, time.Since(start))
+			if !logged {
+				return
+			}
+			var attrs []slog.Attr
+			if k, ok := request.(interface{ KeyID() string }); ok {
+				attrs = append(attrs, slog.String("key_id", k.KeyID()))
+			}
+			if l, ok := request.(obs.Loggable); ok {
+				attrs = append(attrs, l.LogAttrs()...)
+			}
+			if l, ok := response.(obs.Loggable); ok && err == nil {
+				attrs = append(attrs, l.LogAttrs()...)
+			}
+			obs.LogCall(ctx, o.log, op, err, start, attrs...)
+		}(time.Now())
+		return e(ctx, request)
+	}
 }
 
 // ServerOptions are the go-kit server options every endpoint uses.
 func ServerOptions(log *slog.Logger) []httptransport.ServerOption {
 	return []httptransport.ServerOption{
 		httptransport.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
-			return context.WithValue(ctx, requestIDKey{}, r.Header.Get(partner.HeaderRequestID))
+			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
 		}),
 		httptransport.ServerErrorEncoder(ErrorEncoder(log)),
 	}
+}
+
+// Server is a go-kit server for one route, with the shared options and the
+// JSON encoder.
+func Server(e endpoint.Endpoint, dec httptransport.DecodeRequestFunc, log *slog.Logger) http.Handler {
+	return httptransport.NewServer(e, dec, EncodeJSON, ServerOptions(log)...)
 }
 
 // ErrorEncoder writes err as the envelope (without environment: the gateway
@@ -47,11 +144,16 @@ func ErrorEncoder(log *slog.Logger) httptransport.ErrorEncoder {
 	return func(ctx context.Context, err error, w http.ResponseWriter) {
 		e, known := envelope.From(err)
 		if !known {
-			log.ErrorContext(ctx, "internal error", "err", err, "request_id", RequestID(ctx), "trace_id", obs.TraceID(ctx))
+			log.ErrorContext(ctx, "internal error", "err", err, "request_id", obs.RequestID(ctx), "trace_id", obs.TraceID(ctx))
 		}
-		w.Header().Set(partner.HeaderErrorCode, e.Code)
-		envelope.Write(w, "", e)
+		WriteError(w, e)
 	}
+}
+
+// WriteError answers e without environment, telling the gateway its code.
+func WriteError(w http.ResponseWriter, e *envelope.Error) {
+	w.Header().Set(partner.HeaderErrorCode, string(e.Code))
+	envelope.Write(w, "", e)
 }
 
 // EncodeJSON writes a 200 with response as compact JSON.
@@ -80,24 +182,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 func Wrap(mux *http.ServeMux, env environment.Name, token string) http.Handler {
 	mux.HandleFunc("GET /health", serve.Health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(partner.HeaderErrorCode, envelope.CodeNotFound)
-		envelope.Write(w, "", envelope.NotFound())
+		WriteError(w, envelope.NotFound())
 	})
 	guarded := partner.RequireInternalToken(token, mux, "/health")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(environment.Header, string(env))
 		guarded.ServeHTTP(w, r)
 	})
-}
-
-// LogCall writes a service operation's log line: the given attributes, then
-// the wire code of err ("" when none), the request id, the trace id and the
-// duration since start. Callers pass ids only, never personal data.
-func LogCall(ctx context.Context, log *slog.Logger, msg string, err error, start time.Time, attrs ...slog.Attr) {
-	attrs = append(attrs,
-		slog.String("code", envelope.CodeOf(err)),
-		slog.String("request_id", RequestID(ctx)),
-		slog.String("trace_id", obs.TraceID(ctx)),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
-	log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/partnerpay/api/pkg/envelope"
 )
@@ -53,12 +54,27 @@ type Grants struct {
 // HasProduct reports whether the grants include product.
 func (g *Grants) HasProduct(product string) bool { return slices.Contains(g.Products, product) }
 
-// SourceAllowed reports whether the key may send from chain.
-func (g *Grants) SourceAllowed(chain int64) bool { return slices.Contains(g.Chains.Source, chain) }
+// Side is a side of a transfer: where value comes from or goes to.
+type Side string
 
-// DestinationAllowed reports whether the key may deliver to chain.
-func (g *Grants) DestinationAllowed(chain int64) bool {
-	return slices.Contains(g.Chains.Destination, chain)
+// The sides of a transfer, as chain_not_allowed names them.
+const (
+	Source      Side = "source"
+	Destination Side = "destination"
+)
+
+// AllowChain is the key's check of a chain on one side: nil, or the
+// 403 chain_not_allowed that names the chain and the side.
+func (g *Grants) AllowChain(side Side, chain int64) error {
+	list := g.Chains.Source
+	if side == Destination {
+		list = g.Chains.Destination
+	}
+	if slices.Contains(list, chain) {
+		return nil
+	}
+	return envelope.New(envelope.CodeChainNotAllowed,
+		"This key is not enabled for chain "+strconv.FormatInt(chain, 10)+" as a "+string(side)+".")
 }
 
 // Caller is the authenticated partner key behind a request.

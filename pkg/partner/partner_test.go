@@ -51,9 +51,12 @@ func TestFromRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.KeyID != "acme" || !c.Grants.HasProduct("bank") || c.Grants.HasProduct("fiat") ||
-		!c.Grants.SourceAllowed(84532) || c.Grants.DestinationAllowed(84532) ||
+		c.Grants.AllowChain(Source, 84532) != nil ||
 		c.Grants.Tokens["84532"][0] != "0xAbC" || c.Grants.MaxExecutionUSD != "25000" {
 		t.Errorf("caller = %+v", c)
+	}
+	if err := c.Grants.AllowChain(Destination, 84532); err == nil || err.Error() != "chain_not_allowed: This key is not enabled for chain 84532 as a destination." {
+		t.Errorf("destination 84532: %v", err)
 	}
 	r.Header.Del(HeaderGrants)
 	if _, err := FromRequest(r); err == nil {

@@ -1,14 +1,20 @@
 // Package redistest runs a real redis-server on a free loopback port for a
-// test. The server is a child process of the test and dies with it.
+// test. The server is a child process of the test and dies with it. It is
+// durable the way every Redis of the product is (DESIGN §6): an append-only
+// file fsynced on every write, no eviction; its data lives in a directory
+// of its own (on tmpfs when there is one, so fsync costs the tests nothing),
+// and survives Stop, Kill and Restart.
 package redistest
 
 import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,6 +23,7 @@ import (
 type Server struct {
 	tb   testing.TB
 	Addr string
+	Dir  string // where the append-only file lives
 	cmd  *exec.Cmd
 }
 
@@ -30,13 +37,14 @@ func Start(tb testing.TB) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		tb.Fatalf("redis-server is not on PATH (apt-get install redis-server): %v", err)
 	}
-	s := &Server{tb: tb, Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb))}
+	s := &Server{tb: tb, Addr: "127.0.0.1:" + strconv.Itoa(FreePort(tb)), Dir: dataDir(tb)}
 	s.Restart()
 	tb.Cleanup(s.Stop)
 	return s
 }
 
-// Stop kills the server; Restart brings it back on the same port, empty.
+// Stop kills the server (SIGKILL: no chance to save anything beyond what
+// it already fsynced); Restart brings it back on the same port and data.
 func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
@@ -46,12 +54,18 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the server with SIGSTOP: it keeps its connections but answers
+// nothing, as a hung Redis does. Resume sends SIGCONT.
+func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume undoes Pause.
+func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Restart starts the server again on its port and waits until it answers.
 func (s *Server) Restart() {
 	s.tb.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning")
+	s.cmd = exec.Command("redis-server", Args(port, s.Dir)...)
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatalf("start redis-server: %v", err)
 	}
@@ -64,6 +78,28 @@ func (s *Server) Restart() {
 	}
 	s.Stop()
 	s.tb.Fatalf("redis-server on %s did not answer PING within 10s", s.Addr)
+}
+
+// Args are the flags of a durable redis-server on port with its data in dir:
+// what the tests, `make run` and the deployment files all start.
+func Args(port, dir string) []string {
+	return []string{"--port", port, "--bind", "127.0.0.1", "--protected-mode", "yes", "--loglevel", "warning",
+		"--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+		"--maxmemory-policy", "noeviction"}
+}
+
+func dataDir(tb testing.TB) string {
+	tb.Helper()
+	base := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		base = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(base, "redistest-")
+	if err != nil {
+		tb.Fatalf("redis data dir: %v", err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // Ping sends PING over the wire protocol and expects +PONG.

@@ -12,21 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
 )
-
-// Binary describes a service binary to Main.
-type Binary struct {
-	Name      string // "payout": its variables are PAYOUT_ADDR, PAYOUT_ADMIN_ADDR
-	Addr      string // default main address
-	AdminAddr string // default admin address (/metrics)
-	// Internal: the service answers only the gateway (INTERNAL_TOKEN required).
-	Internal bool
-	// Environment, when set, is fixed rather than derived (the sandbox bank
-	// is a sandbox by definition).
-	Environment environment.Name
-}
 
 // Setup is what a service binary starts from.
 type Setup struct {
@@ -37,13 +27,17 @@ type Setup struct {
 	AdminAddr     string
 	InternalToken string
 	Kit           *obs.Kit
-	name          string
+	binary        Binary
 }
 
-// Main runs a service binary: `<name> healthcheck` probes <NAME>_ADDR and
-// exits; with no argument, run serves until SIGINT or SIGTERM. An error is
-// printed and exits 1.
-func Main(b Binary, run func(ctx context.Context, s *Setup) error) {
+// Main runs the binary called name (one of Binaries): `<name> healthcheck`
+// probes <NAME>_ADDR and exits; with no argument, run serves until SIGINT
+// or SIGTERM. An error is printed and exits 1.
+func Main(name string, run func(ctx context.Context, s *Setup) error) {
+	b, ok := Lookup(name)
+	if !ok {
+		panic("serve: no binary " + name + " in serve.Binaries")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := Start(ctx, b, os.Args[1:], os.Getenv, os.Stderr, run); err != nil {
@@ -63,7 +57,7 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 		}
 		return fmt.Errorf("unknown command %q (want healthcheck, or nothing to serve)", args[0])
 	}
-	s := &Setup{Getenv: getenv, Addr: addr, AdminAddr: Env(getenv, prefix+"_ADMIN_ADDR", b.AdminAddr), name: b.Name, Env: b.Environment}
+	s := &Setup{Getenv: getenv, Addr: addr, AdminAddr: Env(getenv, prefix+"_ADMIN_ADDR", b.AdminAddr), binary: b, Env: b.Environment}
 	var err error
 	if s.Env == "" {
 		if s.Env, err = environment.FromEnv(getenv); err != nil {
@@ -71,16 +65,43 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 		}
 	}
 	if b.Internal {
-		if s.InternalToken, err = Secret(getenv, "INTERNAL_TOKEN", "services answer only requests that carry it"); err != nil {
+		var c struct {
+			Token Secret `env:"INTERNAL_TOKEN" doc:"services answer only requests that carry it"`
+		}
+		if err := LoadConfig(getenv, &c); err != nil {
 			return err
 		}
+		s.InternalToken = string(c.Token)
 	}
 	if s.Kit, err = obs.NewKit(ctx, b.Name, s.Env, getenv); err != nil {
 		return err
 	}
 	defer s.Kit.Shutdown(context.Background())
 	s.Log = Logger(stderr, b.Name)
+	redis.SetLogger(redisLogger{log: s.Log})
 	return run(ctx, s)
+}
+
+// Config fills the binary's config struct from the environment (see
+// LoadConfig), and logs the start: environment, addresses and the config,
+// secrets masked.
+func (s *Setup) Config(cfg any) error {
+	if err := LoadConfig(s.Getenv, cfg); err != nil {
+		return err
+	}
+	s.starting(cfg)
+	return nil
+}
+
+func (s *Setup) starting(cfg any) {
+	attrs := []any{"environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr}
+	if s.binary.Internal {
+		attrs = append(attrs, "INTERNAL_TOKEN", Secret(s.InternalToken))
+	}
+	if cfg != nil {
+		attrs = append(attrs, "config", Masked(cfg))
+	}
+	s.Log.Info("starting", attrs...)
 }
 
 // Serve serves h on the main address (traced and measured) and the metrics

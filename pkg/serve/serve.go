@@ -11,8 +11,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // NewServer returns an http.Server with timeouts suited to a JSON API: a slow
@@ -113,38 +111,4 @@ func Env(getenv func(string) string, name, def string) string {
 		return v
 	}
 	return def
-}
-
-// EnvDuration reads a Go duration ("50ms") with a default.
-func EnvDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a positive duration such as 50ms", name, v)
-	}
-	return d, nil
-}
-
-// RedisOptions reads REDIS_URL (default redis://127.0.0.1:6379/0) with the
-// timeouts a service's stores use: a slow Redis costs a request half a
-// second at most, not the client's default.
-func RedisOptions(getenv func(string) string) (*redis.Options, error) {
-	o, err := redis.ParseURL(Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"))
-	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
-	}
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	return o, nil
-}
-
-// Secret reads a required secret of at least 16 characters.
-func Secret(getenv func(string) string, name, purpose string) (string, error) {
-	v := getenv(name)
-	if len(v) < 16 {
-		return "", fmt.Errorf("%s must be set to a secret of at least 16 characters: %s", name, purpose)
-	}
-	return v, nil
 }

@@ -10,13 +10,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+
+	"github.com/partnerpay/api/pkg/serve"
 )
 
 // DatasourceUID is the Prometheus datasource's uid in the provisioning file.
 const DatasourceUID = "partnerapi-prometheus"
 
-// Services are the scrape jobs, in the order of the rows.
-var Services = []string{"gateway", "payout", "fiat", "consent", "sandboxbank"}
+// Services are the scrape jobs, in the order of the rows: the binaries from
+// the edge inwards (serve.Binaries in reverse start order).
+var Services = func() []string {
+	names := serve.Names()
+	slices.Reverse(names)
+	return names
+}()
 
 type target struct {
 	Expr   string `json:"expr"`

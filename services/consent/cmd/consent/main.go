@@ -9,40 +9,37 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/consent/internal/consent"
 )
 
-func main() {
-	serve.Main(serve.Binary{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true}, run)
+func main() { serve.Main("consent", run) }
+
+type config struct {
+	ConsentSecret serve.Secret `env:"CONSENT_SECRET" doc:"it signs the return state"`
+	ReturnURL     string       `env:"CONSENT_RETURN_URL" default:"http://127.0.0.1:8080/consent/return" url:"absolute"`
+	bankprovider.Config
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	secret, err := serve.Secret(s.Getenv, "CONSENT_SECRET", "it signs the return state")
+	var cfg config
+	if err := s.Config(&cfg); err != nil {
+		return err
+	}
+	provider, err := cfg.Client(s.Kit.Tracing.Transport)
 	if err != nil {
 		return err
 	}
-	returnURL := serve.Env(s.Getenv, "CONSENT_RETURN_URL", "http://127.0.0.1:8080/consent/return")
-	providerURL := serve.Env(s.Getenv, "BANK_PROVIDER_URL", "http://127.0.0.1:8090")
-	provider, err := bankprovider.New(providerURL, s.Getenv("BANK_PROVIDER_KEY"))
+	rdb, err := s.Redis(ctx, serve.RedisTuning{})
 	if err != nil {
 		return err
 	}
-	provider.WrapTransport(s.Kit.Tracing.Transport)
-	ropts, err := serve.RedisOptions(s.Getenv)
-	if err != nil {
-		return err
-	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	s.Log.Info("starting", "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr, "return_url", returnURL,
-		"bank_provider_url", providerURL, "redis", ropts.Addr, "internal_token", "[set]", "consent_secret", "[set]", "bank_provider_key", "[set]")
 
-	var svc consent.Service = consent.NewService(consent.NewRedisStore(rdb), provider, []byte(secret), returnURL, time.Now)
-	svc = consent.LoggingMiddleware(s.Log)(svc)
-	svc = consent.InstrumentingMiddleware(s.Kit.Registry)(svc)
-	return s.Serve(ctx, consent.NewHandler(svc, consent.MakeEndpoints(svc), s.Env, s.InternalToken, s.Log))
+	svc := consent.NewService(consent.NewRedisStore(rdb), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
+	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
+	return s.Serve(ctx, consent.NewHandler(consent.MakeEndpoints(svc, o), s.Env, s.InternalToken, s.Log))
 }

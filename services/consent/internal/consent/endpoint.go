@@ -5,51 +5,41 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
-	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/consentapi"
+	"github.com/partnerpay/api/pkg/kithttp"
 )
 
-// Endpoints are the service's operations as go-kit endpoints.
+// Endpoints are the service's operations as go-kit endpoints, each logged
+// and measured by the observer under its operation name.
 type Endpoints struct {
 	CreateSession endpoint.Endpoint
+	Session       endpoint.Endpoint
 	Link          endpoint.Endpoint
 	Status        endpoint.Endpoint
+	Return        endpoint.Endpoint
 }
 
-type createSessionRequest struct {
-	Owner              string `json:"owner"`
-	AccountID          string `json:"accountId"`
-	ProviderCustomerID string `json:"providerCustomerId"`
-}
+// sessionRequest is the internal read of one session for its owner.
+type sessionRequest struct{ Owner, ID string }
 
-type createSessionResponse struct {
-	ConsentSessionID string `json:"consentSessionId"`
-}
-
-type linkRequest struct {
-	Caller partner.Caller
-	Body   LinkRequest
-}
-
-type statusRequest struct {
-	Caller partner.Caller
-	Body   StatusRequest
-}
+// returnRequest is what the browser brings back from the hosted page.
+type returnRequest struct{ State, Result string }
 
 // MakeEndpoints wraps s.
-func MakeEndpoints(s Service) Endpoints {
+func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
-		CreateSession: func(ctx context.Context, request any) (any, error) {
-			req := request.(createSessionRequest)
-			id, err := s.CreateSession(ctx, req.Owner, req.AccountID, req.ProviderCustomerID)
-			return createSessionResponse{ConsentSessionID: id}, err
-		},
-		Link: func(ctx context.Context, request any) (any, error) {
-			req := request.(linkRequest)
-			return s.Link(ctx, req.Caller, req.Body)
-		},
-		Status: func(ctx context.Context, request any) (any, error) {
-			req := request.(statusRequest)
-			return s.Status(ctx, req.Caller, req.Body)
-		},
+		CreateSession: o.Op("create_session", func(ctx context.Context, r any) (any, error) {
+			return s.CreateSession(ctx, r.(consentapi.CreateSession))
+		}),
+		Session: o.Quiet("session", func(ctx context.Context, r any) (any, error) {
+			req := r.(sessionRequest)
+			return s.Session(ctx, req.Owner, req.ID)
+		}),
+		Link:   o.Op("link", kithttp.Endpoint(s.Link)),
+		Status: o.Op("status", kithttp.Endpoint(s.Status)),
+		Return: o.Op("return", func(ctx context.Context, r any) (any, error) {
+			req := r.(returnRequest)
+			return s.Return(ctx, req.State, req.Result)
+		}),
 	}
 }

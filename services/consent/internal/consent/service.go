@@ -14,21 +14,22 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/records"
 )
 
 // Session states.
 const (
-	StatePending  = "pending"
-	StateReturned = "returned"
+	StatePending  = consentapi.StatePending
+	StateReturned = consentapi.StateReturned
 )
 
 // ReturnLife is how long the state in a return address stays good: the
@@ -39,8 +40,10 @@ const ReturnLife = 15 * time.Minute
 // Service is what the consent service does.
 type Service interface {
 	// CreateSession opens a session for an account whose provider customer
-	// must accept the terms. Called by the fiat service, not by partners.
-	CreateSession(ctx context.Context, owner, accountID, providerCustomerID string) (string, error)
+	// must accept the terms; Session reads one for its owner. Both are the
+	// internal API of the fiat service, never routed by the gateway.
+	CreateSession(ctx context.Context, in consentapi.CreateSession) (consentapi.Session, error)
+	Session(ctx context.Context, owner, id string) (consentapi.Session, error)
 	Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (Status, error)
 	// Return handles the browser coming back from the hosted page.
@@ -96,7 +99,7 @@ type Attempt struct {
 }
 
 // ErrNotFound is a record the store does not know (or no longer has).
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = records.ErrNotFound
 
 // Store keeps sessions and attempts.
 type Store interface {
@@ -130,12 +133,12 @@ func NewService(store Store, provider Provider, secret []byte, returnURL string,
 }
 
 var (
-	errSessionNotFound = envelope.New(http.StatusNotFound, envelope.CodeConsentSessionNotFound, "No consent session with this consentSessionId exists for this key.")
+	errSessionNotFound = envelope.New(envelope.CodeConsentSessionNotFound, "No consent session with this consentSessionId exists for this key.")
 	errNoSessionID     = envelope.InvalidRequest("consentSessionId is required: the id from a consent_required answer.")
 	// Return failures are shown to a person in a browser.
-	errBadState  = envelope.New(http.StatusBadRequest, envelope.CodeInvalidRequest, "This return link is not valid.")
-	errLateState = envelope.New(http.StatusGone, envelope.CodeInvalidRequest, "This return link has expired. Go back to the app and start again.")
-	errUsedState = envelope.New(http.StatusGone, envelope.CodeInvalidRequest, "This return link was already used. Go back to the app to continue.")
+	errBadState  = envelope.InvalidRequest("This return link is not valid.")
+	errLateState = envelope.New(envelope.CodeReturnLinkExpired, "This return link has expired. Go back to the app and start again.")
+	errUsedState = envelope.New(envelope.CodeReturnLinkExpired, "This return link was already used. Go back to the app to continue.")
 )
 
 func randomID(prefix string) string {
@@ -144,22 +147,37 @@ func randomID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (s *service) CreateSession(ctx context.Context, owner, accountID, providerCustomerID string) (string, error) {
-	r := Record{ID: randomID("cs_"), Owner: owner, AccountID: accountID, ProviderCustomerID: providerCustomerID,
+func (s *service) CreateSession(ctx context.Context, in consentapi.CreateSession) (consentapi.Session, error) {
+	if in.Owner == "" || in.AccountID == "" || in.ProviderCustomerID == "" {
+		return consentapi.Session{}, envelope.InvalidRequest("owner, accountId and providerCustomerId are required.")
+	}
+	r := Record{ID: randomID("cs_"), Owner: in.Owner, AccountID: in.AccountID, ProviderCustomerID: in.ProviderCustomerID,
 		State: StatePending, CreatedAt: s.now().UTC()}
 	if err := s.store.Save(ctx, r); err != nil {
-		return "", fmt.Errorf("save consent session: %w", err)
+		return consentapi.Session{}, fmt.Errorf("save consent session: %w", err)
 	}
-	return r.ID, nil
+	return r.wire(), nil
 }
 
-// owned loads a session of the caller's; another key's answers as unknown.
-func (s *service) owned(ctx context.Context, caller partner.Caller, id string) (Record, error) {
+func (s *service) Session(ctx context.Context, owner, id string) (consentapi.Session, error) {
+	r, err := s.owned(ctx, owner, id)
+	if err != nil {
+		return consentapi.Session{}, err
+	}
+	return r.wire(), nil
+}
+
+func (r Record) wire() consentapi.Session {
+	return consentapi.Session{ConsentSessionID: r.ID, State: r.State, Result: r.Result}
+}
+
+// owned loads a session of owner's; another key's answers as unknown.
+func (s *service) owned(ctx context.Context, owner, id string) (Record, error) {
 	if id == "" {
 		return Record{}, errNoSessionID
 	}
 	r, err := s.store.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {
+	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != owner) {
 		return Record{}, errSessionNotFound
 	}
 	if err != nil {
@@ -172,7 +190,7 @@ func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkReque
 	if req.ReturnURL != "" && !validReturnURL(req.ReturnURL) {
 		return Link{}, envelope.InvalidRequest("returnUrl must be an absolute http or https URL of at most 2048 characters.")
 	}
-	r, err := s.owned(ctx, caller, req.ConsentSessionID)
+	r, err := s.owned(ctx, caller.KeyID, req.ConsentSessionID)
 	if err != nil {
 		return Link{}, err
 	}
@@ -189,7 +207,7 @@ func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkReque
 }
 
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (Status, error) {
-	r, err := s.owned(ctx, caller, req.ConsentSessionID)
+	r, err := s.owned(ctx, caller.KeyID, req.ConsentSessionID)
 	if err != nil {
 		return Status{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -69,12 +70,21 @@ func setup() (Service, *provider, *time.Time) {
 	return s, p, &now
 }
 
+func create(t *testing.T, s Service, owner, accountID, customerID string) string {
+	t.Helper()
+	out, err := s.CreateSession(context.Background(), consentapi.CreateSession{Owner: owner, AccountID: accountID, ProviderCustomerID: customerID})
+	if err != nil || out.State != StatePending {
+		t.Fatalf("create session: %+v %v", out, err)
+	}
+	return out.ConsentSessionID
+}
+
 func code(err error) string {
 	if err == nil {
 		return ""
 	}
 	e, _ := envelope.From(err)
-	return e.Code
+	return string(e.Code)
 }
 
 func stateOf(t *testing.T, back string) string {
@@ -89,7 +99,7 @@ func stateOf(t *testing.T, back string) string {
 func TestLinkReturnStatus(t *testing.T) {
 	s, p, _ := setup()
 	ctx := context.Background()
-	id, _ := s.CreateSession(ctx, "acme", "acc_1", "cus_1")
+	id := create(t, s, "acme", "acc_1", "cus_1")
 	if st, _ := s.Status(ctx, acme, StatusRequest{ConsentSessionID: id}); st.State != StatePending {
 		t.Fatalf("new session is %s", st.State)
 	}
@@ -105,7 +115,7 @@ func TestLinkReturnStatus(t *testing.T) {
 	if st, _ := s.Status(ctx, acme, StatusRequest{ConsentSessionID: id}); st.State != StateReturned {
 		t.Fatalf("after return the session is %s", st.State)
 	}
-	if _, err := s.Return(ctx, state, "accepted"); code(err) != "invalid_request" || !strings.Contains(err.Error(), "already used") {
+	if _, err := s.Return(ctx, state, "accepted"); code(err) != "return_link_expired" || !strings.Contains(err.Error(), "already used") {
 		t.Errorf("a second redemption: %v", err)
 	}
 }
@@ -113,7 +123,7 @@ func TestLinkReturnStatus(t *testing.T) {
 func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 	s, p, now := setup()
 	ctx := context.Background()
-	id, _ := s.CreateSession(ctx, "acme", "acc_1", "cus_1")
+	id := create(t, s, "acme", "acc_1", "cus_1")
 	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id})
 	state := stateOf(t, p.back)
 	for _, bad := range []string{"", "x", state + "A", strings.Replace(state, ".", ".AAAA", 1), "YXR0XzEuOTk5OTk5OTk5OQ.c2ln"} {
@@ -133,7 +143,7 @@ func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 func TestForeignAndMissingSessions(t *testing.T) {
 	s, _, _ := setup()
 	ctx := context.Background()
-	id, _ := s.CreateSession(ctx, "globex", "acc_1", "cus_1")
+	id := create(t, s, "globex", "acc_1", "cus_1")
 	for _, req := range []string{id, "cs_unknown"} {
 		if _, err := s.Status(ctx, acme, StatusRequest{ConsentSessionID: req}); code(err) != "consent_session_not_found" {
 			t.Errorf("status of %s: %v", req, err)

@@ -8,59 +8,73 @@ import (
 
 	httptransport "github.com/go-kit/kit/transport/http"
 
+	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// NewHandler is the service's HTTP API. /internal/sessions is for the fiat
-// service; the gateway never routes it. GET /consent/return is the browser's
-// way back; it answers HTML, since a person reads it.
-func NewHandler(s Service, e Endpoints, env environment.Name, internalToken string, log *slog.Logger) http.Handler {
-	opts := kithttp.ServerOptions(log)
+// NewHandler is the service's HTTP API. The /internal routes are the fiat
+// service's (consentapi); the gateway never routes them. GET
+// /consent/return is the browser's way back; it answers HTML, since a
+// person reads it.
+func NewHandler(e Endpoints, env environment.Name, internalToken string, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /internal/sessions", httptransport.NewServer(e.CreateSession, decodeCreate, kithttp.EncodeJSON, opts...))
-	mux.Handle("POST /v1/fiat/consent/link", httptransport.NewServer(e.Link, decodeLink, kithttp.EncodeJSON, opts...))
-	mux.Handle("POST /v1/fiat/consent/status", httptransport.NewServer(e.Status, decodeStatus, kithttp.EncodeJSON, opts...))
-	mux.Handle("GET /consent/return", returnHandler(s, log))
+	mux.Handle(consentapi.RouteCreate, kithttp.Server(e.CreateSession, decodeCreate, log))
+	mux.Handle(consentapi.RouteGet, kithttp.Server(e.Session, decodeSession, log))
+	mux.Handle("POST /v1/fiat/consent/link", kithttp.Server(e.Link, kithttp.Decode[LinkRequest], log))
+	mux.Handle("POST /v1/fiat/consent/status", kithttp.Server(e.Status, kithttp.Decode[StatusRequest], log))
+	mux.Handle("GET /consent/return", httptransport.NewServer(e.Return, decodeReturn, encodeReturn,
+		httptransport.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
+			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
+		}),
+		httptransport.ServerErrorEncoder(returnError(log))))
 	return kithttp.Wrap(mux, env, internalToken)
 }
 
 func decodeCreate(_ context.Context, r *http.Request) (any, error) {
-	var req createSessionRequest
+	var req consentapi.CreateSession
 	if err := jsonbody.Decode(r, &req); err != nil {
 		return nil, err
-	}
-	if req.Owner == "" || req.AccountID == "" || req.ProviderCustomerID == "" {
-		return nil, envelope.InvalidRequest("owner, accountId and providerCustomerId are required.")
 	}
 	return req, nil
 }
 
-func decodeLink(_ context.Context, r *http.Request) (any, error) {
-	caller, err := partner.FromRequest(r)
-	if err != nil {
-		return nil, err
-	}
-	var body LinkRequest
-	if err := jsonbody.Decode(r, &body); err != nil {
-		return nil, err
-	}
-	return linkRequest{Caller: caller, Body: body}, nil
+func decodeSession(_ context.Context, r *http.Request) (any, error) {
+	return sessionRequest{Owner: r.URL.Query().Get("owner"), ID: r.PathValue("id")}, nil
 }
 
-func decodeStatus(_ context.Context, r *http.Request) (any, error) {
-	caller, err := partner.FromRequest(r)
-	if err != nil {
-		return nil, err
+func decodeReturn(_ context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	return returnRequest{State: q.Get("state"), Result: q.Get("result")}, nil
+}
+
+func encodeReturn(_ context.Context, w http.ResponseWriter, response any) error {
+	out := response.(Returned)
+	if out.Redirect != "" {
+		w.Header().Set("Location", out.Redirect)
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusSeeOther)
+		return nil
 	}
-	var body StatusRequest
-	if err := jsonbody.Decode(r, &body); err != nil {
-		return nil, err
+	if out.Result == "declined" {
+		return writePage(w, http.StatusOK, "You declined", "You can close this page and return to the app.")
 	}
-	return statusRequest{Caller: caller, Body: body}, nil
+	return writePage(w, http.StatusOK, "All done", "You can close this page and return to the app.")
+}
+
+func returnError(log *slog.Logger) httptransport.ErrorEncoder {
+	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		e, known := envelope.From(err)
+		if !known {
+			log.ErrorContext(ctx, "consent return failed", "err", err, "request_id", obs.RequestID(ctx))
+		}
+		w.Header().Set(partner.HeaderErrorCode, string(e.Code))
+		_ = writePage(w, e.Status, "We could not finish this step", e.Message)
+	}
 }
 
 var returnPage = template.Must(template.New("return").Parse(`<!doctype html>
@@ -80,36 +94,11 @@ var returnPage = template.Must(template.New("return").Parse(`<!doctype html>
 </html>
 `))
 
-func writePage(w http.ResponseWriter, status int, title, message string) {
+func writePage(w http.ResponseWriter, status int, title, message string) error {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
-	_ = returnPage.Execute(w, struct{ Title, Message string }{title, message})
-}
-
-func returnHandler(s Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		out, err := s.Return(r.Context(), q.Get("state"), q.Get("result"))
-		if err != nil {
-			e, known := envelope.From(err)
-			if !known {
-				log.ErrorContext(r.Context(), "consent return failed", "err", err, "request_id", r.Header.Get(partner.HeaderRequestID))
-			}
-			w.Header().Set(partner.HeaderErrorCode, e.Code)
-			writePage(w, e.Status, "We could not finish this step", e.Message)
-			return
-		}
-		if out.Redirect != "" {
-			http.Redirect(w, r, out.Redirect, http.StatusSeeOther)
-			return
-		}
-		if out.Result == "declined" {
-			writePage(w, http.StatusOK, "You declined", "You can close this page and return to the app.")
-			return
-		}
-		writePage(w, http.StatusOK, "All done", "You can close this page and return to the app.")
-	})
+	return returnPage.Execute(w, struct{ Title, Message string }{title, message})
 }

@@ -10,42 +10,43 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/fiat/internal/fiat"
 )
 
-func main() {
-	serve.Main(serve.Binary{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true}, run)
+func main() { serve.Main("fiat", run) }
+
+type config struct {
+	bankprovider.Config
+	ConsentURL string `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	providerURL := serve.Env(s.Getenv, "BANK_PROVIDER_URL", "http://127.0.0.1:8090")
-	provider, err := bankprovider.New(providerURL, s.Getenv("BANK_PROVIDER_KEY"))
+	var cfg config
+	if err := s.Config(&cfg); err != nil {
+		return err
+	}
+	provider, err := cfg.Client(s.Kit.Tracing.Transport)
 	if err != nil {
 		return err
 	}
-	provider.WrapTransport(s.Kit.Tracing.Transport)
-	consentURL := serve.Env(s.Getenv, "CONSENT_URL", "http://127.0.0.1:8083")
-	consent, err := fiat.NewConsentClient(consentURL, s.InternalToken, s.Kit.Tracing.Transport(http.DefaultTransport))
+	consent, err := consentapi.NewClient(cfg.ConsentURL, s.InternalToken, s.Kit.Tracing.Transport(http.DefaultTransport))
 	if err != nil {
 		return err
 	}
-	ropts, err := serve.RedisOptions(s.Getenv)
+	rdb, err := s.Redis(ctx, serve.RedisTuning{})
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	s.Log.Info("starting", "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr, "bank_provider_url", providerURL,
-		"consent_url", consentURL, "redis", ropts.Addr, "internal_token", "[set]", "bank_provider_key", "[set]")
 
-	var svc fiat.Service = fiat.NewService(s.Env, fiat.NewRedisStore(rdb), provider, consent, time.Now)
-	svc = fiat.LoggingMiddleware(s.Log)(svc)
-	svc = fiat.InstrumentingMiddleware(s.Kit.Registry)(svc)
+	svc := fiat.NewService(s.Env, fiat.NewRedisStore(rdb), provider, consent, time.Now)
+	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
 	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, s.Log)
-	return s.Serve(ctx, fiat.NewHandler(fiat.MakeEndpoints(svc), s.Env, s.InternalToken, idem, s.Log))
+	return s.Serve(ctx, fiat.NewHandler(fiat.MakeEndpoints(svc, o), s.Env, s.InternalToken, idem, s.Log))
 }

@@ -1,14 +1,13 @@
 package fiat
 
 import (
-	"context"
-
 	"github.com/go-kit/kit/endpoint"
 
-	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/kithttp"
 )
 
-// Endpoints are the service's operations as go-kit endpoints.
+// Endpoints are the service's operations as go-kit endpoints, each logged
+// and measured by the observer under its operation name.
 type Endpoints struct {
 	CreateAccount        endpoint.Endpoint
 	CreateVirtualAccount endpoint.Endpoint
@@ -17,26 +16,13 @@ type Endpoints struct {
 	SandboxIdentity      endpoint.Endpoint
 }
 
-// request carries the caller and a decoded body to an endpoint.
-type request[T any] struct {
-	Caller partner.Caller
-	Body   T
-}
-
-func makeEndpoint[T, R any](f func(context.Context, partner.Caller, T) (R, error)) endpoint.Endpoint {
-	return func(ctx context.Context, r any) (any, error) {
-		req := r.(request[T])
-		return f(ctx, req.Caller, req.Body)
-	}
-}
-
 // MakeEndpoints wraps s.
-func MakeEndpoints(s Service) Endpoints {
+func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
-		CreateAccount:        makeEndpoint(s.CreateAccount),
-		CreateVirtualAccount: makeEndpoint(s.CreateVirtualAccount),
-		Status:               makeEndpoint(s.Status),
-		SandboxPayin:         makeEndpoint(s.SandboxPayin),
-		SandboxIdentity:      makeEndpoint(s.SandboxIdentity),
+		CreateAccount:        o.Op("create_account", kithttp.Endpoint(s.CreateAccount)),
+		CreateVirtualAccount: o.Op("create_virtual_account", kithttp.Endpoint(s.CreateVirtualAccount)),
+		Status:               o.Op("status", kithttp.Endpoint(s.Status)),
+		SandboxPayin:         o.Op("sandbox_payin", kithttp.Endpoint(s.SandboxPayin)),
+		SandboxIdentity:      o.Op("sandbox_identity", kithttp.Endpoint(s.SandboxIdentity)),
 	}
 }

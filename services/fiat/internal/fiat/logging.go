@@ -1,65 +1,45 @@
 package fiat
 
-import (
-	"context"
-	"log/slog"
-	"time"
+import "log/slog"
 
-	"github.com/partnerpay/api/pkg/kithttp"
-	"github.com/partnerpay/api/pkg/partner"
-)
+// What each operation may log: key and record ids and statuses. Never an
+// email, a name, a wallet, an IBAN or an amount: personal data stays out of
+// logs.
 
-// Middleware decorates a Service.
-type Middleware func(Service) Service
-
-// LoggingMiddleware logs each operation with key id, record ids and outcome.
-// Never an email, a name, a wallet, an IBAN or an amount: personal data
-// stays out of logs.
-func LoggingMiddleware(log *slog.Logger) Middleware {
-	return func(next Service) Service { return &logging{next: next, log: log} }
+// LogAttrs of an account: its id and status.
+func (a Account) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("account_id", a.AccountID), slog.String("status", a.Status)}
 }
 
-type logging struct {
-	next Service
-	log  *slog.Logger
+// LogAttrs of a virtual account request: the account id.
+func (r VirtualAccountRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("account_id", r.AccountID)}
 }
 
-func (l *logging) line(ctx context.Context, op string, c partner.Caller, err error, start time.Time, attrs ...slog.Attr) {
-	kithttp.LogCall(ctx, l.log, op, err, start, append(attrs, slog.String("key_id", c.KeyID))...)
+// LogAttrs of a virtual account: its id and status.
+func (v VirtualAccount) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("virtual_account_id", v.VirtualAccountID), slog.String("status", v.Status)}
 }
 
-func (l *logging) CreateAccount(ctx context.Context, c partner.Caller, req AccountRequest) (out Account, err error) {
-	defer func(start time.Time) {
-		l.line(ctx, "account", c, err, start, slog.String("account_id", out.AccountID), slog.String("status", out.Status))
-	}(time.Now())
-	return l.next.CreateAccount(ctx, c, req)
+// LogAttrs of a status request: the virtual account id.
+func (r StatusRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID)}
 }
 
-func (l *logging) CreateVirtualAccount(ctx context.Context, c partner.Caller, req VirtualAccountRequest) (out VirtualAccount, err error) {
-	defer func(start time.Time) {
-		l.line(ctx, "virtual account", c, err, start, slog.String("account_id", req.AccountID),
-			slog.String("virtual_account_id", out.VirtualAccountID), slog.String("status", out.Status))
-	}(time.Now())
-	return l.next.CreateVirtualAccount(ctx, c, req)
+// LogAttrs of a funding status: the status.
+func (f FundingStatus) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("status", f.Status)} }
+
+// LogAttrs of a pay-in request: the virtual account id.
+func (r PayinRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID)}
 }
 
-func (l *logging) Status(ctx context.Context, c partner.Caller, req StatusRequest) (out FundingStatus, err error) {
-	defer func(start time.Time) {
-		l.line(ctx, "funding status", c, err, start, slog.String("virtual_account_id", req.VirtualAccountID), slog.String("status", out.Status))
-	}(time.Now())
-	return l.next.Status(ctx, c, req)
+// LogAttrs of a pay-in: the provider's transaction id.
+func (p Payin) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("transaction_id", p.TransactionID)}
 }
 
-func (l *logging) SandboxPayin(ctx context.Context, c partner.Caller, req PayinRequest) (out Payin, err error) {
-	defer func(start time.Time) {
-		l.line(ctx, "sandbox payin", c, err, start, slog.String("virtual_account_id", req.VirtualAccountID), slog.String("transaction_id", out.TransactionID))
-	}(time.Now())
-	return l.next.SandboxPayin(ctx, c, req)
-}
-
-func (l *logging) SandboxIdentity(ctx context.Context, c partner.Caller, req IdentityRequest) (out Account, err error) {
-	defer func(start time.Time) {
-		l.line(ctx, "sandbox identity", c, err, start, slog.String("account_id", req.AccountID), slog.String("status", out.Status))
-	}(time.Now())
-	return l.next.SandboxIdentity(ctx, c, req)
+// LogAttrs of an identity request: the account id.
+func (r IdentityRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("account_id", r.AccountID)}
 }

@@ -2,10 +2,10 @@ package fiat
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
+	"github.com/partnerpay/api/pkg/records"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,22 +21,11 @@ var _ Store = (*RedisStore)(nil)
 func NewRedisStore(rdb redis.UniversalClient) *RedisStore { return &RedisStore{rdb: rdb} }
 
 func (s *RedisStore) put(ctx context.Context, key string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return s.rdb.Set(ctx, key, b, Retention).Err()
+	return records.Put(ctx, s.rdb, key, v, Retention)
 }
 
 func (s *RedisStore) get(ctx context.Context, key string, dst any) error {
-	b, err := s.rdb.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, dst)
+	return records.Get(ctx, s.rdb, key, dst)
 }
 
 // SaveAccount writes an account.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
@@ -31,40 +30,49 @@ func main() {
 		}
 		return
 	}
-	serve.Main(serve.Binary{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true}, run)
+	serve.Main("gateway", run)
+}
+
+type config struct {
+	KeysFile     string        `env:"GATEWAY_KEYS_FILE" default:".local/keys.json"`
+	RedisTimeout time.Duration `env:"RATE_LIMIT_REDIS_TIMEOUT" default:"50ms"`
+	KeysReload   time.Duration `env:"KEYS_RELOAD_INTERVAL" default:"250ms"`
+	PayoutURL    string        `env:"PAYOUT_URL" default:"http://127.0.0.1:8081" url:"absolute"`
+	FiatURL      string        `env:"FIAT_URL" default:"http://127.0.0.1:8082" url:"absolute"`
+	ConsentURL   string        `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
+}
+
+func (c config) upstreams() map[string]*url.URL {
+	out := map[string]*url.URL{}
+	for name, raw := range map[string]string{edge.UpstreamPayout: c.PayoutURL, edge.UpstreamFiat: c.FiatURL, edge.UpstreamConsent: c.ConsentURL} {
+		out[name], _ = url.Parse(raw) // LoadConfig checked it
+	}
+	return out
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	cfg, err := loadConfig(s.Getenv)
-	if err != nil {
+	var cfg config
+	if err := s.Config(&cfg); err != nil {
 		return err
 	}
-	s.Log.Info("starting", "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr, "config", cfg.masked())
 	metrics := edge.NewMetrics(s.Kit.Registry)
 
-	keys, err := apikey.NewStore(cfg.keysFile, s.Log)
+	keys, err := apikey.NewStore(cfg.KeysFile, s.Log)
 	if err != nil {
 		return err
 	}
 	keys.OnLoad = metrics.KeysLoaded
 	keys.OnLoadFailed = metrics.KeysReloadFailed
-	go keys.Watch(ctx, cfg.keysReload)
+	go keys.Watch(ctx, cfg.KeysReload)
 
-	ropts, err := redis.ParseURL(cfg.redisURL)
-	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
-	}
 	// Fail fast: the limiter has its own deadline and a fallback, so a slow
 	// Redis must cost a request milliseconds, not the client's default seconds.
-	ropts.DialTimeout = 200 * time.Millisecond
-	ropts.ReadTimeout = cfg.redisTimeout
-	ropts.WriteTimeout = cfg.redisTimeout
-	ropts.ContextTimeoutEnabled = true
-	ropts.MaxRetries = -1
-	ropts.PoolSize = 64
-	rdb := redis.NewClient(ropts)
+	rdb, err := s.Redis(ctx, serve.RedisTuning{DialTimeout: 200 * time.Millisecond, Timeout: cfg.RedisTimeout, PoolSize: 64, FailFast: true})
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
-	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: cfg.redisTimeout}, s.Log, metrics)
+	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: cfg.RedisTimeout}, s.Log, metrics)
 
 	docs, err := apidocs.New()
 	if err != nil {
@@ -74,7 +82,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Env:           s.Env,
 		Keys:          keys,
 		Limiter:       limiter,
-		Upstreams:     cfg.upstreams,
+		Upstreams:     cfg.upstreams(),
 		Transport:     s.Kit.Tracing.Transport(edge.NewTransport()),
 		InternalToken: s.InternalToken,
 		Docs:          docs,
@@ -85,56 +93,4 @@ func run(ctx context.Context, s *serve.Setup) error {
 		return err
 	}
 	return s.Serve(ctx, gw)
-}
-
-type config struct {
-	keysFile     string
-	redisURL     string
-	redisTimeout time.Duration
-	keysReload   time.Duration
-	upstreams    map[string]*url.URL
-}
-
-func loadConfig(getenv func(string) string) (config, error) {
-	c := config{
-		keysFile:  serve.Env(getenv, "GATEWAY_KEYS_FILE", ".local/keys.json"),
-		redisURL:  serve.Env(getenv, "REDIS_URL", "redis://127.0.0.1:6379/0"),
-		upstreams: map[string]*url.URL{},
-	}
-	var err error
-	if c.redisTimeout, err = serve.EnvDuration(getenv, "RATE_LIMIT_REDIS_TIMEOUT", 50*time.Millisecond); err != nil {
-		return config{}, err
-	}
-	if c.keysReload, err = serve.EnvDuration(getenv, "KEYS_RELOAD_INTERVAL", 250*time.Millisecond); err != nil {
-		return config{}, err
-	}
-	for name, up := range map[string]struct{ env, def string }{
-		edge.UpstreamPayout:  {"PAYOUT_URL", "http://127.0.0.1:8081"},
-		edge.UpstreamFiat:    {"FIAT_URL", "http://127.0.0.1:8082"},
-		edge.UpstreamConsent: {"CONSENT_URL", "http://127.0.0.1:8083"},
-	} {
-		raw := serve.Env(getenv, up.env, up.def)
-		u, err := url.Parse(raw)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			return config{}, fmt.Errorf("%s: %q is not an absolute URL", up.env, raw)
-		}
-		c.upstreams[name] = u
-	}
-	return c, nil
-}
-
-// masked is the config as it may be logged: no secret in it.
-func (c config) masked() map[string]any {
-	ups := map[string]string{}
-	for k, u := range c.upstreams {
-		ups[k] = u.String()
-	}
-	redisURL := "[unparseable]"
-	if u, err := url.Parse(c.redisURL); err == nil {
-		redisURL = u.Redacted()
-	}
-	return map[string]any{
-		"keys_file": c.keysFile, "redis_url": redisURL, "redis_timeout": c.redisTimeout.String(),
-		"keys_reload": c.keysReload.String(), "internal_token": "[set]", "upstreams": ups,
-	}
 }

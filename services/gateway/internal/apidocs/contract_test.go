@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/edge"
 )
@@ -151,4 +153,56 @@ func TestDocumentListsExactlyTheServedRoutes(t *testing.T) {
 	if !slices.Equal(served, documented) {
 		t.Errorf("served %v\ndocumented %v", served, documented)
 	}
+}
+
+// The error codes the document names agree with the one table in
+// pkg/envelope: each ErrorNNN schema lists only codes answered with NNN,
+// and every code of the table appears in the document.
+func TestErrorCodesMatchTheTable(t *testing.T) {
+	doc := load(t)
+	listed := map[envelope.Code]bool{}
+	for name, ref := range doc.Components.Schemas {
+		status, ok := strings.CutPrefix(name, "Error")
+		if !ok || len(status) != 3 {
+			continue
+		}
+		for _, code := range codeEnum(ref.Value) {
+			c := envelope.Code(code)
+			listed[c] = true
+			want := c.Status()
+			if c == envelope.CodeInvalidRequest && status == "413" {
+				want = envelope.TooLarge().Status
+			}
+			if strconv.Itoa(want) != status {
+				t.Errorf("%s lists %s, which pkg/envelope answers with %d", name, code, want)
+			}
+		}
+	}
+	for _, c := range envelope.Codes() {
+		if !listed[c] && !strings.Contains(string(apidocs.Source), string(c)) {
+			t.Errorf("code %s (%d) of pkg/envelope is not in the document", c, c.Status())
+		}
+	}
+}
+
+// codeEnum finds the enum of error.code in an error schema, wherever allOf
+// or properties put it.
+func codeEnum(s *openapi3.Schema) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	if e := s.Properties["error"]; e != nil && e.Value != nil {
+		if c := e.Value.Properties["code"]; c != nil && c.Value != nil {
+			for _, v := range c.Value.Enum {
+				out = append(out, v.(string))
+			}
+		}
+	}
+	for _, sub := range s.AllOf {
+		if sub.Ref == "" { // the narrowing, not the shared envelope it narrows
+			out = append(out, codeEnum(sub.Value)...)
+		}
+	}
+	return out
 }

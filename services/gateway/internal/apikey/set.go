@@ -4,7 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"strconv"
+
+	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
 
 // Entry is a key as the gateway serves it, with the header values it sends
@@ -45,7 +46,7 @@ func NewSet(f *File) *Set {
 			Key:           k,
 			IDValue:       []string{k.ID},
 			GrantsValue:   []string{string(g)},
-			PolicyValue:   []string{`"default";q=` + strconv.Itoa(k.RatePerSecond) + `;w=1`},
+			PolicyValue:   []string{ratelimit.Policy(k.RatePerSecond)},
 		}
 	}
 	return s

@@ -26,13 +26,19 @@ func newSplicer(env environment.Name) splicer {
 	return splicer{envField: prefix + `,"`, emptyField: prefix + `}`}
 }
 
-// stamp checks that resp comes from this environment and carries a JSON
-// object, then rewrites its body to start with the environment field.
-func (s splicer) stamp(resp *http.Response, env environment.Name) error {
+// checkEnvironment refuses an answer from another environment than the
+// gateway's (a mis-wired deployment), and removes the service's stamp.
+func checkEnvironment(resp *http.Response, env environment.Name) error {
 	if got := resp.Header.Get(environment.Header); got != string(env) {
 		return fmt.Errorf("%w: environment %q, gateway is %q", errUpstreamAnswer, got, env)
 	}
 	resp.Header.Del(environment.Header)
+	return nil
+}
+
+// stamp checks that resp carries a JSON object, then rewrites its body to
+// start with the environment field.
+func (s splicer) stamp(resp *http.Response) error {
 	if !jsonbody.IsJSON(resp.Header.Get("Content-Type")) {
 		return fmt.Errorf("%w: Content-Type %q", errUpstreamAnswer, resp.Header.Get("Content-Type"))
 	}

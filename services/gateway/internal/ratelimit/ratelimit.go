@@ -8,8 +8,6 @@ package ratelimit
 import (
 	"context"
 	"log/slog"
-	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,22 +23,6 @@ type Decision struct {
 	ResetAfter time.Duration // until the bucket is full again
 	RetryAfter time.Duration // until the next request may pass; 0 when allowed
 	Local      bool          // decided in-process because Redis was unavailable
-}
-
-// RateLimitHeader is the IETF RateLimit field for d.
-func (d Decision) RateLimitHeader() string {
-	return `"default";r=` + strconv.Itoa(d.Remaining) + `;t=` + strconv.Itoa(ceilSeconds(d.ResetAfter, 0))
-}
-
-// RetryAfterHeader is the Retry-After value: whole seconds, at least 1.
-func (d Decision) RetryAfterHeader() string { return strconv.Itoa(ceilSeconds(d.RetryAfter, 1)) }
-
-func ceilSeconds(d time.Duration, min int) int {
-	s := int(math.Ceil(d.Seconds()))
-	if s < min {
-		return min
-	}
-	return s
 }
 
 // Backend is the shared bucket store: redis_rate's Limiter in production.

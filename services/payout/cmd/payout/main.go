@@ -9,39 +9,34 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/payout"
 	"github.com/partnerpay/api/services/payout/internal/quotestore"
 )
 
-func main() {
-	serve.Main(serve.Binary{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Internal: true}, run)
+func main() { serve.Main("payout", run) }
+
+type config struct {
+	QuoteSecret serve.Secret  `env:"QUOTE_SECRET" doc:"it keys the quote ids"`
+	QuoteTTL    time.Duration `env:"QUOTE_TTL" default:"60s"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	secret, err := serve.Secret(s.Getenv, "QUOTE_SECRET", "it keys the quote ids")
+	var cfg config
+	if err := s.Config(&cfg); err != nil {
+		return err
+	}
+	rdb, err := s.Redis(ctx, serve.RedisTuning{})
 	if err != nil {
 		return err
 	}
-	ttl, err := serve.EnvDuration(s.Getenv, "QUOTE_TTL", 60*time.Second)
-	if err != nil {
-		return err
-	}
-	ropts, err := serve.RedisOptions(s.Getenv)
-	if err != nil {
-		return err
-	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	s.Log.Info("starting", "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr, "quote_ttl", ttl.String(),
-		"redis", ropts.Addr, "internal_token", "[set]", "quote_secret", "[set]")
 
-	var svc payout.Service = payout.NewService(s.Env, []byte(secret), ttl, quotestore.New(rdb), time.Now)
-	svc = payout.LoggingMiddleware(s.Log)(svc)
-	svc = payout.InstrumentingMiddleware(s.Kit.Registry)(svc)
+	svc := payout.NewService(s.Env, []byte(cfg.QuoteSecret), cfg.QuoteTTL, quotestore.New(rdb), time.Now)
+	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "payout"))
 	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, s.Log)
-	return s.Serve(ctx, payout.NewHandler(payout.MakeEndpoints(svc), s.Env, s.InternalToken, idem, s.Log))
+	return s.Serve(ctx, payout.NewHandler(payout.MakeEndpoints(svc, o), s.Env, s.InternalToken, idem, s.Log))
 }

@@ -5,10 +5,12 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// Endpoints are the service's operations as go-kit endpoints.
+// Endpoints are the service's operations as go-kit endpoints, each logged
+// and measured by the observer under its operation name.
 type Endpoints struct {
 	Quote      endpoint.Endpoint
 	Execute    endpoint.Endpoint
@@ -18,46 +20,22 @@ type Endpoints struct {
 	Countries  endpoint.Endpoint
 }
 
-type quoteRequest struct {
-	Caller partner.Caller
-	Body   QuoteRequest
-}
-
-type executeRequest struct {
-	Caller partner.Caller
-	Body   ExecuteRequest
-}
-
-type callerRequest struct{ Caller partner.Caller }
-
-// MakeEndpoints wraps s.
-func MakeEndpoints(s Service) Endpoints {
+// MakeEndpoints wraps s. The reference reads are measured but not logged:
+// the gateway's request line says all there is to say about them.
+func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
-		Quote:      makeQuoteEndpoint(s),
-		Execute:    makeExecuteEndpoint(s),
-		Config:     makeConfigEndpoint(s),
-		Currencies: func(ctx context.Context, _ any) (any, error) { return s.Currencies(ctx), nil },
-		Limits:     func(ctx context.Context, _ any) (any, error) { return s.Limits(ctx), nil },
-		Countries:  func(ctx context.Context, _ any) (any, error) { return s.Countries(ctx), nil },
+		Quote:   o.Op("quote", kithttp.Endpoint(s.Quote)),
+		Execute: o.Op("payout", kithttp.Endpoint(s.Execute)),
+		Config: o.Quiet("config", kithttp.Endpoint(func(ctx context.Context, c partner.Caller, _ struct{}) (Config, error) {
+			return s.Config(ctx, c), nil
+		})),
+		Currencies: o.Quiet("currencies", read(s.Currencies)),
+		Limits:     o.Quiet("limits", read(s.Limits)),
+		Countries:  o.Quiet("countries", read(s.Countries)),
 	}
 }
 
-func makeQuoteEndpoint(s Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(quoteRequest)
-		return s.Quote(ctx, req.Caller, req.Body)
-	}
-}
-
-func makeExecuteEndpoint(s Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		req := request.(executeRequest)
-		return s.Execute(ctx, req.Caller, req.Body)
-	}
-}
-
-func makeConfigEndpoint(s Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		return s.Config(ctx, request.(callerRequest).Caller), nil
-	}
+// read adapts a reference list, which needs no caller and cannot fail.
+func read[R any](f func(context.Context) R) endpoint.Endpoint {
+	return func(ctx context.Context, _ any) (any, error) { return f(ctx), nil }
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net/http"
 	"time"
 	"unicode/utf8"
 
@@ -56,8 +55,8 @@ type StoredPayout struct {
 const maxNameLen = 140 // what SEPA carries for a creditor name
 
 var (
-	errQuoteNotFound = envelope.New(http.StatusNotFound, envelope.CodeQuoteNotFound, "No quote with this quoteId exists for this key.")
-	errQuoteExpired  = envelope.New(http.StatusGone, envelope.CodeQuoteExpired, "This quote has expired; request a new quote. Expired quotes are never repriced.")
+	errQuoteNotFound = envelope.New(envelope.CodeQuoteNotFound, "No quote with this quoteId exists for this key.")
+	errQuoteExpired  = envelope.New(envelope.CodeQuoteExpired, "This quote has expired; request a new quote. Expired quotes are never repriced.")
 )
 
 // Execute runs a quote's payout, once. Checks, in order: the body, the quote
@@ -137,7 +136,7 @@ func checkCeiling(q StoredQuote, ceiling string) error {
 		return fmt.Errorf("key ceiling %q is not a decimal", ceiling)
 	}
 	if usd.Cmp(limit) > 0 {
-		return envelope.New(http.StatusForbidden, envelope.CodeExecutionCapped,
+		return envelope.New(envelope.CodeExecutionCapped,
 			"This payout is worth more than the key's maxExecutionUsd of "+ceiling+" USD at the reference rates of GET /v1/limits.")
 	}
 	return nil

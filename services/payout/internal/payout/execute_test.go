@@ -32,7 +32,7 @@ func codeOfErr(err error) string {
 		return ""
 	}
 	e, _ := envelope.From(err)
-	return e.Code
+	return string(e.Code)
 }
 
 func TestExecutionCeiling(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -102,7 +103,7 @@ var (
 	}()
 	countries = func() Countries {
 		var out Countries
-		for _, c := range catalog.Countries() {
+		for _, c := range format.Countries() {
 			out.Countries = append(out.Countries, CountryEntry{Code: c.Code, Name: c.Name, PayoutRails: nonNil(catalog.CountryRails(c.Code))})
 		}
 		return out

@@ -10,14 +10,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
-	"github.com/partnerpay/api/pkg/jsonbody"
+	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -153,31 +152,22 @@ func (s *service) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 // in the catalogue, token on the chain, the key's source chains, the rail.
 func (s *service) validate(caller partner.Caller, req QuoteRequest) (canonicalQuote, error) {
 	var q canonicalQuote
-	var ok bool
+	var err error
 	if req.CryptoCurrency == "" {
 		return q, envelope.InvalidRequest("cryptoCurrency is required: the symbol of a stablecoin listed by GET /v1/currencies.")
 	}
-	if req.Chain == 0 {
-		return q, envelope.InvalidRequest("chain is required: a positive integer chain id.")
-	}
-	if !jsonbody.ValidChainID(req.Chain) {
-		return q, envelope.InvalidRequest("chain must be a positive integer no greater than 9007199254740991.")
+	if err := format.ChainID("chain", req.Chain); err != nil {
+		return q, err
 	}
 	q.chain = req.Chain
-	if req.FiatCurrency == "" {
-		return q, envelope.InvalidRequest("fiatCurrency is required: an ISO 4217 code of three letters.")
+	if q.fiat, err = format.Currency("fiatCurrency", req.FiatCurrency); err != nil {
+		return q, err
 	}
-	if !isLetters(req.FiatCurrency, 3) {
-		return q, envelope.InvalidRequest("fiatCurrency must be an ISO 4217 code of three letters.")
-	}
-	if q.fiat, ok = catalog.CanonicalCurrency(req.FiatCurrency); !ok {
+	if _, ok := format.CanonicalCurrency(q.fiat); !ok {
 		return q, envelope.InvalidRequest("fiatCurrency is not an ISO 4217 currency code.")
 	}
-	if req.Country == "" {
-		return q, envelope.InvalidRequest("country is required: an ISO 3166-1 alpha-2 code.")
-	}
-	if q.country, ok = catalog.CanonicalCountry(req.Country); !ok || !isLetters(req.Country, 2) {
-		return q, envelope.InvalidRequest("country must be a known ISO 3166-1 alpha-2 country code.")
+	if q.country, err = format.Country("country", req.Country); err != nil {
+		return q, err
 	}
 	switch {
 	case req.CryptoAmount != nil && req.FiatAmount != nil:
@@ -185,30 +175,29 @@ func (s *service) validate(caller partner.Caller, req QuoteRequest) (canonicalQu
 	case req.CryptoAmount == nil && req.FiatAmount == nil:
 		return q, envelope.InvalidRequest("Send exactly one of cryptoAmount and fiatAmount.")
 	case req.CryptoAmount != nil:
-		if q.cryptoAmount, ok = positiveDecimal(*req.CryptoAmount); !ok {
-			return q, envelope.InvalidRequest(`cryptoAmount must be a decimal string in major units greater than zero, such as "100.50".`)
+		if q.cryptoAmount, err = format.Amount("cryptoAmount", *req.CryptoAmount); err != nil {
+			return q, err
 		}
 	default:
-		if q.fiatAmount, ok = positiveDecimal(*req.FiatAmount); !ok {
-			return q, envelope.InvalidRequest(`fiatAmount must be a decimal string in major units greater than zero, such as "100.50".`)
+		if q.fiatAmount, err = format.Amount("fiatAmount", *req.FiatAmount); err != nil {
+			return q, err
 		}
 	}
 	if req.Rail != nil && *req.Rail == "" {
 		return q, envelope.InvalidRequest("rail, when sent, must name a rail listed by GET /v1/limits.")
 	}
 
-	chain, ok := s.chains.Chain(req.Chain)
-	if !ok {
-		return q, envelope.InvalidRequest("chain " + strconv.FormatInt(req.Chain, 10) + " is not in this deployment's catalogue; see GET /v1/currencies.")
+	chain, err := s.chains.Find("chain", req.Chain)
+	if err != nil {
+		return q, err
 	}
 	token, ok := chain.Token(req.CryptoCurrency)
 	if !ok {
 		return q, envelope.InvalidRequest("cryptoCurrency is not a token on chain " + strconv.FormatInt(req.Chain, 10) + "; see GET /v1/currencies.")
 	}
 	q.crypto, q.tokenCurrency = token.Symbol, token.Currency
-	if !caller.Grants.SourceAllowed(req.Chain) {
-		return q, envelope.New(http.StatusForbidden, envelope.CodeChainNotAllowed,
-			"This key is not enabled for chain "+strconv.FormatInt(req.Chain, 10)+" as a source.")
+	if err := caller.Grants.AllowChain(partner.Source, req.Chain); err != nil {
+		return q, err
 	}
 	forced := ""
 	if req.Rail != nil {
@@ -216,10 +205,10 @@ func (s *service) validate(caller partner.Caller, req QuoteRequest) (canonicalQu
 	}
 	if q.rail, ok = catalog.ResolveRail(q.fiat, q.country, forced); !ok {
 		if forced != "" {
-			return q, envelope.New(http.StatusBadRequest, envelope.CodeNoRoute,
+			return q, envelope.New(envelope.CodeNoRoute,
 				"The forced rail does not serve "+q.fiat+" to "+q.country+"; see GET /v1/limits.")
 		}
-		return q, envelope.New(http.StatusBadRequest, envelope.CodeNoRoute,
+		return q, envelope.New(envelope.CodeNoRoute,
 			"No payout rail serves "+q.fiat+" to "+q.country+"; see GET /v1/limits.")
 	}
 	return q, nil
@@ -233,25 +222,4 @@ func (s *service) quoteID(keyID string, q canonicalQuote) string {
 	fmt.Fprintf(mac, "bpq/v1\x00%s\x00%d\x00%s\x00%s\x00%s\x00crypto=%s\x00fiat=%s\x00%s",
 		keyID, q.chain, q.crypto, q.fiat, q.country, q.cryptoAmount, q.fiatAmount, q.rail.Name)
 	return "bpq_" + strconv.FormatInt(q.chain, 10) + "_" + hex.EncodeToString(mac.Sum(nil)[:16])
-}
-
-func positiveDecimal(s string) (string, bool) {
-	c, ok := jsonbody.CanonicalDecimal(s)
-	if !ok || c == "0" {
-		return "", false
-	}
-	return c, true
-}
-
-func isLetters(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < n; i++ {
-		c := s[i] | 0x20 // fold ASCII case
-		if c < 'a' || c > 'z' {
-			return false
-		}
-	}
-	return true
 }

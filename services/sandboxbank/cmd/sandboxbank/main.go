@@ -11,35 +11,29 @@ import (
 	"context"
 	"time"
 
-	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/sandboxbank/internal/bank"
 )
 
-func main() {
-	serve.Main(serve.Binary{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox}, run)
+func main() { serve.Main("sandboxbank", run) }
+
+type config struct {
+	ProviderKey     serve.Secret  `env:"BANK_PROVIDER_KEY" doc:"the provider API key the services use"`
+	PublicURL       string        `env:"SANDBOXBANK_PUBLIC_URL" optional:"true" url:"absolute"`
+	LinkTTL         time.Duration `env:"SANDBOXBANK_LINK_TTL" default:"5m"`
+	SettlementDelay time.Duration `env:"SANDBOXBANK_SETTLEMENT_DELAY" default:"3s"`
+	IdentityDelay   time.Duration `env:"SANDBOXBANK_IDENTITY_DELAY" default:"0s" zero:"allowed"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	key, err := serve.Secret(s.Getenv, "BANK_PROVIDER_KEY", "the provider API key the services use")
-	if err != nil {
+	var cfg config
+	if err := s.Config(&cfg); err != nil {
 		return err
 	}
-	cfg := bank.Config{PublicURL: serve.Env(s.Getenv, "SANDBOXBANK_PUBLIC_URL", "http://"+s.Addr)}
-	if cfg.LinkTTL, err = serve.EnvDuration(s.Getenv, "SANDBOXBANK_LINK_TTL", 5*time.Minute); err != nil {
-		return err
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + s.Addr
 	}
-	if cfg.SettlementDelay, err = serve.EnvDuration(s.Getenv, "SANDBOXBANK_SETTLEMENT_DELAY", 3*time.Second); err != nil {
-		return err
-	}
-	if v := s.Getenv("SANDBOXBANK_IDENTITY_DELAY"); v != "0" && v != "0s" {
-		if cfg.IdentityDelay, err = serve.EnvDuration(s.Getenv, "SANDBOXBANK_IDENTITY_DELAY", 0); err != nil {
-			return err
-		}
-	}
-	b := bank.New(cfg)
-	s.Log.Info("starting", "addr", s.Addr, "admin_addr", s.AdminAddr, "public_url", cfg.PublicURL, "epoch", b.Epoch(),
-		"link_ttl", cfg.LinkTTL.String(), "settlement_delay", cfg.SettlementDelay.String(),
-		"identity_delay", cfg.IdentityDelay.String(), "provider_key", "[set]")
-	return s.Serve(ctx, bank.NewHandler(b, key, s.Log))
+	b := bank.New(bank.Config{PublicURL: cfg.PublicURL, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay})
+	s.Log.Info("sandbox bank epoch", "epoch", b.Epoch(), "public_url", cfg.PublicURL)
+	return s.Serve(ctx, bank.NewHandler(b, string(cfg.ProviderKey), s.Log))
 }

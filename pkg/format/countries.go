@@ -1,4 +1,4 @@
-package catalog
+package format
 
 import (
 	"sort"
@@ -19,20 +19,20 @@ var notAssigned = map[string]bool{
 	"SU": true, "TA": true, "UN": true, "YU": true,
 }
 
-// Country is a destination a bank payout can be priced for.
-type Country struct {
+// ISOCountry is a destination a bank payout can be priced for.
+type ISOCountry struct {
 	Code string `json:"code"`
 	Name string `json:"name"`
 }
 
-var countries = func() []Country {
-	var out []Country
+var countries = func() []ISOCountry {
+	var out []ISOCountry
 	names := display.English.Regions()
 	for a := 'A'; a <= 'Z'; a++ {
 		for b := 'A'; b <= 'Z'; b++ {
 			code := string([]rune{a, b})
 			if r, ok := region(code); ok {
-				out = append(out, Country{Code: code, Name: names.Name(r)})
+				out = append(out, ISOCountry{Code: code, Name: names.Name(r)})
 			}
 		}
 	}
@@ -57,7 +57,7 @@ func region(code string) (language.Region, bool) {
 }
 
 // Countries lists every ISO 3166-1 alpha-2 country, sorted by code.
-func Countries() []Country { return countries }
+func Countries() []ISOCountry { return countries }
 
 // CanonicalCountry upper-cases an alpha-2 code and reports whether it names an
 // assigned country. Aliases such as UK are refused, not rewritten: the partner

@@ -1,0 +1,49 @@
+package serve
+
+import "github.com/partnerpay/api/pkg/environment"
+
+// Binary describes a service binary: its name (its variables are
+// <NAME>_ADDR and <NAME>_ADMIN_ADDR) and default addresses.
+type Binary struct {
+	Name      string
+	Addr      string // default main address
+	AdminAddr string // default admin address (/metrics)
+	// Internal: the service answers only the gateway (INTERNAL_TOKEN required).
+	Internal bool
+	// Environment, when set, is fixed rather than derived (the sandbox bank
+	// is a sandbox by definition).
+	Environment environment.Name
+	// Records: the binary keeps records partners rely on in Redis, so its
+	// Redis must be durable (DESIGN §6).
+	Records bool
+}
+
+// Binaries is the one list of the stack's binaries, in start order: each
+// after what it calls, the gateway last. make, devstack, the end-to-end
+// tests and the dashboard generator all read it.
+var Binaries = []Binary{
+	{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox},
+	{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Internal: true, Records: true},
+	{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true, Records: true},
+	{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true, Records: true},
+	{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true},
+}
+
+// Names lists the binaries' names in start order.
+func Names() []string {
+	out := make([]string, len(Binaries))
+	for i, b := range Binaries {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// Lookup finds a binary by name.
+func Lookup(name string) (Binary, bool) {
+	for _, b := range Binaries {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Binary{}, false
+}

@@ -1,0 +1,158 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strconv"
+	"time"
+)
+
+// Secret is a configured secret. It logs as "[set]", never as itself.
+type Secret string
+
+// LogValue masks the secret.
+func (s Secret) LogValue() slog.Value {
+	if s == "" {
+		return slog.StringValue("[unset]")
+	}
+	return slog.StringValue("[set]")
+}
+
+// MinSecretLen is the shortest secret a binary accepts.
+const MinSecretLen = 16
+
+// LoadConfig fills the struct cfg points to from getenv. Each field names
+// its variable in an `env` tag and may carry a `default`; `doc` says what
+// the variable is for, in the error a missing one gets. Field types:
+//
+//	string          any value; with `url:"absolute"` an absolute http(s) URL
+//	Secret          required, at least MinSecretLen characters
+//	time.Duration   a Go duration ("50ms"), positive unless `zero:"allowed"`
+//	int             a positive integer
+//
+// Every variable is checked before the first error is returned, so one run
+// lists everything wrong.
+//
+// An embedded struct's fields count as the outer struct's: a shared part of
+// several binaries' config (bankprovider.Config) is declared once.
+func LoadConfig(getenv func(string) string, cfg any) error {
+	return loadStruct(getenv, reflect.ValueOf(cfg).Elem())
+}
+
+func loadStruct(getenv func(string) string, v reflect.Value) error {
+	t := v.Type()
+	var errs []error
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			if err := loadStruct(getenv, v.Field(i)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		name := f.Tag.Get("env")
+		if name == "" {
+			continue
+		}
+		raw := getenv(name)
+		if raw == "" {
+			raw = f.Tag.Get("default")
+		}
+		if err := setField(v.Field(i), f, name, raw); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var (
+	secretType   = reflect.TypeFor[Secret]()
+	durationType = reflect.TypeFor[time.Duration]()
+)
+
+func setField(fv reflect.Value, f reflect.StructField, name, raw string) error {
+	doc := f.Tag.Get("doc")
+	switch {
+	case f.Type == secretType:
+		if len(raw) < MinSecretLen {
+			return fmt.Errorf("%s must be set to a secret of at least %d characters: %s", name, MinSecretLen, doc)
+		}
+		fv.SetString(raw)
+	case f.Type == durationType:
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < 0 || (d == 0 && f.Tag.Get("zero") != "allowed") {
+			return fmt.Errorf("%s: %q is not a positive duration such as 50ms", name, raw)
+		}
+		fv.SetInt(int64(d))
+	case f.Type.Kind() == reflect.Int:
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%s: %q is not a positive integer", name, raw)
+		}
+		fv.SetInt(int64(n))
+	case f.Type.Kind() == reflect.String:
+		if raw == "" && f.Tag.Get("default") == "" && f.Tag.Get("optional") != "true" {
+			return fmt.Errorf("%s must be set: %s", name, doc)
+		}
+		if f.Tag.Get("url") == "absolute" && raw != "" {
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("%s: %q is not an absolute http(s) URL", name, raw)
+			}
+		}
+		fv.SetString(raw)
+	default:
+		panic("serve: config field " + f.Name + " has an unsupported type " + f.Type.String())
+	}
+	return nil
+}
+
+// Masked is cfg as it may be logged: each field under its variable's name,
+// secrets as "[set]", URLs without their passwords.
+func Masked(cfg any) slog.Value {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	return slog.GroupValue(maskedAttrs(v)...)
+}
+
+func maskedAttrs(v reflect.Value) []slog.Attr {
+	t := v.Type()
+	attrs := make([]slog.Attr, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			attrs = append(attrs, maskedAttrs(v.Field(i))...)
+			continue
+		}
+		name := f.Tag.Get("env")
+		if name == "" {
+			continue
+		}
+		fv := v.Field(i)
+		switch {
+		case f.Type == secretType:
+			attrs = append(attrs, slog.Any(name, fv.Interface()))
+		case f.Type == durationType:
+			attrs = append(attrs, slog.String(name, time.Duration(fv.Int()).String()))
+		case f.Type.Kind() == reflect.Int:
+			attrs = append(attrs, slog.Int64(name, fv.Int()))
+		default:
+			attrs = append(attrs, slog.String(name, Redacted(fv.String())))
+		}
+	}
+	return attrs
+}
+
+// Redacted is a URL without its password (and any other string as it is).
+func Redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,131 @@
+package fiat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/consentapi"
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// AccountRequest is the body of POST /v1/fiat/accounts.
+type AccountRequest struct {
+	Email         string `json:"email"`
+	FullName      string `json:"fullName"`
+	Country       string `json:"country"`
+	WalletAddress string `json:"walletAddress"`
+	Chain         int64  `json:"chain"`
+}
+
+// Account is an onboarded user, less environment.
+type Account struct {
+	AccountID        string `json:"accountId"`
+	Status           string `json:"status"`
+	ConsentSessionID string `json:"consentSessionId,omitempty"`
+}
+
+func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req AccountRequest) (Account, error) {
+	in, err := s.validateAccount(caller, req)
+	if err != nil {
+		return Account{}, err
+	}
+	rec := AccountRecord{ID: newID("acc_"), Owner: caller.KeyID, CreatedAt: s.now().UTC()}
+	// Our new id keys the provider call, so the client's retries of it are safe.
+	c, err := s.provider.CreateCustomer(ctx, in, "account-"+rec.ID)
+	if err != nil {
+		return Account{}, bankprovider.ToAPI(err)
+	}
+	rec.ProviderCustomerID = c.ID
+	if c.Status == bankprovider.StatusTermsRequired {
+		cs, err := s.consent.Create(ctx, consentapi.CreateSession{Owner: caller.KeyID, AccountID: rec.ID, ProviderCustomerID: c.ID})
+		if err != nil {
+			return Account{}, fmt.Errorf("create consent session: %w", err)
+		}
+		rec.ConsentSessionID = cs.ConsentSessionID
+	}
+	if err := s.store.SaveAccount(ctx, rec); err != nil {
+		return Account{}, fmt.Errorf("save account: %w", err)
+	}
+	return s.account(rec, c.Status), nil
+}
+
+func (s *service) account(rec AccountRecord, providerStatus string) Account {
+	a := Account{AccountID: rec.ID, Status: wireStatus(providerStatus)}
+	if a.Status == StatusConsentRequired {
+		a.ConsentSessionID = rec.ConsentSessionID
+	}
+	return a
+}
+
+func wireStatus(providerStatus string) string {
+	switch providerStatus {
+	case bankprovider.StatusTermsRequired:
+		return StatusConsentRequired
+	case bankprovider.StatusIdentityPending:
+		return StatusIdentityPending
+	case bankprovider.StatusActive:
+		return StatusActive
+	}
+	return StatusRejected
+}
+
+// validateAccount checks the body in order (shape and formats, chain in the
+// catalogue, the settlement network, the key's destination chains) and
+// returns the provider's form of it: codes upper-cased.
+func (s *service) validateAccount(caller partner.Caller, req AccountRequest) (bankprovider.NewCustomer, error) {
+	var out bankprovider.NewCustomer
+	if req.Email == "" {
+		return out, envelope.InvalidRequest("email is required.")
+	}
+	if a, err := mail.ParseAddress(req.Email); err != nil || a.Address != req.Email || a.Name != "" || len(req.Email) > 254 {
+		return out, envelope.InvalidRequest("email must be an email address such as ada@example.com.")
+	}
+	if n := utf8.RuneCountInString(req.FullName); req.FullName == "" || n > 140 {
+		return out, envelope.InvalidRequest("fullName is required: the user's full legal name, at most 140 characters.")
+	}
+	country, err := format.Country("country", req.Country)
+	if err != nil {
+		return out, err
+	}
+	wallet, err := format.EVMAddress("walletAddress", req.WalletAddress)
+	if err != nil {
+		return out, err
+	}
+	if err := format.ChainID("chain", req.Chain); err != nil {
+		return out, err
+	}
+	if _, err := s.chains.Find("chain", req.Chain); err != nil {
+		return out, err
+	}
+	if req.Chain != s.chains.Settlement.Chain {
+		return out, envelope.InvalidRequest("The on-ramp delivers on chain " + strconv.FormatInt(s.chains.Settlement.Chain, 10) +
+			" (" + s.chains.Settlement.Name + "); see settlementNetwork in GET /v1/config.")
+	}
+	if err := caller.Grants.AllowChain(partner.Destination, req.Chain); err != nil {
+		return out, err
+	}
+	return bankprovider.NewCustomer{Email: req.Email, FullName: req.FullName, Country: country,
+		WalletAddress: wallet, Chain: req.Chain}, nil
+}
+
+// ownedAccount loads an account of the caller's.
+func (s *service) ownedAccount(ctx context.Context, caller partner.Caller, id string) (AccountRecord, error) {
+	if id == "" {
+		return AccountRecord{}, envelope.InvalidRequest("accountId is required.")
+	}
+	r, err := s.store.Account(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {
+		return AccountRecord{}, errAccountNotFound
+	}
+	if err != nil {
+		return AccountRecord{}, fmt.Errorf("read account: %w", err)
+	}
+	return r, nil
+}

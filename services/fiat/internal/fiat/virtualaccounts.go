@@ -1,0 +1,115 @@
+package fiat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/consentapi"
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// VirtualAccountRequest is the body of POST /v1/fiat/virtual-accounts.
+type VirtualAccountRequest struct {
+	AccountID string `json:"accountId"`
+	Currency  string `json:"currency"`
+}
+
+// VirtualAccount answers POST /v1/fiat/virtual-accounts: the account's bank
+// details (status "active"), or the consent still needed (status
+// "consent_required" and consentSessionId only).
+type VirtualAccount struct {
+	Status           string       `json:"status"`
+	ConsentSessionID string       `json:"consentSessionId,omitempty"`
+	VirtualAccountID string       `json:"virtualAccountId,omitempty"`
+	AccountID        string       `json:"accountId,omitempty"`
+	Currency         string       `json:"currency,omitempty"`
+	BankDetails      *BankDetails `json:"bankDetails,omitempty"`
+}
+
+// BankDetails is where the user sends the bank transfer.
+type BankDetails struct {
+	IBAN        string `json:"iban"`
+	BIC         string `json:"bic"`
+	Beneficiary string `json:"beneficiary"`
+}
+
+func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Caller, req VirtualAccountRequest) (VirtualAccount, error) {
+	currency, err := format.Currency("currency", req.Currency)
+	if err != nil {
+		return VirtualAccount{}, err
+	}
+	acc, err := s.ownedAccount(ctx, caller, req.AccountID)
+	if err != nil {
+		return VirtualAccount{}, err
+	}
+	va, err := s.provider.CreateVirtualAccount(ctx, acc.ProviderCustomerID, currency)
+	switch {
+	case bankprovider.IsType(err, bankprovider.TypeTermsRequired):
+		id, err := s.pendingConsent(ctx, caller, acc)
+		if err != nil {
+			return VirtualAccount{}, err
+		}
+		return VirtualAccount{Status: StatusConsentRequired, ConsentSessionID: id}, nil
+	case bankprovider.IsType(err, bankprovider.TypeCustomerNotActive):
+		c, cerr := s.provider.Customer(ctx, acc.ProviderCustomerID)
+		if cerr != nil {
+			return VirtualAccount{}, bankprovider.ToAPI(cerr)
+		}
+		msg := "The account's identity check is still pending; ask again shortly."
+		if c.Status == bankprovider.StatusRejected {
+			msg = "The account was rejected by the bank's identity check; it cannot receive a virtual account."
+		}
+		return VirtualAccount{}, envelope.New(envelope.CodeAccountNotActive, msg)
+	case err != nil:
+		return VirtualAccount{}, bankprovider.ToAPI(err)
+	}
+	rec, err := s.store.VirtualAccountFor(ctx, VirtualAccountRecord{ID: newID("va_"), Owner: caller.KeyID,
+		AccountID: acc.ID, ProviderAccountID: va.ID, Currency: va.Currency, CreatedAt: s.now().UTC()})
+	if err != nil {
+		return VirtualAccount{}, fmt.Errorf("save virtual account: %w", err)
+	}
+	return VirtualAccount{Status: StatusActive, VirtualAccountID: rec.ID, AccountID: acc.ID, Currency: va.Currency,
+		BankDetails: &BankDetails{IBAN: va.IBAN, BIC: va.BIC, Beneficiary: va.BeneficiaryName}}, nil
+}
+
+// pendingConsent is the session the user should go through now: the
+// account's own while the user has not come back from it, a new one after.
+func (s *service) pendingConsent(ctx context.Context, caller partner.Caller, acc AccountRecord) (string, error) {
+	if acc.ConsentSessionID != "" {
+		cs, err := s.consent.Get(ctx, caller.KeyID, acc.ConsentSessionID)
+		if err != nil {
+			return "", fmt.Errorf("consent session state: %w", err)
+		}
+		if cs.State != consentapi.StateReturned {
+			return acc.ConsentSessionID, nil
+		}
+	}
+	cs, err := s.consent.Create(ctx, consentapi.CreateSession{Owner: caller.KeyID, AccountID: acc.ID, ProviderCustomerID: acc.ProviderCustomerID})
+	if err != nil {
+		return "", fmt.Errorf("create consent session: %w", err)
+	}
+	id := cs.ConsentSessionID
+	acc.ConsentSessionID = id
+	if err := s.store.SaveAccount(ctx, acc); err != nil {
+		return "", fmt.Errorf("save account: %w", err)
+	}
+	return id, nil
+}
+
+func (s *service) ownedVirtualAccount(ctx context.Context, caller partner.Caller, id string) (VirtualAccountRecord, error) {
+	if id == "" {
+		return VirtualAccountRecord{}, envelope.InvalidRequest("virtualAccountId is required.")
+	}
+	r, err := s.store.VirtualAccount(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {
+		return VirtualAccountRecord{}, errVANotFound
+	}
+	if err != nil {
+		return VirtualAccountRecord{}, fmt.Errorf("read virtual account: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,106 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/jsonbody"
+	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
+)
+
+// serve applies the edge's checks in the contract's order, then forwards:
+//
+//	CORS preflight, /health, the documents and public routes (no key)
+//	→ not_configured → not_found → unauthorized → rate_limited
+//	→ permission_denied → body hygiene → forward
+//
+// It returns the key id once known and the wire code of a refusal.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) (keyID, code string) {
+	path := r.URL.Path
+	if isPreflight(r) && g.routes[path] != nil {
+		preflight(w, r)
+		return "", ""
+	}
+	if path == "/health" && r.Method == http.MethodGet {
+		r.Pattern = "GET /health"
+		serve.Health(w, r)
+		return "", ""
+	}
+	if path != "/v1" && !strings.HasPrefix(path, "/v1/") {
+		if g.docs != nil && g.docs.Handle(w, r) {
+			return "", ""
+		}
+		if pr := g.public[r.Method+" "+path]; pr != nil {
+			r.Pattern = pr.pattern
+			c := &call{requestID: requestID}
+			pr.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))
+			return "", c.code
+		}
+		return "", g.refuse(w, envelope.NotFound())
+	}
+	keys := g.keys.Current()
+	if keys.Len() == 0 {
+		return "", g.refuse(w, envelope.New(envelope.CodeNotConfigured, "This deployment has no partner keys configured."))
+	}
+	rt := g.routes[path][r.Method]
+	if rt == nil {
+		return "", g.refuse(w, envelope.NotFound())
+	}
+	r.Pattern = rt.pattern
+
+	entry, ok := g.authenticate(keys, r.Header.Get("Authorization"))
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="partner-api"`)
+		return "", g.refuse(w, envelope.Unauthorized())
+	}
+
+	d := g.limiter.Allow(r.Context(), entry.ID, entry.RatePerSecond)
+	d.WriteHeaders(w.Header(), entry.PolicyValue)
+	if !d.Allowed {
+		return entry.ID, g.refuse(w, envelope.New(envelope.CodeRateLimited, "Too many requests for this key; retry after the time in Retry-After."))
+	}
+
+	if rt.Product != "" && !entry.HasProduct(rt.Product) {
+		g.count(func(m *Metrics) { m.refusedProduct.Inc() })
+		return entry.ID, g.refuse(w, envelope.New(envelope.CodePermissionDenied, "This key does not carry the "+rt.Product+" product."))
+	}
+
+	if r.Method == http.MethodPost {
+		if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
+			return entry.ID, g.refuse(w, jsonbody.ErrContentType)
+		}
+		if r.ContentLength > jsonbody.MaxBytes {
+			return entry.ID, g.refuse(w, envelope.TooLarge())
+		}
+		if r.ContentLength < 0 { // chunked: cap it as it streams
+			r.Body = http.MaxBytesReader(w, r.Body, jsonbody.MaxBytes)
+		}
+	}
+
+	c := &call{entry: entry, requestID: requestID}
+	rt.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))
+	return entry.ID, c.code
+}
+
+// authenticate finds the key of an Authorization header. Every failure looks
+// the same on the wire; only the metric knows the reason.
+func (g *Gateway) authenticate(keys *apikey.Set, header string) (*apikey.Entry, bool) {
+	if header == "" {
+		g.count(func(m *Metrics) { m.refusedMissing.Inc() })
+		return nil, false
+	}
+	key, ok := apikey.FromAuthorization(header)
+	if !ok {
+		g.count(func(m *Metrics) { m.refusedMalformed.Inc() })
+		return nil, false
+	}
+	entry, ok := keys.Lookup(key)
+	if !ok {
+		g.count(func(m *Metrics) { m.refusedUnknown.Inc() })
+		return nil, false
+	}
+	return entry, true
+}

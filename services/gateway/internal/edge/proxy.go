@@ -1,0 +1,131 @@
+package edge
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// NewTransport is the upstream transport: keep-alive pools sized for a busy
+// gateway (Go's default keeps only 2 idle connections per host) and tight
+// dial and header deadlines, so a stuck service shows as an error quickly.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // services are reached directly, never through an egress proxy
+		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 25 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// newProxy forwards to one upstream. A keyed route's answer gets
+// "environment" spliced in first; a public (browser) route's answer — a
+// page or a redirect — passes through as the service made it. Both are
+// refused unless the service says it is in the gateway's environment.
+func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTripper, public bool) *httputil.ReverseProxy {
+	if g.metrics != nil {
+		rt = g.metrics.instrumentUpstream(upstream, rt)
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { g.rewrite(pr, target) },
+		Transport:  rt,
+		BufferPool: bufferPool,
+		ModifyResponse: func(resp *http.Response) error {
+			if err := checkEnvironment(resp, g.env); err != nil {
+				return err
+			}
+			g.takeInternalHeaders(resp)
+			if public {
+				return nil
+			}
+			return g.splicer.stamp(resp)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.proxyError(w, r, upstream, err)
+		},
+	}
+}
+
+// rewrite points the outbound request at target and replaces every identity
+// header a client may have sent with the gateway's own.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest, target *url.URL) {
+	pr.SetURL(target)
+	c := pr.In.Context().Value(ctxKey{}).(*call)
+	h := pr.Out.Header
+	for name := range h {
+		if strings.HasPrefix(name, "X-Partner-") || strings.HasPrefix(name, "X-Internal-") {
+			delete(h, name)
+		}
+	}
+	h.Del("Authorization") // the key stops at the edge
+	if c.entry != nil {
+		h[partner.HeaderKeyID] = c.entry.IDValue
+		h[partner.HeaderGrants] = c.entry.GrantsValue
+	}
+	h[partner.HeaderInternalToken] = g.token
+	h[partner.HeaderRequestID] = []string{c.requestID}
+}
+
+// takeInternalHeaders records a service's error code for the log line and
+// removes every X-Internal-* header, and the service's X-Request-Id (the
+// gateway set its own).
+func (g *Gateway) takeInternalHeaders(resp *http.Response) {
+	if code := resp.Header.Get(partner.HeaderErrorCode); code != "" {
+		resp.Request.Context().Value(ctxKey{}).(*call).code = code
+	}
+	for name := range resp.Header {
+		if strings.HasPrefix(name, "X-Internal-") {
+			delete(resp.Header, name)
+		}
+	}
+	resp.Header.Del(partner.HeaderRequestID)
+}
+
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, upstream string, err error) {
+	c := r.Context().Value(ctxKey{}).(*call)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		c.code = g.refuse(w, envelope.TooLarge())
+		return
+	}
+	if r.Context().Err() != nil { // the client went away; nobody to answer
+		c.code = "client_gone"
+		w.WriteHeader(499)
+		return
+	}
+	g.count(func(m *Metrics) { m.upstreamErrors.WithLabelValues(upstream).Inc() })
+	g.log.Error("upstream failed", "upstream", upstream, "err", err, "request_id", c.requestID)
+	c.code = g.refuse(w, envelope.Internal())
+}
+
+// bufferPool recycles the proxy's 32 KiB copy buffers through a channel:
+// unlike sync.Pool, putting a []byte back costs no allocation.
+var bufferPool = &chanPool{ch: make(chan []byte, 512)}
+
+type chanPool struct{ ch chan []byte }
+
+func (p *chanPool) Get() []byte {
+	select {
+	case b := <-p.ch:
+		return b
+	default:
+		return make([]byte, 32<<10)
+	}
+}
+
+func (p *chanPool) Put(b []byte) {
+	select {
+	case p.ch <- b:
+	default:
+	}
+}
