@@ -93,7 +93,7 @@ func TestEnvironmentIsTheFirstFieldOfEveryAnswer(t *testing.T) {
 		{"GET", "/v1/currencies", key, ""},
 		{"GET", "/v1/limits", key, ""},
 		{"GET", "/v1/countries", key, ""},
-		{"POST", "/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`},
+		{"POST", "/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"10"}`},
 		{"POST", "/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC"}`},
 		{"GET", "/v1/config", "", ""},
 		{"GET", "/v1/nope", key, ""},

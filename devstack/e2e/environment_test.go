@@ -23,7 +23,7 @@ func TestAProductionUpstreamMakesAProductionDeployment(t *testing.T) {
 	if r := s.get("/v1/config", key); !strings.Contains(r.Body, `"settlementNetwork":{"chain":8453,"name":"Base"}`) {
 		t.Errorf("production settles on Base: %s", r.Body)
 	}
-	q := s.post("/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":8453,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`)
+	q := s.post("/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":8453,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"10"}`)
 	if q.Status != 200 || !strings.HasPrefix(q.Body, `{"environment":"production","mock":true,"quoteId":"bpq_8453_`) {
 		t.Errorf("production quote: %d %s", q.Status, q.Body)
 	}

@@ -41,6 +41,13 @@ var noRedirects = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*h
 // It returns the gateway's answer to the return address.
 func (s *stack) consentViaForm(link, decision string) *http.Response {
 	s.t.Helper()
+	return s.consentEdited(link, decision, func(back string) string { return back })
+}
+
+// consentEdited is consentViaForm with the bank's redirect back to the
+// gateway passed through edit first: what a user can do in the address bar.
+func (s *stack) consentEdited(link, decision string, edit func(string) string) *http.Response {
+	s.t.Helper()
 	page, err := noRedirects.Get(link)
 	if err != nil {
 		s.t.Fatal(err)
@@ -59,7 +66,7 @@ func (s *stack) consentViaForm(link, decision string) *http.Response {
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(back, s.GatewayURL+"/consent/return?") {
 		s.t.Fatalf("after %s the bank answered %d, Location %q", decision, resp.StatusCode, back)
 	}
-	ret, err := noRedirects.Get(back)
+	ret, err := noRedirects.Get(edit(back))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -177,6 +184,52 @@ func TestConsentReturnGoesBackToThePartner(t *testing.T) {
 		t.Errorf("after a decline: %v", va)
 	}
 
+	t.Run("editing the redirect cannot turn a decline into an acceptance", func(t *testing.T) {
+		acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("eve@example.com")))
+		sid := acc["consentSessionId"].(string)
+		link := decodeOK(t, s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+sid+`","returnUrl":"https://partner.example/done"}`))["link"].(string)
+		ret := s.consentEdited(link, "decline", func(back string) string {
+			if !strings.Contains(back, "result=declined") {
+				t.Fatalf("the bank's redirect %s carries no result to edit", back)
+			}
+			return strings.Replace(back, "result=declined", "result=accepted", 1)
+		})
+		ret.Body.Close()
+		if ret.StatusCode != http.StatusSeeOther || ret.Header.Get("Location") != "https://partner.example/done?consentSessionId="+sid+"&result=declined" {
+			t.Fatalf("the partner is told %d %q; want the bank's word: declined", ret.StatusCode, ret.Header.Get("Location"))
+		}
+		va := decodeOK(t, s.post("/v1/fiat/virtual-accounts", key, `{"accountId":"`+acc["accountId"].(string)+`","currency":"EUR"}`))
+		if va["status"] != "consent_required" {
+			t.Fatalf("after an edited decline the bank gave a virtual account: %v", va)
+		}
+	})
+	t.Run("returnUrl must be https (http only to loopback in sandbox)", func(t *testing.T) {
+		want := errorBody("invalid_request", "returnUrl must be an https URL of at most 2048 characters, without user info (plain http only to a loopback host, in sandbox).")
+		for _, u := range []string{"http://partner.example/done", "https://user:pw@partner.example/", "javascript:alert(1)", "https://partner.example/" + strings.Repeat("a", 2048)} {
+			r := s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+sid+`","returnUrl":"`+u+`"}`)
+			if r.Status != 400 || r.Body != want {
+				t.Errorf("returnUrl %.50s: %d %s", u, r.Status, r.Body)
+			}
+		}
+		if r := s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+sid+`","returnUrl":"http://127.0.0.1:3000/done"}`); r.Status != 200 {
+			t.Errorf("a loopback http returnUrl in sandbox: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("a fresh link kills the earlier one", func(t *testing.T) {
+		acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("mallory@example.com")))
+		sid := acc["consentSessionId"].(string)
+		first := decodeOK(t, s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+sid+`"}`))["link"].(string)
+		decodeOK(t, s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+sid+`"}`))
+		resp, err := noRedirects.Get(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 410 || !strings.Contains(string(b), "newer link") {
+			t.Errorf("the earlier link: %d %s", resp.StatusCode, b)
+		}
+	})
 	t.Run("a used link is refused", func(t *testing.T) {
 		resp, err := noRedirects.PostForm(link, url.Values{"decision": {"accept"}})
 		if err != nil {
@@ -211,13 +264,15 @@ func TestConsentLinksDieAfterTheirLife(t *testing.T) {
 		t.Fatal("each call must mint a fresh link")
 	}
 	time.Sleep(1100 * time.Millisecond)
-	resp, err := noRedirects.Get(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 410 || !strings.Contains(string(b), "expired") {
-		t.Errorf("a link past its life: %d %s", resp.StatusCode, b)
+	for link, want := range map[string]string{second: "expired", first: "newer link"} {
+		resp, err := noRedirects.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 410 || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %s, want 410 %q", link, resp.StatusCode, b, want)
+		}
 	}
 }

@@ -78,7 +78,7 @@ func TestMetricsMoveWithTheRightLabels(t *testing.T) {
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank,fiat", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000")
 	slow := s.issue("slow", "--products", "bank", "--source-chains", "84532", "--rate", "1")
-	quote := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`
+	quote := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"10"}`
 	quoteOK := map[string]string{"route": "POST /v1/bank/payout/quote", "method": "POST", "code": "200"}
 
 	before, _ := metricValue(s.metrics("gateway"), "partnerapi_http_requests_total", quoteOK)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,14 +119,22 @@ func TestPayoutExecution(t *testing.T) {
 				404, errorBody("quote_not_found", "No quote with this quoteId exists for this key.")},
 			{"above the key's ceiling", small, executeBody(tooBig, "DE89370400440532013000"),
 				403, errorBody("execution_capped", "This payout is worth more than the key's maxExecutionUsd of 100 USD at the reference rates of GET /v1/limits.")},
-			{"IBAN with a bad checksum", acme, executeBody(foreign, "DE88370400440532013000"),
-				400, `{"environment":"sandbox","error":{"code":"invalid_request","message":"The beneficiary is not valid; see error.fields.","fields":{"beneficiary.iban":"invalid_checksum"}}}`},
-			{"IBAN of the wrong length and no name", acme, `{"quoteId":"` + foreign + `","beneficiary":{"name":"","iban":"DE8937040044053201300"}}`,
-				400, `{"environment":"sandbox","error":{"code":"invalid_request","message":"The beneficiary is not valid; see error.fields.","fields":{"beneficiary.iban":"invalid_format","beneficiary.name":"required"}}}`},
+			{"IBAN with a bad checksum: our check names the field, error.fields is for the bank's", acme, executeBody(foreign, "DE88370400440532013000"),
+				400, errorBody("invalid_request", "beneficiary.iban has an invalid checksum; check it for a mistyped character.")},
+			{"IBAN of the wrong length", acme, `{"quoteId":"` + foreign + `","beneficiary":{"name":"A","iban":"DE8937040044053201300"}}`,
+				400, errorBody("invalid_request", "beneficiary.iban is not an IBAN: its length or characters do not fit its country's format.")},
+			{"no name", acme, `{"quoteId":"` + foreign + `","beneficiary":{"name":"","iban":"DE8937040044053201300"}}`,
+				400, errorBody("invalid_request", "beneficiary.name is required: the account holder's name.")},
+			{"a malformed quote id is unknown", acme, executeBody("bpq_84532_XYZ", "DE89370400440532013000"),
+				404, errorBody("quote_not_found", "No quote with this quoteId exists for this key.")},
 			{"no quote id", acme, `{"beneficiary":{"name":"A","iban":"DE89370400440532013000"}}`,
 				400, errorBody("invalid_request", "quoteId is required: the id of a quote from POST /v1/bank/payout/quote.")},
 			{"unknown field", acme, `{"quoteId":"x","beneficiary":{"name":"A","iban":"x","bic":"DEUTDEFF"}}`,
-				400, errorBody("invalid_request", `Unknown field "bic".`)},
+				400, errorBody("invalid_request", `Unknown field "beneficiary.bic".`)},
+			{"a field given twice", acme, `{"quoteId":"x","quoteId":"y","beneficiary":{"name":"A","iban":"x"}}`,
+				400, errorBody("invalid_request", `Field "quoteId" is given twice.`)},
+			{"field names match exactly", acme, `{"QuoteId":"x","beneficiary":{"name":"A","iban":"x"}}`,
+				400, errorBody("invalid_request", `Unknown field "QuoteId".`)},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -157,11 +166,106 @@ func TestExpiredQuoteIsRefusedNeverRepriced(t *testing.T) {
 	if r.Status != 410 || r.Body != want {
 		t.Fatalf("got %d %s, want 410 %s", r.Status, r.Body, want)
 	}
-	// Quoting again gives a fresh expiry; the same id then executes.
-	if again := s.quoteID(key, eur("10")); again != q {
-		t.Fatalf("re-quote id %s, want %s", again, q)
+	// Quoting again opens a new instance: the old id is never priced again.
+	again := s.quoteID(key, eur("10"))
+	if again == q {
+		t.Fatalf("re-quoting after expiry brought back %s: whoever holds it would execute at the new price", q)
 	}
-	payoutID(t, s.post(executePath, key, executeBody(q, "DE89370400440532013000")), q)
+	if r := s.post(executePath, key, executeBody(q, "DE89370400440532013000")); r.Status != 410 || r.Body != want {
+		t.Fatalf("the old id after a re-quote: %d %s", r.Status, r.Body)
+	}
+	payoutID(t, s.post(executePath, key, executeBody(again, "DE89370400440532013000")), again)
+}
+
+// A second, identical payout is a new quote and a new payout, never the
+// first one again; and an executed quote is bound to its beneficiary.
+func TestASecondIdenticalPayoutIsNotMergedIntoTheFirst(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	const gbp = `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"GB","cryptoAmount":"42"}`
+	alice := `{"quoteId":"%s","beneficiary":{"name":"Alice Liddell","iban":"GB29NWBK60161331926819"}}`
+	bob := `{"quoteId":"%s","beneficiary":{"name":"Bob Cratchit","iban":"GB94BARC10201530093459"}}`
+	body := func(tmpl, q string) string { return strings.Replace(tmpl, "%s", q, 1) }
+
+	q1 := s.quoteID(key, gbp)
+	p1 := payoutID(t, s.do("POST", executePath, key, body(alice, q1), "Idempotency-Key", "alice-1"), q1)
+
+	r := s.do("POST", executePath, key, body(bob, q1), "Idempotency-Key", "bob-1")
+	want := errorBody("quote_already_executed", "This quote was already executed for another beneficiary; nothing was sent. Request a new quote for a new payout.")
+	if r.Status != 409 || r.Body != want {
+		t.Fatalf("Bob on Alice's executed quote: %d %s\nwant 409 %s", r.Status, r.Body, want)
+	}
+	q2 := s.quoteID(key, gbp)
+	if q2 == q1 {
+		t.Fatal("the same request after execution answered the executed quote")
+	}
+	p2 := payoutID(t, s.do("POST", executePath, key, body(bob, q2), "Idempotency-Key", "bob-2"), q2)
+	if p2 == p1 {
+		t.Fatal("Bob's payout is Alice's")
+	}
+	if again := payoutID(t, s.post(executePath, key, body(alice, q1)), q1); again != p1 {
+		t.Errorf("Alice's quote again: %s, want %s", again, p1)
+	}
+}
+
+// Twenty concurrent executions of one quote for two beneficiaries: exactly
+// one payout; every answer is that payout (to its beneficiary) or 409.
+func TestConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	q := s.quoteID(key, eur("250"))
+	var i atomic.Int32
+	answers := s.concurrently(20, func() response {
+		if i.Add(1)%2 == 0 {
+			return s.post(executePath, key, executeBody(q, "DE89370400440532013000"))
+		}
+		return s.post(executePath, key, `{"quoteId":"`+q+`","beneficiary":{"name":"Charles Babbage","iban":"FR1420041010050500013M02606"}}`)
+	})
+	ids := map[string]bool{}
+	for _, r := range answers {
+		switch r.Status {
+		case 200:
+			ids[payoutID(t, r, q)] = true
+		case 409:
+			if !strings.Contains(r.Body, `"code":"quote_already_executed"`) {
+				t.Errorf("409 %s", r.Body)
+			}
+		default:
+			t.Errorf("unexpected %d %s", r.Status, r.Body)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d payouts for one quote", len(ids))
+	}
+}
+
+// An acknowledged payout survives a crash of Redis: SIGKILL right after the
+// 200, restart on the same data, and the same execution and the same
+// idempotent replay answer the same payout.
+func TestAnAcknowledgedPayoutSurvivesKill9OfRedis(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	q := s.quoteID(key, eur("77"))
+	body := executeBody(q, "DE89370400440532013000")
+	first := s.do("POST", executePath, key, body, "Idempotency-Key", "crash-1")
+	payoutID(t, first, q)
+	s.redis.Stop() // SIGKILL: no shutdown, no save
+	s.redis.Restart()
+	var r response
+	s.waitFor(func() bool {
+		r = s.post(executePath, key, body)
+		return r.Status == 200
+	})
+	if r.Body != first.Body {
+		t.Fatalf("after kill -9 of Redis: %s, want the same payout %s", r.Body, first.Body)
+	}
+	replay := s.do("POST", executePath, key, body, "Idempotency-Key", "crash-1")
+	if replay.Body != first.Body || replay.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("idempotent replay after kill -9: %s (replayed %q)", replay.Body, replay.Header.Get("Idempotent-Replayed"))
+	}
+	if again := s.quoteID(key, eur("77")); again == q {
+		t.Error("after the crash the same request answered the executed quote")
+	}
 }
 
 func TestIdempotencyOfExecution(t *testing.T) {

@@ -72,9 +72,11 @@ func TestQuote(t *testing.T) {
 
 	t.Run("quote ids are deterministic per key and request", func(t *testing.T) {
 		base := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
-		a := checkQuote(t, s.post(path, acme, base)).ID
-		if b := checkQuote(t, s.post(path, acme, base)).ID; b != a {
-			t.Errorf("same request, same key: %s then %s", a, b)
+		first := s.post(path, acme, base)
+		a := checkQuote(t, first).ID
+		time.Sleep(1100 * time.Millisecond) // a re-quote a second later is the same fixed offer
+		if again := s.post(path, acme, base); again.Body != first.Body {
+			t.Errorf("same request, same key, while open: %s then %s (same id, expiresAt and figures expected)", first.Body, again.Body)
 		}
 		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"usdc","chain":84532,"fiatCurrency":"eur","country":"de","cryptoAmount":"0100.00"}`)).ID; b != a {
 			t.Errorf("codes and amounts are canonicalised before hashing: %s vs %s", b, a)
@@ -97,12 +99,14 @@ func TestQuote(t *testing.T) {
 		tests := []struct{ body, rail, settlement string }{
 			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"USD","country":"US","fiatAmount":"250.5"}`, "wire", "PT4H"},
 			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"USD","country":"US","cryptoAmount":"1","rail":"ach"}`, "ach", "P1D"},
-			{`{"cryptoCurrency":"EURC","chain":84532,"fiatCurrency":"EUR","country":"FR","cryptoAmount":"1","rail":"SEPA"}`, "sepa", "P1D"},
-			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"GB","cryptoAmount":"1"}`, "faster_payments", "PT2H"},
-			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"MXN","country":"MX","cryptoAmount":"1"}`, "spei", "PT1M"},
-			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"BRL","country":"BR","cryptoAmount":"1"}`, "pix", "PT1M"},
-			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"US","cryptoAmount":"1"}`, "swift", "P3D"},
-			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"DE","cryptoAmount":"1"}`, "swift", "P3D"},
+			{`{"cryptoCurrency":"EURC","chain":84532,"fiatCurrency":"EUR","country":"FR","cryptoAmount":"10","rail":"SEPA"}`, "sepa", "P1D"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"GB","cryptoAmount":"10"}`, "faster_payments", "PT2H"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"MXN","country":"MX","cryptoAmount":"10"}`, "spei", "PT1M"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"BRL","country":"BR","cryptoAmount":"10"}`, "pix", "PT1M"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"US","cryptoAmount":"1000"}`, "swift", "P3D"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"DE","cryptoAmount":"1000"}`, "swift", "P3D"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"500000"}`, "sepa", "P1D"},
+			{`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"USD","country":"US","fiatAmount":"50"}`, "ach", "P1D"},
 		}
 		for _, tt := range tests {
 			q := checkQuote(t, s.post(path, acme, tt.body))
@@ -132,8 +136,24 @@ func TestQuote(t *testing.T) {
 				400, "invalid_request", "country must be a known ISO 3166-1 alpha-2 country code."},
 			{"fiatCurrency not three letters", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EURO","country":"DE","cryptoAmount":"1"}`,
 				400, "invalid_request", "fiatCurrency must be an ISO 4217 code of three letters."},
-			{"fiatCurrency not ISO 4217", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"XYZ","country":"DE","cryptoAmount":"1"}`,
-				400, "invalid_request", "fiatCurrency is not an ISO 4217 currency code."},
+			{"a three-letter code no rail serves is no_route (the spec's table)", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"XYZ","country":"DE","cryptoAmount":"1"}`,
+				400, "no_route", "No payout rail serves XYZ to DE; see GET /v1/limits."},
+			{"AAA is no_route too", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"aaa","country":"DE","cryptoAmount":"1"}`,
+				400, "no_route", "No payout rail serves AAA to DE; see GET /v1/limits."},
+			{"a forced rail outside its limits", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"500000","rail":"sepa_instant"}`,
+				400, "no_route", "The forced rail sepa_instant takes 1 to 100000 EUR per payout; this payout is 500000 EUR; see GET /v1/limits."},
+			{"an amount no rail takes", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"0.5"}`,
+				400, "no_route", "No payout rail takes 0.5 EUR to DE: the rails that serve it take 1 to 1000000 EUR per payout; see GET /v1/limits."},
+			{"a crypto amount is converted for the rail's limits", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"US","cryptoAmount":"50"}`,
+				400, "no_route", "No payout rail takes 46.3 EUR to US: the rails that serve it take 100 to 10000000 EUR per payout; see GET /v1/limits."},
+			{"field names match exactly: CHAIN is unknown", acme, `{"cryptoCurrency":"USDC","CHAIN":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", `Unknown field "CHAIN".`},
+			{"cryptoamount is not cryptoAmount", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoamount":"1"}`,
+				400, "invalid_request", `Unknown field "cryptoamount".`},
+			{"a name given twice", acme, `{"cryptoCurrency":"USDC","chain":84532,"chain":11155111,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`,
+				400, "invalid_request", `Field "chain" is given twice.`},
+			{"null is not an omitted field", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1","fiatAmount":null}`,
+				400, "invalid_request", `Field "fiatAmount" must not be null; leave it out instead.`},
 			{"amount not a decimal string", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1e3"}`,
 				400, "invalid_request", `cryptoAmount must be a decimal string in major units greater than zero, such as "100.50".`},
 			{"amount as a JSON number", acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":100}`,
@@ -181,7 +201,7 @@ func TestQuote(t *testing.T) {
 
 	t.Run("an upstream that is down is a 500 internal with no detail", func(t *testing.T) {
 		s.Services["payout"].Stop()
-		r := s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`)
+		r := s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"10"}`)
 		want := errorBody("internal", "Internal error; it has been logged.")
 		if r.Status != 500 || r.Body != want {
 			t.Fatalf("got %d %s, want 500 %s", r.Status, r.Body, want)
@@ -199,7 +219,7 @@ func TestQuoteTTLIsConfigurable(t *testing.T) {
 	s := startStack(t, withEnv("QUOTE_TTL", "5s"))
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532")
 	before := time.Now().UTC()
-	q := checkQuote(t, s.post("/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"1"}`))
+	q := checkQuote(t, s.post("/v1/bank/payout/quote", key, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"10"}`))
 	if d := q.ExpiresAt.Sub(before); d < 3*time.Second || d > 7*time.Second {
 		t.Errorf("expiresAt is %s from now, want QUOTE_TTL=5s", d)
 	}

@@ -91,6 +91,14 @@ func (c *Client) CreateTermsSession(ctx context.Context, customerID, returnURL s
 	return out, c.do(ctx, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/terms_sessions", body, "", false, &out)
 }
 
+// TermsSession reads a terms session back: its status is the user's
+// decision as the provider recorded it (TermsAccepted, TermsDeclined), or
+// open, expired or superseded.
+func (c *Client) TermsSession(ctx context.Context, id string) (TermsSession, error) {
+	var out TermsSession
+	return out, c.do(ctx, http.MethodGet, "/v1/terms_sessions/"+url.PathEscape(id), nil, "", true, &out)
+}
+
 // ForceIdentity sets a sandbox customer's identity check result.
 func (c *Client) ForceIdentity(ctx context.Context, customerID, result string) (Customer, error) {
 	var out Customer

@@ -35,6 +35,12 @@ type NewCustomer struct {
 	Chain         int64  `json:"chain"`
 }
 
+// Terms session statuses that are the user's decision.
+const (
+	TermsAccepted = "accepted"
+	TermsDeclined = "declined"
+)
+
 // TermsSession is one attempt at the hosted consent page.
 type TermsSession struct {
 	ID         string `json:"id"`

@@ -4,40 +4,65 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 )
 
 func TestResolveRail(t *testing.T) {
 	tests := []struct {
-		name, currency, country, forced string
-		want                            string
-		ok                              bool
+		name, currency, country, forced, amount string
+		want                                    string // the rail, or the no_route message
 	}{
-		{"EUR to Germany takes the fastest SEPA rail", "EUR", "DE", "", "sepa_instant", true},
-		{"EUR to the UK is in the SEPA area", "EUR", "GB", "", "sepa_instant", true},
-		{"forced sepa is honoured", "EUR", "FR", "sepa", "sepa", true},
-		{"forced rail is case-insensitive", "EUR", "FR", "SEPA", "sepa", true},
-		{"EUR outside SEPA goes by swift", "EUR", "US", "", "swift", true},
-		{"USD to the US prefers wire over ach", "USD", "US", "", "wire", true},
-		{"forced ach", "USD", "US", "ach", "ach", true},
-		{"USD abroad goes by swift", "USD", "DE", "", "swift", true},
-		{"swift cannot be forced where a specific rail serves", "USD", "US", "swift", "swift", false},
-		{"GBP to GB is faster payments", "GBP", "GB", "", "faster_payments", true},
-		{"GBP to France is swift", "GBP", "FR", "", "swift", true},
-		{"MXN to Mexico is SPEI", "MXN", "MX", "", "spei", true},
-		{"BRL to Brazil is PIX", "BRL", "BR", "", "pix", true},
-		{"MXN outside Mexico has no route", "MXN", "US", "", "", false},
-		{"JPY has no rail", "JPY", "JP", "", "", false},
-		{"forced rail that does not serve the currency", "EUR", "DE", "pix", "pix", false},
-		{"unknown forced rail", "EUR", "DE", "carrier_pigeon", "", false},
+		{"EUR to Germany takes the fastest SEPA rail", "EUR", "DE", "", "100", "sepa_instant"},
+		{"EUR above SEPA Instant's limit takes SEPA", "EUR", "DE", "", "500000", "sepa"},
+		{"EUR at SEPA Instant's limit stays instant", "EUR", "DE", "", "100000", "sepa_instant"},
+		{"EUR to the UK is in the SEPA area", "EUR", "GB", "", "100", "sepa_instant"},
+		{"forced sepa is honoured", "EUR", "FR", "sepa", "100", "sepa"},
+		{"forced rail is case-insensitive", "EUR", "FR", "SEPA", "100", "sepa"},
+		{"EUR outside SEPA goes by swift", "EUR", "US", "", "1000", "swift"},
+		{"USD to the US prefers wire over ach", "USD", "US", "", "1000", "wire"},
+		{"USD below wire's minimum goes by ach", "USD", "US", "", "50", "ach"},
+		{"forced ach", "USD", "US", "ach", "1", "ach"},
+		{"USD abroad goes by swift", "USD", "DE", "", "1000", "swift"},
+		{"GBP to GB is faster payments", "GBP", "GB", "", "1", "faster_payments"},
+		{"GBP to France is swift", "GBP", "FR", "", "100", "swift"},
+		{"MXN to Mexico is SPEI", "MXN", "MX", "", "1", "spei"},
+		{"BRL to Brazil is PIX", "BRL", "BR", "", "1", "pix"},
+		{"swift cannot be forced where a specific rail serves", "USD", "US", "swift", "1000", "The forced rail does not serve USD to US; see GET /v1/limits."},
+		{"MXN outside Mexico has no route", "MXN", "US", "", "1", "No payout rail serves MXN to US; see GET /v1/limits."},
+		{"JPY has no rail", "JPY", "JP", "", "1", "No payout rail serves JPY to JP; see GET /v1/limits."},
+		{"a three-letter code no rail serves", "XYZ", "DE", "", "1", "No payout rail serves XYZ to DE; see GET /v1/limits."},
+		{"forced rail that does not serve the currency", "EUR", "DE", "pix", "1", "The forced rail does not serve EUR to DE; see GET /v1/limits."},
+		{"unknown forced rail", "EUR", "DE", "carrier_pigeon", "1", "The forced rail does not serve EUR to DE; see GET /v1/limits."},
+		{"a forced rail outside its limits", "EUR", "DE", "sepa_instant", "500000", "The forced rail sepa_instant takes 1 to 100000 EUR per payout; this payout is 500000 EUR; see GET /v1/limits."},
+		{"below every rail's minimum", "EUR", "DE", "", "0.5", "No payout rail takes 0.5 EUR to DE: the rails that serve it take 1 to 1000000 EUR per payout; see GET /v1/limits."},
+		{"above every rail's maximum", "EUR", "US", "", "20000000", "No payout rail takes 20000000 EUR to US: the rails that serve it take 100 to 10000000 EUR per payout; see GET /v1/limits."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ResolveRail(tt.currency, tt.country, tt.forced)
-			if ok != tt.ok || (ok && got.Name != tt.want) {
-				t.Fatalf("ResolveRail(%s,%s,%q) = %q,%v; want %q,%v", tt.currency, tt.country, tt.forced, got.Name, ok, tt.want, tt.ok)
+			got, err := ResolveRail(tt.currency, tt.country, tt.forced, mustRat(tt.amount))
+			res := got.Name
+			if err != nil {
+				e, _ := envelope.From(err)
+				if e.Code != envelope.CodeNoRoute {
+					t.Fatalf("code %s", e.Code)
+				}
+				res = e.Message
+			}
+			if res != tt.want {
+				t.Fatalf("ResolveRail(%s,%s,%q,%s) = %q; want %q", tt.currency, tt.country, tt.forced, tt.amount, res, tt.want)
 			}
 		})
+	}
+}
+
+func TestConvert(t *testing.T) {
+	got, ok := Convert(mustRat("108"), "USD", "EUR")
+	if !ok || got.Cmp(mustRat("100")) != 0 {
+		t.Errorf("108 USD = %v EUR, want 100", got)
+	}
+	if _, ok := Convert(mustRat("1"), "USD", "JPY"); ok {
+		t.Error("JPY has no reference rate")
 	}
 }
 

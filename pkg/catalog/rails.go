@@ -1,9 +1,12 @@
 package catalog
 
 import (
+	"math/big"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/partnerpay/api/pkg/envelope"
 )
 
 // SettlementNotation explains the settlement durations of the rails table.
@@ -17,9 +20,11 @@ type Rail struct {
 	Countries  map[string]bool
 	Settlement string
 	settleIn   time.Duration
-	// Per-transfer limits in major units of the payout currency.
+	// Per-payout limits in major units of the payout currency, as published
+	// (GET /v1/limits) and as enforced.
 	MinAmount string
 	MaxAmount string
+	min, max  *big.Rat
 }
 
 // sepaArea is the SEPA scheme's geographical scope: the EEA, the
@@ -45,11 +50,15 @@ var rails = []Rail{
 	{Name: "swift", Currencies: []string{"USD", "EUR", "GBP"}, Countries: nil, Settlement: "P3D", settleIn: 72 * time.Hour, MinAmount: "100", MaxAmount: "10000000"},
 }
 
-// byspeed holds the rails fastest first, ties in table order.
+// bySpeed holds the rails fastest first, ties in table order. Building it
+// also parses each rail's limits once.
 var bySpeed = func() []*Rail {
 	out := make([]*Rail, len(rails))
 	for i := range rails {
-		out[i] = &rails[i]
+		r := &rails[i]
+		r.min, _ = new(big.Rat).SetString(r.MinAmount)
+		r.max, _ = new(big.Rat).SetString(r.MaxAmount)
+		out[i] = r
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].settleIn < out[j].settleIn })
 	return out
@@ -99,24 +108,62 @@ func (r *Rail) CountryList() []string {
 	return out
 }
 
-// ResolveRail picks the rail for a payout: the forced one if it serves the
-// currency and country, otherwise the fastest that does. ok is false when
-// there is none (a "no_route").
-func ResolveRail(currency, country, forced string) (Rail, bool) {
+// ResolveRail picks the rail for a payout of amount (major units of
+// currency; both canonical; nil when no reference rate converts it, which
+// only happens for a currency no rail serves): the forced one if it serves the currency, the
+// country and the amount, otherwise the fastest that does. Anything else is
+// a 400 no_route that says why.
+func ResolveRail(currency, country, forced string, amount *big.Rat) (Rail, error) {
 	if forced != "" {
 		for i := range rails {
-			if strings.EqualFold(rails[i].Name, forced) {
-				return rails[i], rails[i].Serves(currency, country)
+			r := &rails[i]
+			if !strings.EqualFold(r.Name, forced) {
+				continue
 			}
+			if !r.Serves(currency, country) {
+				break
+			}
+			if amount != nil && !r.Takes(amount) {
+				return Rail{}, envelope.New(envelope.CodeNoRoute, "The forced rail "+r.Name+" takes "+r.MinAmount+" to "+r.MaxAmount+" "+currency+
+					" per payout; this payout is "+Figure(amount)+" "+currency+"; see GET /v1/limits.")
+			}
+			return *r, nil
 		}
-		return Rail{}, false
+		return Rail{}, envelope.New(envelope.CodeNoRoute, "The forced rail does not serve "+currency+" to "+country+"; see GET /v1/limits.")
 	}
+	var lo, hi *big.Rat
 	for _, r := range bySpeed {
-		if r.Serves(currency, country) {
-			return *r, true
+		if !r.Serves(currency, country) {
+			continue
+		}
+		if amount == nil || r.Takes(amount) {
+			return *r, nil
+		}
+		if lo == nil || r.min.Cmp(lo) < 0 {
+			lo = r.min
+		}
+		if hi == nil || r.max.Cmp(hi) > 0 {
+			hi = r.max
 		}
 	}
-	return Rail{}, false
+	if lo == nil {
+		return Rail{}, envelope.New(envelope.CodeNoRoute, "No payout rail serves "+currency+" to "+country+"; see GET /v1/limits.")
+	}
+	return Rail{}, envelope.New(envelope.CodeNoRoute, "No payout rail takes "+Figure(amount)+" "+currency+" to "+country+
+		": the rails that serve it take "+Figure(lo)+" to "+Figure(hi)+" "+currency+" per payout; see GET /v1/limits.")
+}
+
+// Takes reports whether amount is within the rail's per-payout limits.
+func (r *Rail) Takes(amount *big.Rat) bool {
+	return amount.Cmp(r.min) >= 0 && amount.Cmp(r.max) <= 0
+}
+
+// Figure writes an amount for a message: at most two decimals, no trailing
+// zeros ("500000", "92.59").
+func Figure(a *big.Rat) string {
+	s := a.FloatString(2)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // CountryRails names the rails that reach a country, fastest first.

@@ -14,6 +14,26 @@ var ReferenceRatesUSD = map[string]string{
 	"BRL": "0.18",
 }
 
+// Convert converts amount (major units of from) to to at the reference
+// rates. ok is false when either currency has no published rate.
+func Convert(amount *big.Rat, from, to string) (*big.Rat, bool) {
+	f, ok1 := rate(from)
+	t, ok2 := rate(to)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	out := new(big.Rat).Mul(amount, f)
+	return out.Quo(out, t), true
+}
+
+func rate(currency string) (*big.Rat, bool) {
+	s, ok := ReferenceRatesUSD[currency]
+	if !ok {
+		return nil, false
+	}
+	return new(big.Rat).SetString(s)
+}
+
 // USDValue converts amount (a decimal string) of currency to USD at the
 // reference rate. ok is false for a currency without a published rate or an
 // amount that is not a decimal.

@@ -34,6 +34,7 @@ const (
 	CodeAccountNotFound        Code = "account_not_found"
 	CodeVirtualAccountNotFound Code = "virtual_account_not_found"
 	CodeConsentSessionNotFound Code = "consent_session_not_found"
+	CodeQuoteAlreadyExecuted   Code = "quote_already_executed"
 	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
 	CodeAccountNotActive       Code = "account_not_active"
 	CodeSandboxReset           Code = "sandbox_reset"
@@ -59,6 +60,7 @@ var statuses = map[Code]int{
 	CodeAccountNotFound:        http.StatusNotFound,
 	CodeVirtualAccountNotFound: http.StatusNotFound,
 	CodeConsentSessionNotFound: http.StatusNotFound,
+	CodeQuoteAlreadyExecuted:   http.StatusConflict,
 	CodeIdempotencyInProgress:  http.StatusConflict,
 	CodeAccountNotActive:       http.StatusConflict,
 	CodeSandboxReset:           http.StatusConflict,

@@ -1,19 +1,27 @@
-// Package jsonbody decodes request bodies strictly: JSON only, at most 1 MiB,
-// one object, no unknown fields, no wrong types. Every refusal is a 400 (413
-// for size) invalid_request that names what is wrong, never an echo of it.
+// Package jsonbody decodes request bodies strictly, as a JSON Schema
+// validator in front of us would read them: JSON only, at most 1 MiB, one
+// object, field names matched exactly (CHAIN is not chain), no unknown
+// fields, no field given twice, no null, no wrong types, valid UTF-8. It
+// uses encoding/json/v2 semantics (github.com/go-json-experiment/json), which
+// gets exact names, duplicates and UTF-8 right by construction. Every
+// refusal is a 400 (413 for size) invalid_request that names the field,
+// quoting at most 64 characters of anything the client sent.
 package jsonbody
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"reflect"
 	"strings"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/format"
 )
 
 // MaxBytes is the largest request body the API accepts.
@@ -37,46 +45,59 @@ func Decode(r *http.Request, dst any) error {
 	if !IsJSON(r.Header.Get("Content-Type")) {
 		return ErrContentType
 	}
-	return decode(http.MaxBytesReader(nil, r.Body, MaxBytes), dst)
-}
-
-func decode(body io.Reader, dst any) error {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return explain(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBytes))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return envelope.TooLarge()
 		}
-		return envelope.InvalidRequest("Request body must hold a single JSON object.")
+		return envelope.InvalidRequest("Request body could not be read.")
 	}
-	return nil
+	return Bytes(body, dst)
+}
+
+// Bytes decodes body into dst with the same rules as Decode.
+func Bytes(body []byte, dst any) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case len(trimmed) == 0:
+		return envelope.InvalidRequest("Request body is empty; send a JSON object.")
+	case trimmed[0] != '{':
+		if err := json.Unmarshal(body, new(jsontext.Value)); err != nil {
+			return explain(err)
+		}
+		return envelope.InvalidRequest("Request body must be a JSON object.")
+	}
+	if err := json.Unmarshal(body, dst, json.RejectUnknownMembers(true)); err != nil {
+		return explain(err)
+	}
+	return noNulls(body)
 }
 
 func explain(err error) error {
 	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-		mbe    *http.MaxBytesError
+		syn *jsontext.SyntacticError
+		sem *json.SemanticError
 	)
 	switch {
-	case errors.As(err, &mbe):
-		return envelope.TooLarge()
-	case errors.Is(err, io.EOF):
-		return envelope.InvalidRequest("Request body is empty; send a JSON object.")
-	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &syn):
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			return envelope.InvalidRequest("Field " + field(syn.JSONPointer) + " is given twice.")
+		case strings.Contains(syn.Err.Error(), "invalid UTF-8"):
+			return envelope.InvalidRequest("Request body is not valid UTF-8.")
+		case strings.Contains(syn.Err.Error(), "after top-level value"):
+			return envelope.InvalidRequest("Request body must hold a single JSON object.")
+		}
 		return envelope.InvalidRequest("Request body is not valid JSON.")
-	case errors.As(err, &typ):
-		if typ.Field == "" {
+	case errors.As(err, &sem):
+		if errors.Is(sem.Err, json.ErrUnknownName) {
+			return envelope.InvalidRequest("Unknown field " + field(sem.JSONPointer) + ".")
+		}
+		if sem.JSONPointer == "" {
 			return envelope.InvalidRequest("Request body must be a JSON object.")
 		}
-		return envelope.InvalidRequest(fmt.Sprintf("Field %q must be %s.", typ.Field, kind(typ.Type)))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for this; the field name is quoted in the text.
-		return envelope.InvalidRequest("Unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + ".")
+		return envelope.InvalidRequest("Field " + field(sem.JSONPointer) + " must be " + kind(sem.GoType) + ".")
 	}
 	var apiErr *envelope.Error
 	if errors.As(err, &apiErr) {
@@ -85,7 +106,35 @@ func explain(err error) error {
 	return envelope.InvalidRequest("Request body is not valid JSON.")
 }
 
+// noNulls refuses a null anywhere in the body: a schema validator reads
+// {"fiatAmount": null} as a string field holding a non-string, and so do we.
+func noNulls(body []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil // the body already decoded; EOF is the end
+		}
+		if tok.Kind() == 'n' {
+			return envelope.InvalidRequest("Field " + field(dec.StackPointer()) + " must not be null; leave it out instead.")
+		}
+	}
+}
+
+// field names a member by its path ("beneficiary.iban"), quoted and cut to
+// 64 characters: a 900 KiB field name is not echoed.
+func field(p jsontext.Pointer) string {
+	var parts []string
+	for tok := range p.Tokens() {
+		parts = append(parts, tok)
+	}
+	return format.Quote(strings.Join(parts, "."))
+}
+
 func kind(t reflect.Type) string {
+	if t == nil {
+		return "of another type"
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"

@@ -39,7 +39,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer rdb.Close()
 
-	svc := consent.NewService(consent.NewRedisStore(rdb), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
+	svc := consent.NewService(s.Env, consent.NewRedisStore(rdb), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
 	return s.Serve(ctx, consent.NewHandler(consent.MakeEndpoints(svc, o), s.Env, s.InternalToken, s.Log))
 }

@@ -22,8 +22,10 @@ type Endpoints struct {
 // sessionRequest is the internal read of one session for its owner.
 type sessionRequest struct{ Owner, ID string }
 
-// returnRequest is what the browser brings back from the hosted page.
-type returnRequest struct{ State, Result string }
+// returnRequest is what the browser brings back from the hosted page: the
+// signed state. Whatever else its query says (a "result" the provider may
+// add) is the browser's word and is not read.
+type returnRequest struct{ State string }
 
 // MakeEndpoints wraps s.
 func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
@@ -39,7 +41,7 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		Status: o.Op("status", kithttp.Endpoint(s.Status)),
 		Return: o.Op("return", func(ctx context.Context, r any) (any, error) {
 			req := r.(returnRequest)
-			return s.Return(ctx, req.State, req.Result)
+			return s.Return(ctx, req.State)
 		}),
 	}
 }

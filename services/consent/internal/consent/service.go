@@ -1,8 +1,13 @@
 // Package consent is the consent service: the sessions in which a user
 // accepts the bank provider's terms on its hosted page. It mints a fresh
-// provider link each time one is asked for (dead after five minutes), and
-// marks a session returned when the browser comes back through the gateway's
-// public GET /consent/return with a signed, single-use state.
+// provider link each time one is asked for (dead after five minutes; minting
+// one kills every earlier link of the session), and marks a session returned
+// when the browser comes back through the gateway's public GET
+// /consent/return with a signed, single-use state.
+//
+// The user's decision is the provider's word, never the browser's: on the
+// way back the outcome is read from the provider's API, so editing the
+// redirect cannot turn a decline into an acceptance.
 package consent
 
 import (
@@ -14,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -22,6 +28,7 @@ import (
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/records"
 )
@@ -37,6 +44,9 @@ const (
 // to click through.
 const ReturnLife = 15 * time.Minute
 
+// MaxReturnURL is the longest returnUrl accepted.
+const MaxReturnURL = 2048
+
 // Service is what the consent service does.
 type Service interface {
 	// CreateSession opens a session for an account whose provider customer
@@ -46,8 +56,9 @@ type Service interface {
 	Session(ctx context.Context, owner, id string) (consentapi.Session, error)
 	Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (Status, error)
-	// Return handles the browser coming back from the hosted page.
-	Return(ctx context.Context, state, result string) (Returned, error)
+	// Return handles the browser coming back from the hosted page with the
+	// state the link carried.
+	Return(ctx context.Context, state string) (Returned, error)
 }
 
 // LinkRequest is the body of POST /v1/fiat/consent/link.
@@ -76,7 +87,7 @@ type Status struct {
 // Returned is where to send a browser that came back.
 type Returned struct {
 	SessionID string
-	Result    string
+	Result    string // the provider's: accepted or declined
 	Redirect  string // the partner's return URL with the outcome; empty: show "you can close this page"
 }
 
@@ -88,14 +99,16 @@ type Record struct {
 	ProviderCustomerID string    `json:"providerCustomerId"`
 	State              string    `json:"state"`
 	Result             string    `json:"result,omitempty"`
+	CurrentAttempt     string    `json:"currentAttempt,omitempty"` // the last link minted; earlier ones are dead
 	CreatedAt          time.Time `json:"createdAt"`
 	ReturnedAt         time.Time `json:"returnedAt,omitzero"`
 }
 
 // Attempt is one minted link, redeemable once on return.
 type Attempt struct {
-	SessionID string `json:"sessionId"`
-	ReturnURL string `json:"returnUrl,omitempty"`
+	SessionID         string `json:"sessionId"`
+	ProviderSessionID string `json:"providerSessionId"`
+	ReturnURL         string `json:"returnUrl,omitempty"`
 }
 
 // ErrNotFound is a record the store does not know (or no longer has).
@@ -106,17 +119,21 @@ type Store interface {
 	Save(ctx context.Context, r Record) error
 	Get(ctx context.Context, id string) (Record, error)
 	SaveAttempt(ctx context.Context, id string, a Attempt, ttl time.Duration) error
+	GetAttempt(ctx context.Context, id string) (Attempt, error)
 	// TakeAttempt reads and deletes an attempt atomically: the second
 	// redemption of the same state finds nothing.
 	TakeAttempt(ctx context.Context, id string) (Attempt, error)
+	DeleteAttempt(ctx context.Context, id string) error
 }
 
 // Provider is what the service needs of the bank provider.
 type Provider interface {
 	CreateTermsSession(ctx context.Context, customerID, returnURL string) (bankprovider.TermsSession, error)
+	TermsSession(ctx context.Context, id string) (bankprovider.TermsSession, error)
 }
 
 type service struct {
+	env       environment.Name
 	store     Store
 	provider  Provider
 	secret    []byte
@@ -128,17 +145,20 @@ var _ Service = (*service)(nil)
 
 // NewService returns the consent service. returnURL is the gateway's public
 // return address; secret signs the state carried through the browser.
-func NewService(store Store, provider Provider, secret []byte, returnURL string, now func() time.Time) Service {
-	return &service{store: store, provider: provider, secret: secret, returnURL: returnURL, now: now}
+func NewService(env environment.Name, store Store, provider Provider, secret []byte, returnURL string, now func() time.Time) Service {
+	return &service{env: env, store: store, provider: provider, secret: secret, returnURL: returnURL, now: now}
 }
 
 var (
 	errSessionNotFound = envelope.New(envelope.CodeConsentSessionNotFound, "No consent session with this consentSessionId exists for this key.")
 	errNoSessionID     = envelope.InvalidRequest("consentSessionId is required: the id from a consent_required answer.")
+	errReturnURL       = envelope.InvalidRequest("returnUrl must be an https URL of at most 2048 characters, without user info (plain http only to a loopback host, in sandbox).")
 	// Return failures are shown to a person in a browser.
-	errBadState  = envelope.InvalidRequest("This return link is not valid.")
-	errLateState = envelope.New(envelope.CodeReturnLinkExpired, "This return link has expired. Go back to the app and start again.")
-	errUsedState = envelope.New(envelope.CodeReturnLinkExpired, "This return link was already used. Go back to the app to continue.")
+	errBadState   = envelope.InvalidRequest("This return link is not valid.")
+	errLateState  = envelope.New(envelope.CodeReturnLinkExpired, "This return link has expired. Go back to the app and start again.")
+	errUsedState  = envelope.New(envelope.CodeReturnLinkExpired, "This return link was already used. Go back to the app to continue.")
+	errOldState   = envelope.New(envelope.CodeReturnLinkExpired, "A newer link was made for this step, so this one no longer counts. Go back to the app to continue.")
+	errNoDecision = envelope.InvalidRequest("The bank has no decision from you for this link. Go back to the app and open the link again.")
 )
 
 func randomID(prefix string) string {
@@ -187,21 +207,32 @@ func (s *service) owned(ctx context.Context, owner, id string) (Record, error) {
 }
 
 func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error) {
-	if req.ReturnURL != "" && !validReturnURL(req.ReturnURL) {
-		return Link{}, envelope.InvalidRequest("returnUrl must be an absolute http or https URL of at most 2048 characters.")
+	if req.ReturnURL != "" && !s.validReturnURL(req.ReturnURL) {
+		return Link{}, errReturnURL
 	}
 	r, err := s.owned(ctx, caller.KeyID, req.ConsentSessionID)
 	if err != nil {
 		return Link{}, err
 	}
 	attempt := randomID("att_")
-	if err := s.store.SaveAttempt(ctx, attempt, Attempt{SessionID: r.ID, ReturnURL: req.ReturnURL}, ReturnLife); err != nil {
-		return Link{}, fmt.Errorf("save attempt: %w", err)
-	}
 	back := s.returnURL + "?state=" + url.QueryEscape(s.sign(attempt, s.now().Add(ReturnLife)))
 	ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, back)
 	if err != nil {
 		return Link{}, bankprovider.ToAPI(err)
+	}
+	if err := s.store.SaveAttempt(ctx, attempt, Attempt{SessionID: r.ID, ProviderSessionID: ts.ID, ReturnURL: req.ReturnURL}, ReturnLife); err != nil {
+		return Link{}, fmt.Errorf("save attempt: %w", err)
+	}
+	previous := r.CurrentAttempt
+	r.CurrentAttempt = attempt
+	if err := s.store.Save(ctx, r); err != nil {
+		return Link{}, fmt.Errorf("save consent session: %w", err)
+	}
+	if previous != "" {
+		// The provider killed the earlier link; its return address dies too.
+		if err := s.store.DeleteAttempt(ctx, previous); err != nil {
+			return Link{}, fmt.Errorf("delete earlier attempt: %w", err)
+		}
 	}
 	return Link{Link: ts.URL}, nil
 }
@@ -214,35 +245,53 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	return Status{State: r.State}, nil
 }
 
-func (s *service) Return(ctx context.Context, state, result string) (Returned, error) {
+// Return checks the signed state, that it belongs to the session's current
+// link and is used once, and reads the decision back from the provider.
+func (s *service) Return(ctx context.Context, state string) (Returned, error) {
 	attemptID, err := s.verify(state)
 	if err != nil {
 		return Returned{}, err
 	}
-	a, err := s.store.TakeAttempt(ctx, attemptID)
+	a, err := s.store.GetAttempt(ctx, attemptID)
 	if errors.Is(err, ErrNotFound) {
 		return Returned{}, errUsedState
 	}
 	if err != nil {
-		return Returned{}, fmt.Errorf("take attempt: %w", err)
+		return Returned{}, fmt.Errorf("read attempt: %w", err)
 	}
 	r, err := s.store.Get(ctx, a.SessionID)
 	if err != nil {
 		return Returned{}, fmt.Errorf("read consent session: %w", err)
 	}
-	if result != "accepted" && result != "declined" {
-		result = "unknown"
+	if r.CurrentAttempt != attemptID {
+		return Returned{}, errOldState
 	}
-	r.State, r.Result, r.ReturnedAt = StateReturned, result, s.now().UTC()
+	ts, err := s.provider.TermsSession(ctx, a.ProviderSessionID)
+	if err != nil {
+		return Returned{}, fmt.Errorf("read the decision back: %w", err)
+	}
+	switch ts.Status {
+	case bankprovider.TermsAccepted, bankprovider.TermsDeclined:
+	case "expired", "superseded":
+		return Returned{}, errLateState
+	default:
+		return Returned{}, errNoDecision
+	}
+	if _, err := s.store.TakeAttempt(ctx, attemptID); errors.Is(err, ErrNotFound) {
+		return Returned{}, errUsedState // another return took it a moment ago
+	} else if err != nil {
+		return Returned{}, fmt.Errorf("take attempt: %w", err)
+	}
+	r.State, r.Result, r.ReturnedAt = StateReturned, ts.Status, s.now().UTC()
 	if err := s.store.Save(ctx, r); err != nil {
 		return Returned{}, fmt.Errorf("save consent session: %w", err)
 	}
-	out := Returned{SessionID: r.ID, Result: result}
+	out := Returned{SessionID: r.ID, Result: ts.Status}
 	if a.ReturnURL != "" {
 		u, _ := url.Parse(a.ReturnURL) // checked when the link was minted
 		q := u.Query()
 		q.Set("consentSessionId", r.ID)
-		q.Set("result", result)
+		q.Set("result", ts.Status)
 		u.RawQuery = q.Encode()
 		out.Redirect = u.String()
 	}
@@ -259,6 +308,9 @@ func (s *service) sign(attempt string, until time.Time) string {
 }
 
 func (s *service) verify(state string) (attempt string, err error) {
+	if len(state) > 256 {
+		return "", errBadState
+	}
 	p64, sig64, ok := strings.Cut(state, ".")
 	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
 	sig, err2 := base64.RawURLEncoding.DecodeString(sig64)
@@ -281,7 +333,30 @@ func (s *service) verify(state string) (attempt string, err error) {
 	return attempt, nil
 }
 
-func validReturnURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && len(s) <= 2048 && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
+// validReturnURL is DESIGN §4's rule: https, or plain http to a loopback
+// host in sandbox; at most 2048 characters; no user info. Anything else
+// would make the return an open redirect or a credential leak.
+func (s *service) validReturnURL(raw string) bool {
+	if len(raw) > MaxReturnURL {
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		return s.env == environment.Sandbox && loopback(u.Hostname())
+	}
+	return false
+}
+
+func loopback(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -3,6 +3,7 @@ package consent
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -52,23 +54,61 @@ func (m *memStore) TakeAttempt(_ context.Context, id string) (Attempt, error) {
 	return a, nil
 }
 
-// provider remembers the return address of the last link.
-type provider struct{ back string }
+func (m *memStore) GetAttempt(_ context.Context, id string) (Attempt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.attempts[id]
+	if !ok {
+		return a, ErrNotFound
+	}
+	return a, nil
+}
+
+func (m *memStore) DeleteAttempt(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.attempts, id)
+	return nil
+}
+
+// provider is the bank: it remembers the return address of the last link
+// and keeps each terms session's status, which decide sets.
+type provider struct {
+	back     string
+	last     string
+	sessions map[string]string
+}
 
 func (p *provider) CreateTermsSession(_ context.Context, customerID, returnURL string) (bankprovider.TermsSession, error) {
+	for id, st := range p.sessions {
+		if st == "open" {
+			p.sessions[id] = "superseded"
+		}
+	}
 	p.back = returnURL
-	return bankprovider.TermsSession{URL: "http://bank.test/consent/ts_" + customerID}, nil
+	p.last = "ts_" + strconv.Itoa(len(p.sessions)+1)
+	p.sessions[p.last] = "open"
+	return bankprovider.TermsSession{ID: p.last, URL: "http://bank.test/consent/" + customerID}, nil
 }
+
+func (p *provider) TermsSession(_ context.Context, id string) (bankprovider.TermsSession, error) {
+	return bankprovider.TermsSession{ID: id, Status: p.sessions[id]}, nil
+}
+
+// decide is the user on the hosted page of the last link.
+func (p *provider) decide(result string) { p.sessions[p.last] = result }
 
 var acme = partner.Caller{KeyID: "acme"}
 
-func setup() (Service, *provider, *time.Time) {
+func setupIn(env environment.Name) (Service, *provider, *time.Time) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	p := &provider{}
-	s := NewService(&memStore{sessions: map[string]Record{}, attempts: map[string]Attempt{}}, p,
+	p := &provider{sessions: map[string]string{}}
+	s := NewService(env, &memStore{sessions: map[string]Record{}, attempts: map[string]Attempt{}}, p,
 		[]byte("consent-secret-0123456789"), "http://gw.test/consent/return", func() time.Time { return now })
 	return s, p, &now
 }
+
+func setup() (Service, *provider, *time.Time) { return setupIn(environment.Sandbox) }
 
 func create(t *testing.T, s Service, owner, accountID, customerID string) string {
 	t.Helper()
@@ -104,19 +144,90 @@ func TestLinkReturnStatus(t *testing.T) {
 		t.Fatalf("new session is %s", st.State)
 	}
 	l, err := s.Link(ctx, acme, LinkRequest{ConsentSessionID: id, ReturnURL: "https://partner.test/done?x=1"})
-	if err != nil || l.Link != "http://bank.test/consent/ts_cus_1" {
+	if err != nil || l.Link != "http://bank.test/consent/cus_1" {
 		t.Fatalf("%+v %v", l, err)
 	}
 	state := stateOf(t, p.back)
-	out, err := s.Return(ctx, state, "accepted")
+	if _, err := s.Return(ctx, state); code(err) != "invalid_request" || !strings.Contains(err.Error(), "no decision") {
+		t.Fatalf("back before deciding: %v", err)
+	}
+	p.decide("accepted")
+	out, err := s.Return(ctx, state)
 	if err != nil || out.Redirect != "https://partner.test/done?consentSessionId="+id+"&result=accepted&x=1" {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if st, _ := s.Status(ctx, acme, StatusRequest{ConsentSessionID: id}); st.State != StateReturned {
 		t.Fatalf("after return the session is %s", st.State)
 	}
-	if _, err := s.Return(ctx, state, "accepted"); code(err) != "return_link_expired" || !strings.Contains(err.Error(), "already used") {
+	if got, _ := s.Session(ctx, "acme", id); got.Result != "accepted" {
+		t.Errorf("the recorded result is %q", got.Result)
+	}
+	if _, err := s.Return(ctx, state); code(err) != "return_link_expired" || !strings.Contains(err.Error(), "already used") {
 		t.Errorf("a second redemption: %v", err)
+	}
+}
+
+// A declined consent stays declined whatever the browser's redirect says:
+// the outcome is read back from the provider.
+func TestTheOutcomeIsTheProvidersWord(t *testing.T) {
+	s, p, _ := setup()
+	ctx := context.Background()
+	id := create(t, s, "acme", "acc_1", "cus_1")
+	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id, ReturnURL: "https://partner.test/done"})
+	p.decide("declined")
+	out, err := s.Return(ctx, stateOf(t, p.back))
+	if err != nil || out.Result != "declined" || out.Redirect != "https://partner.test/done?consentSessionId="+id+"&result=declined" {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if got, _ := s.Session(ctx, "acme", id); got.Result != "declined" {
+		t.Errorf("the recorded result is %q", got.Result)
+	}
+}
+
+func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
+	s, p, _ := setup()
+	ctx := context.Background()
+	id := create(t, s, "acme", "acc_1", "cus_1")
+	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id})
+	first := stateOf(t, p.back)
+	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id})
+	second := stateOf(t, p.back)
+	if _, err := s.Return(ctx, first); code(err) != "return_link_expired" {
+		t.Fatalf("the earlier link's return: %v", err)
+	}
+	p.decide("accepted")
+	if out, err := s.Return(ctx, second); err != nil || out.Result != "accepted" {
+		t.Fatalf("the fresh link's return: %+v %v", out, err)
+	}
+}
+
+func TestReturnURLRules(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		env environment.Name
+		url string
+		ok  bool
+	}{
+		{environment.Sandbox, "https://partner.example/done?x=1", true},
+		{environment.Production, "https://partner.example/done", true},
+		{environment.Sandbox, "http://127.0.0.1:3000/done", true},
+		{environment.Sandbox, "http://localhost:3000/done", true},
+		{environment.Sandbox, "http://[::1]:3000/done", true},
+		{environment.Production, "http://127.0.0.1:3000/done", false},
+		{environment.Sandbox, "http://partner.example/done", false},
+		{environment.Sandbox, "https://user:pass@partner.example/done", false},
+		{environment.Sandbox, "https://partner.example/" + strings.Repeat("a", 2048), false},
+		{environment.Sandbox, "javascript:alert(1)", false},
+		{environment.Sandbox, "ftp://partner.example/", false},
+		{environment.Sandbox, "//partner.example/done", false},
+		{environment.Sandbox, "https:partner.example", false},
+	} {
+		s, _, _ := setupIn(tt.env)
+		id := create(t, s, "acme", "acc_1", "cus_1")
+		_, err := s.Link(ctx, acme, LinkRequest{ConsentSessionID: id, ReturnURL: tt.url})
+		if (err == nil) != tt.ok {
+			t.Errorf("%s %.60s: %v, want ok=%v", tt.env, tt.url, err, tt.ok)
+		}
 	}
 }
 
@@ -126,20 +237,20 @@ func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 	id := create(t, s, "acme", "acc_1", "cus_1")
 	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id})
 	state := stateOf(t, p.back)
-	for _, bad := range []string{"", "x", state + "A", strings.Replace(state, ".", ".AAAA", 1), "YXR0XzEuOTk5OTk5OTk5OQ.c2ln"} {
-		if _, err := s.Return(ctx, bad, "accepted"); err == nil || !strings.Contains(err.Error(), "not valid") {
-			t.Errorf("state %q: %v", bad, err)
+	p.decide("accepted")
+	for _, bad := range []string{"", "x", state + "A", strings.Replace(state, ".", ".AAAA", 1), "YXR0XzEuOTk5OTk5OTk5OQ.c2ln", strings.Repeat("A", 1<<20)} {
+		if _, err := s.Return(ctx, bad); err == nil || !strings.Contains(err.Error(), "not valid") {
+			t.Errorf("state %.40q: %v", bad, err)
 		}
 	}
 	*now = now.Add(ReturnLife + time.Second)
-	if _, err := s.Return(ctx, state, "accepted"); err == nil || !strings.Contains(err.Error(), "expired") {
+	if _, err := s.Return(ctx, state); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("a late state: %v", err)
 	}
 	if st, _ := s.Status(ctx, acme, StatusRequest{ConsentSessionID: id}); st.State != StatePending {
 		t.Error("a refused return marked the session")
 	}
 }
-
 func TestForeignAndMissingSessions(t *testing.T) {
 	s, _, _ := setup()
 	ctx := context.Background()

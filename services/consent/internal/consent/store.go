@@ -36,6 +36,17 @@ func (s *RedisStore) SaveAttempt(ctx context.Context, id string, a Attempt, ttl 
 	return records.Put(ctx, s.rdb, "consent:attempt:"+id, a, ttl)
 }
 
+// GetAttempt reads an attempt.
+func (s *RedisStore) GetAttempt(ctx context.Context, id string) (Attempt, error) {
+	var a Attempt
+	return a, records.Get(ctx, s.rdb, "consent:attempt:"+id, &a)
+}
+
+// DeleteAttempt forgets an attempt: its return address no longer works.
+func (s *RedisStore) DeleteAttempt(ctx context.Context, id string) error {
+	return s.rdb.Del(ctx, "consent:attempt:"+id).Err()
+}
+
 // TakeAttempt reads and deletes an attempt in one step.
 func (s *RedisStore) TakeAttempt(ctx context.Context, id string) (Attempt, error) {
 	var a Attempt

@@ -48,8 +48,7 @@ func decodeSession(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeReturn(_ context.Context, r *http.Request) (any, error) {
-	q := r.URL.Query()
-	return returnRequest{State: q.Get("state"), Result: q.Get("result")}, nil
+	return returnRequest{State: r.URL.Query().Get("state")}, nil
 }
 
 func encodeReturn(_ context.Context, w http.ResponseWriter, response any) error {

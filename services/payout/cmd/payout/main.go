@@ -14,7 +14,7 @@ import (
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/payout"
-	"github.com/partnerpay/api/services/payout/internal/quotestore"
+	"github.com/partnerpay/api/services/payout/internal/quote"
 )
 
 func main() { serve.Main("payout", run) }
@@ -35,7 +35,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer rdb.Close()
 
-	svc := payout.NewService(s.Env, []byte(cfg.QuoteSecret), cfg.QuoteTTL, quotestore.New(rdb), time.Now)
+	svc := payout.NewService(s.Env, cfg.QuoteTTL, quote.NewBook(rdb, []byte(cfg.QuoteSecret), time.Now), time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "payout"))
 	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, s.Log)
 	return s.Serve(ctx, payout.NewHandler(payout.MakeEndpoints(svc, o), s.Env, s.InternalToken, idem, s.Log))

@@ -2,11 +2,11 @@ package payout
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
-	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -27,16 +27,12 @@ func quoteFor(t *testing.T, svc Service, caller partner.Caller, req QuoteRequest
 	return q.QuoteID
 }
 
-func codeOfErr(err error) string {
-	if err == nil {
-		return ""
-	}
-	e, _ := envelope.From(err)
-	return string(e.Code)
+func pay(id, name, account string) ExecuteRequest {
+	return ExecuteRequest{QuoteID: id, Beneficiary: Beneficiary{Name: name, IBAN: account}}
 }
 
 func TestExecutionCeiling(t *testing.T) {
-	svc := newTestService(&memStore{})
+	svc, _ := newTestService(t, time.Minute)
 	tests := []struct {
 		name  string
 		req   QuoteRequest
@@ -54,83 +50,132 @@ func TestExecutionCeiling(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			caller := capped(tt.limit)
 			id := quoteFor(t, svc, caller, tt.req)
-			_, err := svc.Execute(context.Background(), caller, ExecuteRequest{QuoteID: id, Beneficiary: Beneficiary{Name: "Ada", IBAN: goodIBAN}})
-			if got := codeOfErr(err); got != tt.want {
+			_, err := svc.Execute(context.Background(), caller, pay(id, "Ada", goodIBAN))
+			if got := code(err); got != tt.want {
 				t.Fatalf("code %q, want %q (%v)", got, tt.want, err)
 			}
 		})
 	}
 }
 
-func TestExecuteOnceExpiryAndOwnership(t *testing.T) {
-	now := fixedNow
-	store := &memStore{}
-	svc := NewService(environment.Sandbox, []byte("test-secret-0123456789"), time.Minute, store, func() time.Time { return now })
-	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("10")}
-	caller := capped("25000")
-	id := quoteFor(t, svc, caller, req)
-	body := ExecuteRequest{QuoteID: id, Beneficiary: Beneficiary{Name: "Ada Lovelace", IBAN: "de89 3704 0044 0532 0130 00"}}
+func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
+	svc, c := newTestService(t, time.Minute)
+	ctx := context.Background()
+	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: strp("42")}
+	id := quoteFor(t, svc, acme, req)
+	alice := pay(id, "Alice Liddell", "GB29 NWBK 6016 1331 9268 19")
 
-	other := caller
+	other := acme
 	other.KeyID = "globex"
-	if _, err := svc.Execute(context.Background(), other, body); codeOfErr(err) != "quote_not_found" {
+	if _, err := svc.Execute(ctx, other, alice); code(err) != "quote_not_found" {
 		t.Fatalf("another key's quote: %v", err)
 	}
-	p1, err := svc.Execute(context.Background(), caller, body)
+	p1, err := svc.Execute(ctx, acme, alice)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p1.Mock || p1.Status != "pending" || p1.Rail != "sepa_instant" || p1.EstimatedSettlement != "PT10S" || p1.QuoteID != id || len(p1.PayoutID) != 36 {
+	if !p1.Mock || p1.Status != "pending" || p1.Rail != "faster_payments" || p1.EstimatedSettlement != "PT2H" || p1.QuoteID != id || len(p1.PayoutID) != 36 {
 		t.Fatalf("payout %+v", p1)
 	}
-	if store.payouts[id].Beneficiary.IBAN != goodIBAN {
-		t.Errorf("the IBAN is stored in electronic form: %q", store.payouts[id].Beneficiary.IBAN)
+	if p, err := svc.Execute(ctx, acme, pay(id, "Alice Liddell", "GB29NWBK60161331926819")); err != nil || p != p1 {
+		t.Fatalf("the same beneficiary again (IBAN without spaces): %+v %v; want the same payout", p, err)
 	}
-	now = now.Add(2 * time.Minute) // past expiresAt
-	p2, err := svc.Execute(context.Background(), caller, body)
-	if err != nil || p2 != p1 {
-		t.Fatalf("a repeat after execution answers the same payout, even once expired: %+v, %v", p2, err)
+	bob := pay(id, "Bob", "GB94BARC10201530093459")
+	_, err = svc.Execute(ctx, acme, bob)
+	if e, _ := envelope.From(err); e.Code != envelope.CodeQuoteAlreadyExecuted || e.Status != 409 {
+		t.Fatalf("another beneficiary on an executed quote: %v, want 409 quote_already_executed", err)
 	}
-	fresh := quoteFor(t, svc, caller, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("11")})
-	now = now.Add(61 * time.Second)
-	if _, err := svc.Execute(context.Background(), caller, ExecuteRequest{QuoteID: fresh, Beneficiary: body.Beneficiary}); codeOfErr(err) != "quote_expired" {
+	if _, err := svc.Execute(ctx, acme, pay(id, "Alice L.", "GB29NWBK60161331926819")); code(err) != "quote_already_executed" {
+		t.Fatalf("another name on the same account: %v", err)
+	}
+	c.add(2 * time.Minute) // past expiresAt: the executed quote still answers its payout
+	if p, err := svc.Execute(ctx, acme, alice); err != nil || p != p1 {
+		t.Fatalf("a repeat after expiry: %+v %v", p, err)
+	}
+
+	// The same request again is a new quote, so Bob can be paid the same
+	// amount: a second identical payout is not merged into the first.
+	next := quoteFor(t, svc, acme, req)
+	if next == id {
+		t.Fatal("re-quoting an executed quote answered the executed quote")
+	}
+	p2, err := svc.Execute(ctx, acme, pay(next, "Bob", "GB94BARC10201530093459"))
+	if err != nil || p2.PayoutID == p1.PayoutID || p2.QuoteID != next {
+		t.Fatalf("Bob's payout: %+v %v", p2, err)
+	}
+}
+
+func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
+	svc, _ := newTestService(t, time.Minute)
+	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("200")})
+	payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "FR1420041010050500013M02606")}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	payouts := map[string]string{} // payout id → beneficiary name
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := payees[i%2]
+			p, err := svc.Execute(context.Background(), acme, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch code(err) {
+			case "":
+				if prev, ok := payouts[p.PayoutID]; ok && prev != req.Beneficiary.Name {
+					t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary.Name)
+				}
+				payouts[p.PayoutID] = req.Beneficiary.Name
+			case "quote_already_executed":
+			default:
+				t.Errorf("unexpected %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(payouts) != 1 {
+		t.Fatalf("%d payouts for one quote: %v", len(payouts), payouts)
+	}
+}
+
+func TestAnExpiredQuoteIsRefusedAndNeverRepriced(t *testing.T) {
+	svc, c := newTestService(t, time.Second)
+	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("11")}
+	id := quoteFor(t, svc, acme, req)
+	time.Sleep(1100 * time.Millisecond)
+	c.add(1100 * time.Millisecond)
+	if _, err := svc.Execute(context.Background(), acme, pay(id, "Ada", goodIBAN)); code(err) != "quote_expired" {
 		t.Fatalf("expired quote: %v", err)
 	}
-	if _, ok := store.payouts[fresh]; ok {
-		t.Error("an expired quote was executed")
+	if again := quoteFor(t, svc, acme, req); again == id {
+		t.Fatal("re-quoting after expiry brought the old id back: whoever holds it would execute at the new price")
+	}
+	if _, err := svc.Execute(context.Background(), acme, pay(id, "Ada", goodIBAN)); code(err) != "quote_expired" {
+		t.Fatalf("the old id after a re-quote: %v", err)
 	}
 }
 
 func TestExecuteValidation(t *testing.T) {
-	svc := newTestService(&memStore{})
+	svc, _ := newTestService(t, time.Minute)
 	tests := []struct {
-		name   string
-		req    ExecuteRequest
-		fields map[string]string
-		msg    string
+		name string
+		req  ExecuteRequest
+		code string
+		msg  string
 	}{
-		{"no quote id", ExecuteRequest{Beneficiary: Beneficiary{Name: "A", IBAN: goodIBAN}}, nil, "quoteId is required: the id of a quote from POST /v1/bank/payout/quote."},
-		{"bad checksum", ExecuteRequest{QuoteID: "q", Beneficiary: Beneficiary{Name: "A", IBAN: "DE88370400440532013000"}}, map[string]string{"beneficiary.iban": "invalid_checksum"}, ""},
-		{"nothing about the beneficiary", ExecuteRequest{QuoteID: "q"}, map[string]string{"beneficiary.name": "required", "beneficiary.iban": "required"}, ""},
-		{"unsupported country", ExecuteRequest{QuoteID: "q", Beneficiary: Beneficiary{Name: "A", IBAN: "US12345678901234567890"}}, map[string]string{"beneficiary.iban": "unsupported_country"}, ""},
+		{"no quote id", pay("", "A", goodIBAN), "invalid_request", "quoteId is required: the id of a quote from POST /v1/bank/payout/quote."},
+		{"bad checksum", pay("q", "A", "DE88370400440532013000"), "invalid_request", "beneficiary.iban has an invalid checksum; check it for a mistyped character."},
+		{"no name", pay("q", "", goodIBAN), "invalid_request", "beneficiary.name is required: the account holder's name."},
+		{"no IBAN", pay("q", "A", ""), "invalid_request", "beneficiary.iban is required: the account's IBAN."},
+		{"a country without IBANs", pay("q", "A", "US12345678901234567890"), "invalid_request", "beneficiary.iban is from a country that does not issue IBANs."},
+		{"a malformed quote id is unknown, without a lookup", pay("q", "A", goodIBAN), "quote_not_found", "No quote with this quoteId exists for this key."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := svc.Execute(context.Background(), acme, tt.req)
 			e, known := envelope.From(err)
-			if !known || e.Code != "invalid_request" || e.Status != 400 {
-				t.Fatalf("%+v", e)
-			}
-			if tt.msg != "" && e.Message != tt.msg {
-				t.Errorf("message %q", e.Message)
-			}
-			if len(e.Fields) != len(tt.fields) {
-				t.Fatalf("fields %v, want %v", e.Fields, tt.fields)
-			}
-			for k, v := range tt.fields {
-				if e.Fields[k] != v {
-					t.Errorf("fields %v, want %v", e.Fields, tt.fields)
-				}
+			if !known || string(e.Code) != tt.code || e.Message != tt.msg || e.Fields != nil {
+				t.Fatalf("%+v, want %s %q and no error.fields (only bank refusals carry them)", e, tt.code, tt.msg)
 			}
 		})
 	}

@@ -5,11 +5,9 @@ package payout
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"math/big"
 	"strconv"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/payout/internal/quote"
 )
 
 // MockMoney is every money figure while the payout provider is a mock.
@@ -60,11 +59,10 @@ type Quote struct {
 	ExpiresAt           string `json:"expiresAt"`
 }
 
-// StoredQuote is what execution needs to know of a quote later: whose it is,
-// what it priced and until when.
+// StoredQuote is what execution needs to know of a quote later: what it
+// priced and until when. The quote book keeps whose it is.
 type StoredQuote struct {
 	ID             string    `json:"id"`
-	Owner          string    `json:"owner"`
 	Chain          int64     `json:"chain"`
 	CryptoCurrency string    `json:"cryptoCurrency"`
 	TokenCurrency  string    `json:"tokenCurrency"` // the fiat the token is pegged to
@@ -77,36 +75,31 @@ type StoredQuote struct {
 	ExpiresAt      time.Time `json:"expiresAt"`
 }
 
-// ErrNotFound is a quote or payout the store does not know.
-var ErrNotFound = errors.New("not found")
-
-// QuoteStore keeps quotes, and the payouts that execute them.
-type QuoteStore interface {
-	Save(ctx context.Context, q StoredQuote) error
-	Get(ctx context.Context, quoteID string) (StoredQuote, error)
-	// PayoutFor returns the payout of a quote, ErrNotFound if none.
-	PayoutFor(ctx context.Context, quoteID string) (StoredPayout, error)
-	// CreatePayout stores p unless the quote already has a payout, and
-	// returns the one that is stored: at most one payout per quote, even when
-	// two executions race.
-	CreatePayout(ctx context.Context, p StoredPayout) (StoredPayout, error)
+// Book keeps quotes and their redemptions (quote.Book in production).
+type Book interface {
+	Open(ctx context.Context, k quote.Kind, keyID string, chain int64, canonical string, ttl time.Duration,
+		build func(id string, expiresAt time.Time) ([]byte, error)) (quote.Offer, error)
+	Find(ctx context.Context, id quote.ID, keyID string) (quote.Found, error)
+	Redeem(ctx context.Context, id quote.ID, keyID string, redemption []byte, retention time.Duration) ([]byte, bool, error)
 }
+
+// BankPayout is the kind of the bank payout quote: ids bpq_<chain>_<32 hex>.
+var BankPayout = quote.Kind{Prefix: "bpq"}
 
 type service struct {
 	env    environment.Name
 	chains *catalog.Chains
-	secret []byte
 	ttl    time.Duration
-	store  QuoteStore
+	book   Book
 	now    func() time.Time
 }
 
 var _ Service = (*service)(nil)
 
-// NewService returns the payout service. secret keys the quote ids; ttl is
-// how long a quote may be executed.
-func NewService(env environment.Name, secret []byte, ttl time.Duration, store QuoteStore, now func() time.Time) Service {
-	return &service{env: env, chains: catalog.ChainsFor(env), secret: secret, ttl: ttl, store: store, now: now}
+// NewService returns the payout service. ttl is how long a quote may be
+// executed.
+func NewService(env environment.Name, ttl time.Duration, book Book, now func() time.Time) Service {
+	return &service{env: env, chains: catalog.ChainsFor(env), ttl: ttl, book: book, now: now}
 }
 
 // canonicalQuote is a quote request after validation: codes upper-cased,
@@ -120,31 +113,42 @@ type canonicalQuote struct {
 	rail                  catalog.Rail
 }
 
+// String is the canonical request: what makes two requests the same quote.
+func (q canonicalQuote) String() string {
+	return fmt.Sprintf("%d\x00%s\x00%s\x00%s\x00crypto=%s\x00fiat=%s\x00%s",
+		q.chain, q.crypto, q.fiat, q.country, q.cryptoAmount, q.fiatAmount, q.rail.Name)
+}
+
 func (s *service) Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (Quote, error) {
 	q, err := s.validate(caller, req)
 	if err != nil {
 		return Quote{}, err
 	}
-	id := s.quoteID(caller.KeyID, q)
-	expires := s.now().UTC().Add(s.ttl).Truncate(time.Second)
-	if err := s.store.Save(ctx, StoredQuote{
-		ID: id, Owner: caller.KeyID, Chain: q.chain, CryptoCurrency: q.crypto, TokenCurrency: q.tokenCurrency,
-		FiatCurrency: q.fiat, Country: q.country, CryptoAmount: q.cryptoAmount, FiatAmount: q.fiatAmount,
-		Rail: q.rail.Name, Settlement: q.rail.Settlement, ExpiresAt: expires,
-	}); err != nil {
-		return Quote{}, fmt.Errorf("save quote: %w", err)
+	offer, err := s.book.Open(ctx, BankPayout, caller.KeyID, q.chain, q.String(), s.ttl, func(id string, expires time.Time) ([]byte, error) {
+		return json.Marshal(StoredQuote{
+			ID: id, Chain: q.chain, CryptoCurrency: q.crypto, TokenCurrency: q.tokenCurrency,
+			FiatCurrency: q.fiat, Country: q.country, CryptoAmount: q.cryptoAmount, FiatAmount: q.fiatAmount,
+			Rail: q.rail.Name, Settlement: q.rail.Settlement, ExpiresAt: expires,
+		})
+	})
+	if err != nil {
+		return Quote{}, err
+	}
+	var stored StoredQuote
+	if err := json.Unmarshal(offer.Record, &stored); err != nil {
+		return Quote{}, fmt.Errorf("stored quote: %w", err)
 	}
 	return Quote{
 		Mock:                true,
-		QuoteID:             id,
+		QuoteID:             stored.ID,
 		CryptoAmount:        MockMoney,
 		FiatAmount:          MockMoney,
 		Rate:                MockMoney,
-		Rail:                q.rail.Name,
-		EstimatedSettlement: q.rail.Settlement,
+		Rail:                stored.Rail,
+		EstimatedSettlement: stored.Settlement,
 		ProviderFee:         MockMoney,
 		OurFee:              MockMoney,
-		ExpiresAt:           expires.Format(time.RFC3339),
+		ExpiresAt:           stored.ExpiresAt.UTC().Format(time.RFC3339),
 	}, nil
 }
 
@@ -162,9 +166,6 @@ func (s *service) validate(caller partner.Caller, req QuoteRequest) (canonicalQu
 	q.chain = req.Chain
 	if q.fiat, err = format.Currency("fiatCurrency", req.FiatCurrency); err != nil {
 		return q, err
-	}
-	if _, ok := format.CanonicalCurrency(q.fiat); !ok {
-		return q, envelope.InvalidRequest("fiatCurrency is not an ISO 4217 currency code.")
 	}
 	if q.country, err = format.Country("country", req.Country); err != nil {
 		return q, err
@@ -203,23 +204,25 @@ func (s *service) validate(caller partner.Caller, req QuoteRequest) (canonicalQu
 	if req.Rail != nil {
 		forced = *req.Rail
 	}
-	if q.rail, ok = catalog.ResolveRail(q.fiat, q.country, forced); !ok {
-		if forced != "" {
-			return q, envelope.New(envelope.CodeNoRoute,
-				"The forced rail does not serve "+q.fiat+" to "+q.country+"; see GET /v1/limits.")
-		}
-		return q, envelope.New(envelope.CodeNoRoute,
-			"No payout rail serves "+q.fiat+" to "+q.country+"; see GET /v1/limits.")
+	if q.rail, err = catalog.ResolveRail(q.fiat, q.country, forced, q.fiatValue()); err != nil {
+		return q, err
 	}
 	return q, nil
 }
 
-// quoteID is bpq_<chain>_<32 hex>: an HMAC under the server secret of the key
-// id and the canonical request, so the same request from the same key gets
-// the same id, and nobody without the secret can make one.
-func (s *service) quoteID(keyID string, q canonicalQuote) string {
-	mac := hmac.New(sha256.New, s.secret)
-	fmt.Fprintf(mac, "bpq/v1\x00%s\x00%d\x00%s\x00%s\x00%s\x00crypto=%s\x00fiat=%s\x00%s",
-		keyID, q.chain, q.crypto, q.fiat, q.country, q.cryptoAmount, q.fiatAmount, q.rail.Name)
-	return "bpq_" + strconv.FormatInt(q.chain, 10) + "_" + hex.EncodeToString(mac.Sum(nil)[:16])
+// fiatValue is what arrives, in the fiat currency: fiatAmount, or
+// cryptoAmount converted at the reference rates (stablecoins at par with
+// their currency); nil when the fiat currency has no reference rate (and so
+// no rail).
+func (q canonicalQuote) fiatValue() *big.Rat {
+	if q.fiatAmount != "" {
+		v, _ := new(big.Rat).SetString(q.fiatAmount)
+		return v
+	}
+	c, _ := new(big.Rat).SetString(q.cryptoAmount)
+	v, ok := catalog.Convert(c, q.tokenCurrency, q.fiat)
+	if !ok {
+		return nil
+	}
+	return v
 }

@@ -2,128 +2,146 @@ package payout
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/services/payout/internal/quote"
 )
 
-type memStore struct {
-	saved   []StoredQuote
-	quotes  map[string]StoredQuote
-	payouts map[string]StoredPayout
-}
-
-func (m *memStore) Save(_ context.Context, q StoredQuote) error {
-	m.saved = append(m.saved, q)
-	if m.quotes == nil {
-		m.quotes = map[string]StoredQuote{}
-	}
-	m.quotes[q.ID] = q
-	return nil
-}
-
-func (m *memStore) Get(_ context.Context, id string) (StoredQuote, error) {
-	q, ok := m.quotes[id]
-	if !ok {
-		return q, ErrNotFound
-	}
-	return q, nil
-}
-
-func (m *memStore) PayoutFor(_ context.Context, id string) (StoredPayout, error) {
-	p, ok := m.payouts[id]
-	if !ok {
-		return p, ErrNotFound
-	}
-	return p, nil
-}
-
-func (m *memStore) CreatePayout(_ context.Context, p StoredPayout) (StoredPayout, error) {
-	if m.payouts == nil {
-		m.payouts = map[string]StoredPayout{}
-	}
-	if old, ok := m.payouts[p.QuoteID]; ok {
-		return old, nil
-	}
-	m.payouts[p.QuoteID] = p
-	return p, nil
-}
-
-var (
-	fixedNow = time.Date(2026, 11, 22, 10, 0, 0, 500_000_000, time.UTC)
-	acme     = partner.Caller{KeyID: "acme", Grants: partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}}}
-)
+var acme = partner.Caller{KeyID: "acme", Grants: partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"}}
 
 func strp(s string) *string { return &s }
 
-func newTestService(store QuoteStore) Service {
-	return NewService(environment.Sandbox, []byte("test-secret-0123456789"), time.Minute, store, func() time.Time { return fixedNow })
+// clock is the service's time; the book's quotes expire in Redis's.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
 }
 
-func TestQuoteAnswerAndRecord(t *testing.T) {
-	store := &memStore{}
-	q, err := newTestService(store).Quote(context.Background(), acme, QuoteRequest{
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
+
+// newTestService is the service on a real quote book over a test Redis.
+func newTestService(t testing.TB, ttl time.Duration) (Service, *clock) {
+	t.Helper()
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	c := &clock{t: time.Now()}
+	return NewService(environment.Sandbox, ttl, quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now), c.now), c
+}
+
+func code(err error) string {
+	if err == nil {
+		return ""
+	}
+	e, _ := envelope.From(err)
+	return string(e.Code)
+}
+
+var quoteID = regexp.MustCompile(`^bpq_84532_[0-9a-f]{32}$`)
+
+func TestQuoteAnswer(t *testing.T) {
+	svc, c := newTestService(t, time.Minute)
+	q, err := svc.Quote(context.Background(), acme, QuoteRequest{
 		CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", CryptoAmount: strp("0100.50"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mac := hmac.New(sha256.New, []byte("test-secret-0123456789"))
-	mac.Write([]byte("bpq/v1\x00acme\x0084532\x00USDC\x00EUR\x00DE\x00crypto=100.5\x00fiat=\x00sepa_instant"))
-	wantID := "bpq_84532_" + hex.EncodeToString(mac.Sum(nil)[:16])
-	want := Quote{Mock: true, QuoteID: wantID, CryptoAmount: MockMoney, FiatAmount: MockMoney, Rate: MockMoney,
+	want := Quote{Mock: true, QuoteID: q.QuoteID, CryptoAmount: MockMoney, FiatAmount: MockMoney, Rate: MockMoney,
 		Rail: "sepa_instant", EstimatedSettlement: "PT10S", ProviderFee: MockMoney, OurFee: MockMoney,
-		ExpiresAt: "2026-11-22T10:01:00Z"}
-	if q != want {
+		ExpiresAt: c.now().UTC().Add(time.Minute).Truncate(time.Second).Format(time.RFC3339)}
+	if q != want || !quoteID.MatchString(q.QuoteID) {
 		t.Fatalf("quote\n got %+v\nwant %+v", q, want)
 	}
-	if len(store.saved) != 1 {
-		t.Fatalf("%d quotes stored", len(store.saved))
-	}
-	s := store.saved[0]
-	if s.ID != wantID || s.Owner != "acme" || s.CryptoCurrency != "USDC" || s.TokenCurrency != "USD" || s.FiatCurrency != "EUR" || s.Country != "DE" ||
-		s.CryptoAmount != "100.5" || s.FiatAmount != "" || s.Rail != "sepa_instant" || !s.ExpiresAt.Equal(fixedNow.Add(time.Minute).Truncate(time.Second)) {
-		t.Errorf("stored %+v", s)
-	}
 }
 
-func TestInvalidQuotesStoreNothing(t *testing.T) {
-	store := &memStore{}
-	svc := newTestService(store)
-	for _, req := range []QuoteRequest{
-		{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE"},
-		{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "JPY", Country: "JP", CryptoAmount: strp("1")},
-		{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("0")},
-		{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("1"), Rail: strp("")},
-		{CryptoCurrency: "USDC", Chain: 11155111, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("1")},
+func TestAnOpenQuoteIsAFixedOffer(t *testing.T) {
+	svc, c := newTestService(t, time.Minute)
+	ctx := context.Background()
+	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100")}
+	first, _ := svc.Quote(ctx, acme, req)
+	c.add(20 * time.Second)
+	for _, same := range []QuoteRequest{req,
+		{CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", CryptoAmount: strp("100.00")},
+		{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100"), Rail: strp("sepa_instant")},
 	} {
-		_, err := svc.Quote(context.Background(), acme, req)
-		var e *envelope.Error
-		if !errors.As(err, &e) {
-			t.Errorf("%+v: %v is not an API error", req, err)
+		again, err := svc.Quote(ctx, acme, same)
+		if err != nil || again != first {
+			t.Fatalf("the same request 20 s later: %+v %v; want the same quote %+v", again, err, first)
 		}
 	}
-	if len(store.saved) != 0 {
-		t.Errorf("refused quotes were stored: %+v", store.saved)
+	other := acme
+	other.KeyID = "globex"
+	if q, _ := svc.Quote(ctx, other, req); q.QuoteID == first.QuoteID {
+		t.Error("another key got the same quote")
+	}
+	if q, _ := svc.Quote(ctx, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: strp("100")}); q.QuoteID == first.QuoteID {
+		t.Error("a fiat amount of 100 got the quote of a crypto amount of 100")
 	}
 }
 
-type brokenStore struct{ memStore }
+func TestQuoteRefusals(t *testing.T) {
+	svc, _ := newTestService(t, time.Minute)
+	for _, tt := range []struct {
+		req  QuoteRequest
+		code string
+	}{
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE"}, "invalid_request"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "JPY", Country: "JP", CryptoAmount: strp("1")}, "no_route"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "XYZ", Country: "DE", CryptoAmount: strp("1")}, "no_route"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EURO", Country: "DE", CryptoAmount: strp("1")}, "invalid_request"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("0")}, "invalid_request"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("1"), Rail: strp("")}, "invalid_request"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 11155111, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("1")}, "chain_not_allowed"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: strp("0.5")}, "no_route"},
+	} {
+		if _, err := svc.Quote(context.Background(), acme, tt.req); code(err) != tt.code {
+			t.Errorf("%+v: %v, want %s", tt.req, err, tt.code)
+		}
+	}
+}
 
-func (*brokenStore) Save(context.Context, StoredQuote) error {
-	return errors.New("redis: connection refused")
+func TestRailsHonourTheirLimits(t *testing.T) {
+	svc, _ := newTestService(t, time.Minute)
+	for _, tt := range []struct {
+		req  QuoteRequest
+		rail string
+	}{
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: strp("500000")}, "sepa"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: strp("100000")}, "sepa_instant"},
+		// 108,001 USDC is 100,000.93 EUR at the reference rates: over SEPA Instant's limit.
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("108001")}, "sepa"},
+		{QuoteRequest{CryptoCurrency: "EURC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100000")}, "sepa_instant"},
+		{QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "USD", Country: "US", FiatAmount: strp("50")}, "ach"},
+	} {
+		q, err := svc.Quote(context.Background(), acme, tt.req)
+		if err != nil || q.Rail != tt.rail {
+			t.Errorf("%+v: rail %s (%v), want %s", tt.req, q.Rail, err, tt.rail)
+		}
+	}
+}
+
+type brokenBook struct{ Book }
+
+func (brokenBook) Open(context.Context, quote.Kind, string, int64, string, time.Duration, func(string, time.Time) ([]byte, error)) (quote.Offer, error) {
+	return quote.Offer{}, errors.New("redis: connection refused")
 }
 
 func TestStoreFailureIsInternal(t *testing.T) {
-	_, err := newTestService(&brokenStore{}).Quote(context.Background(), acme, QuoteRequest{
-		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("1"),
+	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, time.Now)
+	_, err := svc.Quote(context.Background(), acme, QuoteRequest{
+		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100"),
 	})
 	if e, known := envelope.From(err); known || e.Code != envelope.CodeInternal {
 		t.Fatalf("store failure maps to %+v (known %v), want internal", e, known)
@@ -131,14 +149,17 @@ func TestStoreFailureIsInternal(t *testing.T) {
 }
 
 func TestConfigWithoutBankHasNoBankCorridors(t *testing.T) {
-	c := newTestService(&memStore{}).Config(context.Background(), partner.Caller{KeyID: "f", Grants: partner.Grants{Products: []string{"fiat"}}})
+	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, time.Now)
+	c := svc.Config(context.Background(), partner.Caller{KeyID: "f", Grants: partner.Grants{Products: []string{"fiat"}}})
 	if len(c.Corridors.Bank) != 0 || c.Crypto.Chains.Source == nil || c.Crypto.Tokens == nil {
 		t.Errorf("config %+v", c)
 	}
 }
 
+// BenchmarkQuote prices the same request over and over against a real
+// Redis: the quote answered again while open, the common case.
 func BenchmarkQuote(b *testing.B) {
-	svc := newTestService(&discardStore{})
+	svc, _ := newTestService(b, time.Hour)
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100")}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -147,7 +168,3 @@ func BenchmarkQuote(b *testing.B) {
 		}
 	}
 }
-
-type discardStore struct{ memStore }
-
-func (*discardStore) Save(context.Context, StoredQuote) error { return nil }

@@ -217,6 +217,13 @@ func (b *Bank) CreateTermsSession(customerID, returnURL string) (bankprovider.Te
 		return bankprovider.TermsSession{}, err
 	}
 	now := b.now()
+	// A fresh link is a fresh attempt: every earlier link of the customer
+	// that is still open dies now.
+	for _, old := range b.sessions {
+		if old.CustomerID == customerID && old.Status == "open" {
+			old.Status = "superseded"
+		}
+	}
 	s := &session{created: now, expires: now.Add(b.cfg.LinkTTL)}
 	s.ID = b.newID("ts")
 	s.CustomerID = c.ID
@@ -226,6 +233,24 @@ func (b *Bank) CreateTermsSession(customerID, returnURL string) (bankprovider.Te
 	s.ExpiresAt = s.expires.Format(time.RFC3339)
 	b.sessions[s.ID] = s
 	return s.TermsSession, nil
+}
+
+// TermsSession reads a terms session as the provider's API reports it: its
+// status is the user's decision (accepted, declined), or open, expired or
+// superseded. It is how the partner side learns the outcome: never from the
+// browser's redirect, which a user can edit.
+func (b *Bank) TermsSession(id string) (bankprovider.TermsSession, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[id]
+	if !ok {
+		return bankprovider.TermsSession{}, b.missing("terms session", id)
+	}
+	out := s.TermsSession
+	if out.Status == "open" && !b.now().Before(s.expires) {
+		out.Status = "expired"
+	}
+	return out, nil
 }
 
 // PageState is what the hosted page shows for a session.
@@ -256,6 +281,8 @@ func (b *Bank) usable(sessionID string) (*session, PageState) {
 		}
 	case s.used:
 		st.Problem, st.Status = "This link was already used. Go back to the app and ask for a new link.", 410
+	case s.Status == "superseded":
+		st.Problem, st.Status = "A newer link was made for you, so this one no longer works. Go back to the app and use the new one.", 410
 	case !b.now().Before(s.expires):
 		st.Problem, st.Status = "This link has expired: consent links last five minutes. Go back to the app and ask for a new link.", 410
 	default:

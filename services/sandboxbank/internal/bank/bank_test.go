@@ -78,6 +78,36 @@ func TestConsentLinkLifecycle(t *testing.T) {
 	if _, st := b.Decide(late.ID, true); st.Status != 410 {
 		t.Errorf("deciding on an expired link: %+v", st)
 	}
+	for id, want := range map[string]string{s.ID: "accepted", late.ID: "expired"} {
+		if got, err := b.TermsSession(id); err != nil || got.Status != want {
+			t.Errorf("read back %s: %q %v, want %s", id, got.Status, err, want)
+		}
+	}
+}
+
+func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
+	b := newBank(&clock{time.Now()})
+	cus, _, _ := b.CreateCustomer(ada, "")
+	first, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
+	second, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
+	if st := b.Page(first.ID); st.Status != 410 || !strings.Contains(st.Problem, "newer link") {
+		t.Errorf("the earlier link: %+v", st)
+	}
+	if _, st := b.Decide(first.ID, true); st.Status != 410 {
+		t.Errorf("deciding on a superseded link: %+v", st)
+	}
+	if got, _ := b.TermsSession(first.ID); got.Status != "superseded" {
+		t.Errorf("read back the earlier link: %s", got.Status)
+	}
+	if st := b.Page(second.ID); st.Problem != "" {
+		t.Errorf("the fresh link: %+v", st)
+	}
+	if _, st := b.Decide(second.ID, false); st.Problem != "" {
+		t.Fatalf("declining on the fresh link: %+v", st)
+	}
+	if got, _ := b.TermsSession(second.ID); got.Status != "declined" {
+		t.Errorf("read back a decline: %s", got.Status)
+	}
 }
 
 func TestVirtualAccountDepositAndSettlement(t *testing.T) {

@@ -21,6 +21,7 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	api.HandleFunc("POST /v1/customers", h.createCustomer)
 	api.HandleFunc("GET /v1/customers/{id}", h.getCustomer)
 	api.HandleFunc("POST /v1/customers/{id}/terms_sessions", h.createTermsSession)
+	api.HandleFunc("GET /v1/terms_sessions/{id}", h.termsSession)
 	api.HandleFunc("POST /v1/customers/{id}/virtual_accounts", h.createVirtualAccount)
 	api.HandleFunc("GET /v1/virtual_accounts/{id}/transactions", h.transactions)
 	api.HandleFunc("POST /v1/sandbox/customers/{id}/identity", h.forceIdentity)
@@ -114,6 +115,11 @@ func (h *handler) createTermsSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s, err := h.bank.CreateTermsSession(r.PathValue("id"), in.ReturnURL)
 	h.answer(w, err == nil, s, err)
+}
+
+func (h *handler) termsSession(w http.ResponseWriter, r *http.Request) {
+	s, err := h.bank.TermsSession(r.PathValue("id"))
+	h.answer(w, false, s, err)
 }
 
 func (h *handler) createVirtualAccount(w http.ResponseWriter, r *http.Request) {

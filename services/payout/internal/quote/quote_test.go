@@ -1,0 +1,239 @@
+package quote
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/partnerpay/api/pkg/redistest"
+)
+
+var payout = Kind{Prefix: "bpq"}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
+
+func newBook(t testing.TB) (*Book, *clock, redis.UniversalClient) {
+	t.Helper()
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	c := &clock{t: time.Now()}
+	return NewBook(rdb, []byte("quote-secret-0123456789"), c.now), c, rdb
+}
+
+func record(id string, exp time.Time) ([]byte, error) {
+	return []byte(`{"id":"` + id + `","expiresAt":"` + exp.Format(time.RFC3339) + `"}`), nil
+}
+
+func open(t *testing.T, b *Book, owner, canonical string, ttl time.Duration) Offer {
+	t.Helper()
+	o, err := b.Open(context.Background(), payout, owner, 84532, canonical, ttl, record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func find(t *testing.T, b *Book, id, owner string) Found {
+	t.Helper()
+	pid, ok := payout.Parse(id)
+	if !ok {
+		t.Fatalf("id %q does not parse", id)
+	}
+	f, err := b.Find(context.Background(), pid, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestAnOpenQuoteIsAnsweredAgain(t *testing.T) {
+	b, _, _ := newBook(t)
+	first := open(t, b, "acme", "req-1", time.Minute)
+	if !first.New || len(first.ID) != len("bpq_84532_")+32 {
+		t.Fatalf("first offer %+v", first)
+	}
+	again := open(t, b, "acme", "req-1", time.Minute)
+	if again.New || again.ID != first.ID || string(again.Record) != string(first.Record) {
+		t.Fatalf("the same request while open: %+v, want %+v", again, first)
+	}
+	if o := open(t, b, "acme", "req-2", time.Minute); o.ID == first.ID || !o.New {
+		t.Error("another request got the same quote")
+	}
+	other := open(t, b, "globex", "req-1", time.Minute)
+	if other.ID == first.ID {
+		t.Error("another key got the same quote")
+	}
+	if f := find(t, b, first.ID, "acme"); f.State != Open || string(f.Record) != string(first.Record) {
+		t.Errorf("find open: %+v", f)
+	}
+	if f := find(t, b, first.ID, "globex"); f.State != Unknown {
+		t.Errorf("another key's open quote reads as %v", f.State)
+	}
+}
+
+func TestARedeemedQuoteOpensANewInstance(t *testing.T) {
+	b, _, _ := newBook(t)
+	o := open(t, b, "acme", "req", time.Minute)
+	id, _ := payout.Parse(o.ID)
+	stored, created, err := b.Redeem(context.Background(), id, "acme", []byte("payout-1"), time.Hour)
+	if err != nil || !created || string(stored) != "payout-1" {
+		t.Fatalf("redeem: %s %v %v", stored, created, err)
+	}
+	stored, created, err = b.Redeem(context.Background(), id, "acme", []byte("payout-2"), time.Hour)
+	if err != nil || created || string(stored) != "payout-1" {
+		t.Fatalf("a second redemption: %s %v %v; want the first one back", stored, created, err)
+	}
+	if f := find(t, b, o.ID, "acme"); f.State != Redeemed || string(f.Redemption) != "payout-1" {
+		t.Errorf("find redeemed: %+v", f)
+	}
+	if f := find(t, b, o.ID, "globex"); f.State != Unknown {
+		t.Errorf("another key's redeemed quote reads as %v", f.State)
+	}
+	next := open(t, b, "acme", "req", time.Minute)
+	if !next.New || next.ID == o.ID || next.ID[:len("bpq_84532_")+4] != o.ID[:len("bpq_84532_")+4] {
+		t.Fatalf("after redemption: %+v (first %s): want a new instance in the same slot tag", next, o.ID)
+	}
+}
+
+func TestConcurrentRedemptionsStoreOne(t *testing.T) {
+	b, _, _ := newBook(t)
+	o := open(t, b, "acme", "req", time.Minute)
+	id, _ := payout.Parse(o.ID)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created, seen := 0, map[string]bool{}
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stored, c, err := b.Redeem(context.Background(), id, "acme", []byte("payout-"+strconv.Itoa(i)), time.Hour)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+			}
+			if c {
+				created++
+			}
+			seen[string(stored)] = true
+		}()
+	}
+	wg.Wait()
+	if created != 1 || len(seen) != 1 {
+		t.Fatalf("%d redemptions stored, %d different answers; want 1 and 1", created, len(seen))
+	}
+}
+
+func TestAnExpiredQuoteIsATombstoneFor24Hours(t *testing.T) {
+	b, c, _ := newBook(t)
+	o := open(t, b, "acme", "req", time.Second)
+	time.Sleep(1100 * time.Millisecond) // Redis expires the quote on its own clock
+	c.add(1100 * time.Millisecond)
+	if f := find(t, b, o.ID, "acme"); f.State != Expired {
+		t.Fatalf("after expiry: %v, want Expired", f.State)
+	}
+	if f := find(t, b, o.ID, "globex"); f.State != Unknown {
+		t.Errorf("another key's expired quote reads as %v", f.State)
+	}
+	id, _ := payout.Parse(o.ID)
+	if _, _, err := b.Redeem(context.Background(), id, "acme", []byte("late"), time.Hour); err != ErrExpired {
+		t.Errorf("redeeming an expired quote: %v", err)
+	}
+	next := open(t, b, "acme", "req", time.Minute)
+	if !next.New || next.ID == o.ID {
+		t.Fatalf("the same request after expiry got %+v: an id must never be priced twice", next)
+	}
+	c.add(TombstoneLife - 5*time.Second)
+	if f := find(t, b, o.ID, "acme"); f.State != Expired {
+		t.Errorf("23h59m55s after expiry: %v, want Expired", f.State)
+	}
+	c.add(10 * time.Second)
+	if f := find(t, b, o.ID, "acme"); f.State != Unknown {
+		t.Errorf("24h after expiry: %v, want Unknown", f.State)
+	}
+}
+
+func TestUnknownIDs(t *testing.T) {
+	b, _, _ := newBook(t)
+	if f := find(t, b, "bpq_84532_00000000000000000000000000000000", "acme"); f.State != Unknown {
+		t.Errorf("an id never issued: %v", f.State)
+	}
+	for _, bad := range []string{"", "bpq_84532_", "bpq_84532_0000000000000000000000000000000", "bpq_84532_0000000000000000000000000000000G",
+		"bpq_84532_0000000000000000000000000000000A", "bpq_084532_00000000000000000000000000000000", "bpq_0_00000000000000000000000000000000",
+		"bpq_9007199254740992_00000000000000000000000000000000", "dq_84532_00000000000000000000000000000000", "bpq_84532_00000000000000000000000000000000x"} {
+		if _, ok := payout.Parse(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func usedMemory(b testing.TB, rdb redis.UniversalClient) int64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("no used_memory")
+	return 0
+}
+
+// BenchmarkOpen opens distinct quotes (the worst case: no instance is
+// answered again) and reports what one costs in Redis while it is open,
+// what its tombstone costs at the density a key quoting at 100 new quotes a
+// second reaches (132 per bucket per day), and the steady-state memory of
+// such a key with the default 60 s quote life:
+//
+//	go test -run '^$' -bench Open -benchtime 20000x ./internal/quote/
+func BenchmarkOpen(b *testing.B) {
+	book, _, rdb := newBook(b)
+	ctx := context.Background()
+	rec := func(id string, exp time.Time) ([]byte, error) {
+		// a payout quote's stored record, at its real size
+		return []byte(`{"id":"` + id + `","owner":"acme","chain":84532,"cryptoCurrency":"USDC","tokenCurrency":"USD","fiatCurrency":"EUR","country":"DE","cryptoAmount":"100","rail":"sepa_instant","estimatedSettlement":"PT10S","expiresAt":"` + exp.Format(time.RFC3339) + `"}`), nil
+	}
+	before := usedMemory(b, rdb)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := book.Open(ctx, payout, "acme", 84532, "req-"+strconv.Itoa(i), time.Hour, rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	open := float64(usedMemory(b, rdb)-before) / float64(b.N)
+
+	// A bucket as a key at 100/s fills it: 100 × 86400 / 65536 tags ≈ 132.
+	const perBucket = 132
+	tomb := make([]byte, perBucket*tombSize)
+	if err := rdb.Set(ctx, "bpq:{ffff}:t:1", tomb, time.Hour).Err(); err != nil {
+		b.Fatal(err)
+	}
+	usage, err := rdb.MemoryUsage(ctx, "bpq:{ffff}:t:1").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	perTomb := float64(usage) / perBucket
+	const rate, life = 100, 60
+	steady := rate*life*(open-perTomb) + rate*(86400+life)*perTomb
+	b.ReportMetric(open, "B/open-quote")
+	b.ReportMetric(perTomb, "B/tombstone")
+	b.ReportMetric(steady/(1<<20), "MiB@100/s")
+}
