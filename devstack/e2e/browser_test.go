@@ -82,6 +82,11 @@ func TestDocsRenderInChromium(t *testing.T) {
 		"GET /v1/currencies listCurrencies",
 		"GET /v1/limits getLimits",
 		"GET /v1/countries listCountries",
+		"GET /v1/statuses listStatuses",
+		"GET /v1/payment-methods listPaymentMethods",
+		"GET /v1/rates getRates",
+		"POST /v1/deposit/quote depositQuote",
+		"POST /v1/fiat/deposits createFiatDeposit",
 		"GET /health health · no key",
 	} {
 		if !strings.Contains(joined, want) {

@@ -49,7 +49,7 @@ func TestOnRampRefusals(t *testing.T) {
 		{"status of an unknown virtual account", key, "/v1/fiat/status", `{"virtualAccountId":"va_nope"}`, 404, vaNotFound},
 		{"status of another key's virtual account", key, "/v1/fiat/status", `{"virtualAccountId":"` + foreignVA + `"}`, 404, vaNotFound},
 		{"status with a mismatched account", key, "/v1/fiat/status", `{"accountId":"` + foreignAcc + `","virtualAccountId":"` + vaID + `"}`, 404, vaNotFound},
-		{"status without a virtual account id", key, "/v1/fiat/status", `{"accountId":"` + accountID + `"}`, 400, errorBody("invalid_request", "virtualAccountId is required.")},
+		{"status without a virtual account id", key, "/v1/fiat/status", `{"accountId":"` + accountID + `"}`, 400, errorBody("invalid_request", "virtualAccountId or depositId is required.")},
 		{"pay-in to another key's virtual account", key, "/v1/sandbox/payin", `{"virtualAccountId":"` + foreignVA + `","amount":"1","currency":"EUR"}`, 404, vaNotFound},
 		{"identity of another key's account", key, "/v1/sandbox/identity", `{"accountId":"` + foreignAcc + `","result":"approved"}`, 404, accountNotFound},
 		{"a USD pay-in in sandbox", key, "/v1/sandbox/payin", `{"virtualAccountId":"` + vaID + `","amount":"10","currency":"USD"}`, 400,

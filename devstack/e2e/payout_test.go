@@ -118,7 +118,7 @@ func TestPayoutExecution(t *testing.T) {
 			{"another key's quote answers as unknown", acme, executeBody(foreign, "DE89370400440532013000"),
 				404, errorBody("quote_not_found", "No quote with this quoteId exists for this key.")},
 			{"above the key's ceiling", small, executeBody(tooBig, "DE89370400440532013000"),
-				403, errorBody("execution_capped", "This payout is worth more than the key's maxExecutionUsd of 100 USD at the reference rates of GET /v1/limits.")},
+				403, errorBody("execution_capped", "This payout is worth more than the key's maxExecutionUsd of 100 USD at the reference rates of GET /v1/rates.")},
 			{"IBAN with a bad checksum: our check names the field, error.fields is for the bank's", acme, executeBody(foreign, "DE88370400440532013000"),
 				400, errorBody("invalid_request", "beneficiary.iban has an invalid checksum; check it for a mistyped character.")},
 			{"IBAN of the wrong length", acme, `{"quoteId":"` + foreign + `","beneficiary":{"name":"A","iban":"DE8937040044053201300"}}`,

@@ -115,12 +115,29 @@ func (c *Client) CreateVirtualAccount(ctx context.Context, customerID, currency 
 	return out, c.do(ctx, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/virtual_accounts", body, "", true, &out)
 }
 
+// CreateDepositInstruction asks for a one-off deposit for the customer.
+// idempotencyKey makes a retry safe.
+func (c *Client) CreateDepositInstruction(ctx context.Context, customerID string, in NewDepositInstruction, idempotencyKey string) (DepositInstruction, error) {
+	var out DepositInstruction
+	return out, c.do(ctx, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/deposit_instructions", in, idempotencyKey, idempotencyKey != "", &out)
+}
+
 // Transactions lists a virtual account's transactions, raw records kept.
 func (c *Client) Transactions(ctx context.Context, virtualAccountID string) ([]Transaction, error) {
+	return c.transactions(ctx, "/v1/virtual_accounts/"+url.PathEscape(virtualAccountID)+"/transactions")
+}
+
+// DepositTransactions lists the transactions sent for a deposit
+// instruction, matched or not, raw records kept.
+func (c *Client) DepositTransactions(ctx context.Context, instructionID string) ([]Transaction, error) {
+	return c.transactions(ctx, "/v1/deposit_instructions/"+url.PathEscape(instructionID)+"/transactions")
+}
+
+func (c *Client) transactions(ctx context.Context, path string) ([]Transaction, error) {
 	var out struct {
 		Data []json.RawMessage `json:"data"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/v1/virtual_accounts/"+url.PathEscape(virtualAccountID)+"/transactions", nil, "", true, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, path, nil, "", true, &out); err != nil {
 		return nil, err
 	}
 	txs := make([]Transaction, 0, len(out.Data))

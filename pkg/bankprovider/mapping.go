@@ -8,15 +8,17 @@ import (
 
 // apiFields names the provider's fields as the partner API does.
 var apiFields = map[string]string{
-	"email":              "email",
-	"full_name":          "fullName",
-	"country":            "country",
-	"wallet_address":     "walletAddress",
-	"chain":              "chain",
-	"currency":           "currency",
-	"amount":             "amount",
-	"virtual_account_id": "virtualAccountId",
-	"result":             "result",
+	"email":                  "email",
+	"full_name":              "fullName",
+	"country":                "country",
+	"wallet_address":         "walletAddress",
+	"chain":                  "chain",
+	"currency":               "currency",
+	"amount":                 "amount",
+	"virtual_account_id":     "virtualAccountId",
+	"deposit_instruction_id": "depositId",
+	"reference":              "reference",
+	"result":                 "result",
 }
 
 // ErrStateLost is the partner's answer when the sandbox bank was restarted

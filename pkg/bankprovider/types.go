@@ -76,11 +76,36 @@ type Transaction struct {
 	Raw               json.RawMessage `json:"-"`
 }
 
-// Deposit is the body of a simulated pay-in (sandbox only).
+// DepositInstruction is a one-off deposit the provider expects: pay amount,
+// with reference, to the collection account before ExpiresAt.
+type DepositInstruction struct {
+	ID              string `json:"id"`
+	CustomerID      string `json:"customer_id"`
+	Currency        string `json:"currency"`
+	Amount          string `json:"amount"`
+	Reference       string `json:"reference"`
+	IBAN            string `json:"iban"`
+	BIC             string `json:"bic"`
+	BeneficiaryName string `json:"beneficiary_name"`
+	Status          string `json:"status"` // awaiting_funds, funded
+	ExpiresAt       string `json:"expires_at"`
+}
+
+// NewDepositInstruction is the body that asks for a one-off deposit.
+type NewDepositInstruction struct {
+	Currency string `json:"currency"`
+	Amount   string `json:"amount"`
+}
+
+// Deposit is the body of a simulated pay-in (sandbox only): to a virtual
+// account, or to the collection account for a deposit instruction, with the
+// reference the user typed.
 type Deposit struct {
-	VirtualAccountID string `json:"virtual_account_id"`
-	Amount           string `json:"amount"`
-	Currency         string `json:"currency"`
+	VirtualAccountID     string `json:"virtual_account_id,omitempty"`
+	DepositInstructionID string `json:"deposit_instruction_id,omitempty"`
+	Amount               string `json:"amount"`
+	Currency             string `json:"currency"`
+	Reference            string `json:"reference,omitempty"`
 }
 
 // ErrorBody is the provider's error document.

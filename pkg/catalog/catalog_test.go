@@ -6,6 +6,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
 )
 
 func TestResolveRail(t *testing.T) {
@@ -113,4 +114,18 @@ func TestUSDValue(t *testing.T) {
 func mustRat(s string) *big.Rat {
 	r, _ := new(big.Rat).SetString(s)
 	return r
+}
+
+// Every token address is written in its EIP-55 checksummed form: the
+// deposit quote echoes addresses checksummed and compares them.
+func TestTokenAddressesAreChecksummed(t *testing.T) {
+	for _, env := range []environment.Name{environment.Sandbox, environment.Production} {
+		for _, ch := range ChainsFor(env).List {
+			for _, tok := range ch.Tokens {
+				if sum, ok := format.Checksummed(tok.Address); !ok || sum != tok.Address {
+					t.Errorf("%s %s on %d: %s, checksummed %s", env, tok.Symbol, ch.ID, tok.Address, sum)
+				}
+			}
+		}
+	}
 }

@@ -3,9 +3,10 @@ package catalog
 import "math/big"
 
 // ReferenceRatesUSD are the published USD values of one unit of each payout
-// currency, used to hold a transfer against a key's maxExecutionUsd.
+// currency: what holds a transfer against a key's maxExecutionUsd, converts
+// a crypto amount for a rail's limits, and what GET /v1/rates publishes.
 // Stablecoins count at par with the currency they are pegged to. They are
-// reference figures for a ceiling, not prices: they change by release.
+// reference figures, never prices: they change by release.
 var ReferenceRatesUSD = map[string]string{
 	"USD": "1",
 	"EUR": "1.08",
@@ -48,4 +49,18 @@ func USDValue(amount, currency string) (usd *big.Rat, ok bool) {
 	}
 	r, _ := new(big.Rat).SetString(rate)
 	return a.Mul(a, r), true
+}
+
+// StablecoinRatesUSD values one unit of each stablecoin of the catalogue in
+// USD: at par with the currency it is pegged to.
+func (c *Chains) StablecoinRatesUSD() map[string]string {
+	out := map[string]string{}
+	for _, ch := range c.List {
+		for _, t := range ch.Tokens {
+			if r, ok := ReferenceRatesUSD[t.Currency]; ok {
+				out[t.Symbol] = r
+			}
+		}
+	}
+	return out
 }

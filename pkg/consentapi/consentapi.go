@@ -17,6 +17,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/partnerpay/api/pkg/lifecycle"
+
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -28,8 +30,8 @@ const (
 
 // Session states, as the partner API reports them.
 const (
-	StatePending  = "pending"
-	StateReturned = "returned"
+	StatePending  = lifecycle.ConsentPending
+	StateReturned = lifecycle.ConsentReturned
 )
 
 // CreateSession opens a consent session for an account whose provider

@@ -33,6 +33,7 @@ const (
 	CodeQuoteNotFound          Code = "quote_not_found"
 	CodeAccountNotFound        Code = "account_not_found"
 	CodeVirtualAccountNotFound Code = "virtual_account_not_found"
+	CodeDepositNotFound        Code = "deposit_not_found"
 	CodeConsentSessionNotFound Code = "consent_session_not_found"
 	CodeQuoteAlreadyExecuted   Code = "quote_already_executed"
 	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
@@ -59,6 +60,7 @@ var statuses = map[Code]int{
 	CodeQuoteNotFound:          http.StatusNotFound,
 	CodeAccountNotFound:        http.StatusNotFound,
 	CodeVirtualAccountNotFound: http.StatusNotFound,
+	CodeDepositNotFound:        http.StatusNotFound,
 	CodeConsentSessionNotFound: http.StatusNotFound,
 	CodeQuoteAlreadyExecuted:   http.StatusConflict,
 	CodeIdempotencyInProgress:  http.StatusConflict,

@@ -7,6 +7,8 @@
 package format
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,4 +139,29 @@ func Quote(s string) string {
 		return strconv.Quote(string(r[:MaxQuoted-1])) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// idHexLen is the length of the random part of the ids the API issues for
+// its records (accounts, virtual accounts, deposits, consent sessions).
+const idHexLen = 24
+
+// NewID returns a fresh record id: prefix and 24 lower-case hex digits.
+func NewID(prefix string) string {
+	var b [idHexLen / 2]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether s has the shape of an id NewID(prefix) makes.
+// Anything else is answered without a store lookup and never logged.
+func ValidID(prefix, s string) bool {
+	if len(s) != len(prefix)+idHexLen || !strings.HasPrefix(s, prefix) {
+		return false
+	}
+	for i := len(prefix); i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

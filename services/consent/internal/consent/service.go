@@ -13,10 +13,8 @@ package consent
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +27,7 @@ import (
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/records"
 )
@@ -161,17 +160,14 @@ var (
 	errNoDecision = envelope.InvalidRequest("The bank has no decision from you for this link. Go back to the app and open the link again.")
 )
 
-func randomID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
+// sessionPrefix starts every consent session id (format.NewID).
+const sessionPrefix = "cs_"
 
 func (s *service) CreateSession(ctx context.Context, in consentapi.CreateSession) (consentapi.Session, error) {
 	if in.Owner == "" || in.AccountID == "" || in.ProviderCustomerID == "" {
 		return consentapi.Session{}, envelope.InvalidRequest("owner, accountId and providerCustomerId are required.")
 	}
-	r := Record{ID: randomID("cs_"), Owner: in.Owner, AccountID: in.AccountID, ProviderCustomerID: in.ProviderCustomerID,
+	r := Record{ID: format.NewID(sessionPrefix), Owner: in.Owner, AccountID: in.AccountID, ProviderCustomerID: in.ProviderCustomerID,
 		State: StatePending, CreatedAt: s.now().UTC()}
 	if err := s.store.Save(ctx, r); err != nil {
 		return consentapi.Session{}, fmt.Errorf("save consent session: %w", err)
@@ -196,6 +192,9 @@ func (s *service) owned(ctx context.Context, owner, id string) (Record, error) {
 	if id == "" {
 		return Record{}, errNoSessionID
 	}
+	if !format.ValidID(sessionPrefix, id) {
+		return Record{}, errSessionNotFound
+	}
 	r, err := s.store.Get(ctx, id)
 	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != owner) {
 		return Record{}, errSessionNotFound
@@ -214,7 +213,7 @@ func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkReque
 	if err != nil {
 		return Link{}, err
 	}
-	attempt := randomID("att_")
+	attempt := format.NewID("att_")
 	back := s.returnURL + "?state=" + url.QueryEscape(s.sign(attempt, s.now().Add(ReturnLife)))
 	ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, back)
 	if err != nil {

@@ -36,7 +36,7 @@ func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req 
 	if err != nil {
 		return Account{}, err
 	}
-	rec := AccountRecord{ID: newID("acc_"), Owner: caller.KeyID, CreatedAt: s.now().UTC()}
+	rec := AccountRecord{ID: newID(accountPrefix), Owner: caller.KeyID, CreatedAt: s.now().UTC()}
 	// Our new id keys the provider call, so the client's retries of it are safe.
 	c, err := s.provider.CreateCustomer(ctx, in, "account-"+rec.ID)
 	if err != nil {
@@ -119,6 +119,9 @@ func (s *service) validateAccount(caller partner.Caller, req AccountRequest) (ba
 func (s *service) ownedAccount(ctx context.Context, caller partner.Caller, id string) (AccountRecord, error) {
 	if id == "" {
 		return AccountRecord{}, envelope.InvalidRequest("accountId is required.")
+	}
+	if !validID(accountPrefix, id) {
+		return AccountRecord{}, errAccountNotFound
 	}
 	r, err := s.store.Account(ctx, id)
 	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {

@@ -12,6 +12,7 @@ type Endpoints struct {
 	CreateAccount        endpoint.Endpoint
 	CreateVirtualAccount endpoint.Endpoint
 	Status               endpoint.Endpoint
+	CreateDeposit        endpoint.Endpoint
 	SandboxPayin         endpoint.Endpoint
 	SandboxIdentity      endpoint.Endpoint
 }
@@ -22,6 +23,7 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		CreateAccount:        o.Op("create_account", kithttp.Endpoint(s.CreateAccount)),
 		CreateVirtualAccount: o.Op("create_virtual_account", kithttp.Endpoint(s.CreateVirtualAccount)),
 		Status:               o.Op("status", kithttp.Endpoint(s.Status)),
+		CreateDeposit:        o.Op("create_deposit", kithttp.Endpoint(s.CreateDeposit)),
 		SandboxPayin:         o.Op("sandbox_payin", kithttp.Endpoint(s.SandboxPayin)),
 		SandboxIdentity:      o.Op("sandbox_identity", kithttp.Endpoint(s.SandboxIdentity)),
 	}

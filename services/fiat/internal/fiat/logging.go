@@ -21,18 +21,26 @@ func (v VirtualAccount) LogAttrs() []slog.Attr {
 	return []slog.Attr{slog.String("virtual_account_id", v.VirtualAccountID), slog.String("status", v.Status)}
 }
 
-// LogAttrs of a status request: the virtual account id.
+// LogAttrs of a status request: the virtual account or deposit id.
 func (r StatusRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID)}
+	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID), slog.String("deposit_id", r.DepositID)}
 }
 
 // LogAttrs of a funding status: the status.
 func (f FundingStatus) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("status", f.Status)} }
 
-// LogAttrs of a pay-in request: the virtual account id.
+// LogAttrs of a pay-in request: where it goes.
 func (r PayinRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID)}
+	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID), slog.String("deposit_id", r.DepositID)}
 }
+
+// LogAttrs of a deposit request: the account id, never the amount.
+func (r DepositRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("account_id", r.AccountID)}
+}
+
+// LogAttrs of a deposit: its id.
+func (d Deposit) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("deposit_id", d.DepositID)} }
 
 // LogAttrs of a pay-in: the provider's transaction id.
 func (p Payin) LogAttrs() []slog.Attr {

@@ -10,17 +10,24 @@ import (
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// PayinRequest is the body of POST /v1/sandbox/payin.
+// PayinRequest is the body of POST /v1/sandbox/payin: a transfer into a
+// virtual account, or for a one-off deposit with the reference the user
+// typed (exactly one of the two).
 type PayinRequest struct {
-	VirtualAccountID string `json:"virtualAccountId"`
+	VirtualAccountID string `json:"virtualAccountId,omitempty"`
+	DepositID        string `json:"depositId,omitempty"`
 	Amount           string `json:"amount"`
 	Currency         string `json:"currency"`
+	Reference        string `json:"reference,omitempty"`
 }
 
-// Payin is a simulated bank transfer, less environment.
+// Payin is a simulated bank transfer, less environment. A transfer for a
+// one-off deposit that does not match it (amount, reference, expiry) is
+// "unmatched" and never settles.
 type Payin struct {
 	TransactionID    string `json:"transactionId"`
-	VirtualAccountID string `json:"virtualAccountId"`
+	VirtualAccountID string `json:"virtualAccountId,omitempty"`
+	DepositID        string `json:"depositId,omitempty"`
 	Status           string `json:"status"`
 	Amount           string `json:"amount"`
 	Currency         string `json:"currency"`
@@ -45,6 +52,9 @@ func (s *service) SandboxPayin(ctx context.Context, caller partner.Caller, req P
 	if err := s.sandboxOnly(); err != nil {
 		return Payin{}, err
 	}
+	if (req.VirtualAccountID == "") == (req.DepositID == "") {
+		return Payin{}, envelope.InvalidRequest("Send exactly one of virtualAccountId and depositId.")
+	}
 	amount, err := format.Amount("amount", req.Amount)
 	if err != nil {
 		return Payin{}, err
@@ -53,16 +63,33 @@ func (s *service) SandboxPayin(ctx context.Context, caller partner.Caller, req P
 	if err != nil {
 		return Payin{}, err
 	}
-	va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
-	if err != nil {
-		return Payin{}, err
+	in := bankprovider.Deposit{Amount: amount, Currency: currency}
+	out := Payin{VirtualAccountID: req.VirtualAccountID, DepositID: req.DepositID}
+	if req.DepositID != "" {
+		if req.Reference == "" {
+			return Payin{}, envelope.InvalidRequest("reference is required with depositId: the reference the user types in the transfer.")
+		}
+		if len(req.Reference) > 140 {
+			return Payin{}, envelope.InvalidRequest("reference must be at most 140 characters.")
+		}
+		d, err := s.ownedDeposit(ctx, caller, req.DepositID)
+		if err != nil {
+			return Payin{}, err
+		}
+		in.DepositInstructionID, in.Reference = d.ProviderInstructionID, req.Reference
+	} else {
+		va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
+		if err != nil {
+			return Payin{}, err
+		}
+		in.VirtualAccountID = va.ProviderAccountID
 	}
-	key := newID("payin-")
-	t, err := s.provider.SimulateDeposit(ctx, bankprovider.Deposit{VirtualAccountID: va.ProviderAccountID, Amount: amount, Currency: currency}, key)
+	t, err := s.provider.SimulateDeposit(ctx, in, newID("payin-"))
 	if err != nil {
 		return Payin{}, bankprovider.ToAPI(err)
 	}
-	return Payin{TransactionID: t.ID, VirtualAccountID: va.ID, Status: t.Status, Amount: t.Amount, Currency: t.Currency}, nil
+	out.TransactionID, out.Status, out.Amount, out.Currency = t.ID, t.Status, t.Amount, t.Currency
+	return out, nil
 }
 
 func (s *service) SandboxIdentity(ctx context.Context, caller partner.Caller, req IdentityRequest) (Account, error) {

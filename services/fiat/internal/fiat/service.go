@@ -7,9 +7,10 @@ package fiat
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"time"
+
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/lifecycle"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
@@ -22,10 +23,10 @@ import (
 
 // Account statuses on the wire.
 const (
-	StatusConsentRequired = "consent_required"
-	StatusIdentityPending = "identity_pending"
-	StatusActive          = "active"
-	StatusRejected        = "rejected"
+	StatusConsentRequired = lifecycle.AccountConsentRequired
+	StatusIdentityPending = lifecycle.AccountIdentityPending
+	StatusActive          = lifecycle.AccountActive
+	StatusRejected        = lifecycle.AccountRejected
 )
 
 // Service is what the fiat service does.
@@ -33,6 +34,7 @@ type Service interface {
 	CreateAccount(ctx context.Context, caller partner.Caller, req AccountRequest) (Account, error)
 	CreateVirtualAccount(ctx context.Context, caller partner.Caller, req VirtualAccountRequest) (VirtualAccount, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (FundingStatus, error)
+	CreateDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (Deposit, error)
 	SandboxPayin(ctx context.Context, caller partner.Caller, req PayinRequest) (Payin, error)
 	SandboxIdentity(ctx context.Context, caller partner.Caller, req IdentityRequest) (Account, error)
 }
@@ -68,6 +70,8 @@ type Store interface {
 	// it with newID if there is none: one id per provider account, ever.
 	VirtualAccountFor(ctx context.Context, r VirtualAccountRecord) (VirtualAccountRecord, error)
 	VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error)
+	SaveDeposit(ctx context.Context, r DepositRecord) error
+	Deposit(ctx context.Context, id string) (DepositRecord, error)
 }
 
 // Provider is what the service needs of the bank provider.
@@ -77,6 +81,8 @@ type Provider interface {
 	ForceIdentity(ctx context.Context, customerID, result string) (bankprovider.Customer, error)
 	CreateVirtualAccount(ctx context.Context, customerID, currency string) (bankprovider.VirtualAccount, error)
 	Transactions(ctx context.Context, virtualAccountID string) ([]bankprovider.Transaction, error)
+	CreateDepositInstruction(ctx context.Context, customerID string, in bankprovider.NewDepositInstruction, idempotencyKey string) (bankprovider.DepositInstruction, error)
+	DepositTransactions(ctx context.Context, instructionID string) ([]bankprovider.Transaction, error)
 	SimulateDeposit(ctx context.Context, in bankprovider.Deposit, idempotencyKey string) (bankprovider.Transaction, error)
 }
 
@@ -108,8 +114,14 @@ var (
 	errVANotFound      = envelope.New(envelope.CodeVirtualAccountNotFound, "No virtual account with this virtualAccountId exists for this key.")
 )
 
-func newID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
+// The prefixes of the ids the service issues (format.NewID); an id without
+// its prefix and shape answers as unknown without a lookup.
+const (
+	accountPrefix        = "acc_"
+	virtualAccountPrefix = "va_"
+	depositPrefix        = "dep_"
+)
+
+func newID(prefix string) string { return format.NewID(prefix) }
+
+func validID(prefix, s string) bool { return format.ValidID(prefix, s) }

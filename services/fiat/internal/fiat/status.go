@@ -6,14 +6,20 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/partnerpay/api/pkg/lifecycle"
+
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// StatusRequest is the body of POST /v1/fiat/status.
+// StatusRequest is the body of POST /v1/fiat/status: the funding of a
+// virtual account or of a one-off deposit (exactly one), optionally with
+// the account it belongs to.
 type StatusRequest struct {
-	AccountID        string `json:"accountId"`
-	VirtualAccountID string `json:"virtualAccountId"`
+	AccountID        string `json:"accountId,omitempty"`
+	VirtualAccountID string `json:"virtualAccountId,omitempty"`
+	DepositID        string `json:"depositId,omitempty"`
 }
 
 // FundingStatus is the spec's funding status, less environment: the three
@@ -27,18 +33,44 @@ type FundingStatus struct {
 }
 
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (FundingStatus, error) {
-	va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
-	if err != nil {
-		return FundingStatus{}, err
+	var txs []bankprovider.Transaction
+	switch {
+	case req.VirtualAccountID != "" && req.DepositID != "":
+		return FundingStatus{}, envelope.InvalidRequest("Send virtualAccountId or depositId, not both.")
+	case req.DepositID != "":
+		d, err := s.ownedDeposit(ctx, caller, req.DepositID)
+		if err != nil {
+			return FundingStatus{}, err
+		}
+		if req.AccountID != "" && req.AccountID != d.AccountID {
+			return FundingStatus{}, errDepositNotFound // this key has no such pair
+		}
+		if txs, err = s.provider.DepositTransactions(ctx, d.ProviderInstructionID); err != nil {
+			return FundingStatus{}, bankprovider.ToAPI(err)
+		}
+	default:
+		if req.VirtualAccountID == "" {
+			return FundingStatus{}, envelope.InvalidRequest("virtualAccountId or depositId is required.")
+		}
+		va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
+		if err != nil {
+			return FundingStatus{}, err
+		}
+		if req.AccountID != "" && req.AccountID != va.AccountID {
+			return FundingStatus{}, errVANotFound // this key has no such pair
+		}
+		if txs, err = s.provider.Transactions(ctx, va.ProviderAccountID); err != nil {
+			return FundingStatus{}, bankprovider.ToAPI(err)
+		}
 	}
-	if req.AccountID != "" && req.AccountID != va.AccountID {
-		return FundingStatus{}, errVANotFound // this key has no such pair
-	}
-	txs, err := s.provider.Transactions(ctx, va.ProviderAccountID)
-	if err != nil {
-		return FundingStatus{}, bankprovider.ToAPI(err)
-	}
-	out := FundingStatus{Status: "awaiting_deposit", Transactions: make([]json.RawMessage, 0, len(txs))}
+	return funding(txs)
+}
+
+// funding is the status the provider's transactions add up to: funded once
+// a deposit settled, with the sums of what settled and the latest hash.
+// Every raw record is passed on, unmatched transfers included.
+func funding(txs []bankprovider.Transaction) (FundingStatus, error) {
+	out := FundingStatus{Status: lifecycle.AwaitingDeposit, Transactions: make([]json.RawMessage, 0, len(txs))}
 	deposited, delivered := new(big.Rat), new(big.Rat)
 	for _, t := range txs {
 		out.Transactions = append(out.Transactions, t.Raw)
@@ -52,9 +84,9 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 		}
 		deposited.Add(deposited, a)
 		delivered.Add(delivered, d)
-		out.Status, out.TxHash = "funded", t.TxHash
+		out.Status, out.TxHash = lifecycle.Funded, t.TxHash
 	}
-	if out.Status == "funded" {
+	if out.Status == lifecycle.Funded {
 		out.DepositedAmount, out.DeliveredAmount = deposited.FloatString(2), delivered.FloatString(2)
 	}
 	return out, nil

@@ -69,3 +69,14 @@ func (s *RedisStore) VirtualAccountFor(ctx context.Context, r VirtualAccountReco
 	}
 	return s.VirtualAccount(ctx, id)
 }
+
+// SaveDeposit writes a one-off deposit.
+func (s *RedisStore) SaveDeposit(ctx context.Context, r DepositRecord) error {
+	return s.put(ctx, "fiat:deposit:"+r.ID, r)
+}
+
+// Deposit reads a one-off deposit.
+func (s *RedisStore) Deposit(ctx context.Context, id string) (DepositRecord, error) {
+	var r DepositRecord
+	return r, s.get(ctx, "fiat:deposit:"+id, &r)
+}

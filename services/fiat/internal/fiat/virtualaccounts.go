@@ -9,6 +9,7 @@ import (
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -53,7 +54,7 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 		if err != nil {
 			return VirtualAccount{}, err
 		}
-		return VirtualAccount{Status: StatusConsentRequired, ConsentSessionID: id}, nil
+		return VirtualAccount{Status: lifecycle.VirtualAccountConsentRequired, ConsentSessionID: id}, nil
 	case bankprovider.IsType(err, bankprovider.TypeCustomerNotActive):
 		c, cerr := s.provider.Customer(ctx, acc.ProviderCustomerID)
 		if cerr != nil {
@@ -67,12 +68,12 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 	case err != nil:
 		return VirtualAccount{}, bankprovider.ToAPI(err)
 	}
-	rec, err := s.store.VirtualAccountFor(ctx, VirtualAccountRecord{ID: newID("va_"), Owner: caller.KeyID,
+	rec, err := s.store.VirtualAccountFor(ctx, VirtualAccountRecord{ID: newID(virtualAccountPrefix), Owner: caller.KeyID,
 		AccountID: acc.ID, ProviderAccountID: va.ID, Currency: va.Currency, CreatedAt: s.now().UTC()})
 	if err != nil {
 		return VirtualAccount{}, fmt.Errorf("save virtual account: %w", err)
 	}
-	return VirtualAccount{Status: StatusActive, VirtualAccountID: rec.ID, AccountID: acc.ID, Currency: va.Currency,
+	return VirtualAccount{Status: lifecycle.VirtualAccountActive, VirtualAccountID: rec.ID, AccountID: acc.ID, Currency: va.Currency,
 		BankDetails: &BankDetails{IBAN: va.IBAN, BIC: va.BIC, Beneficiary: va.BeneficiaryName}}, nil
 }
 
@@ -103,6 +104,9 @@ func (s *service) pendingConsent(ctx context.Context, caller partner.Caller, acc
 func (s *service) ownedVirtualAccount(ctx context.Context, caller partner.Caller, id string) (VirtualAccountRecord, error) {
 	if id == "" {
 		return VirtualAccountRecord{}, envelope.InvalidRequest("virtualAccountId is required.")
+	}
+	if !validID(virtualAccountPrefix, id) {
+		return VirtualAccountRecord{}, errVANotFound
 	}
 	r, err := s.store.VirtualAccount(ctx, id)
 	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {

@@ -1,5 +1,5 @@
-// Command payout serves bank payout quotes, their execution and the
-// reference lists behind the gateway.
+// Command payout serves bank payout quotes and their execution, crypto
+// deposit quotes, and the reference lists behind the gateway.
 //
 //	payout              serve (configured by environment variables)
 //	payout healthcheck  exit 0 if the service on PAYOUT_ADDR is healthy
@@ -7,12 +7,14 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/services/payout/internal/deposit"
 	"github.com/partnerpay/api/services/payout/internal/payout"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
@@ -35,8 +37,11 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer rdb.Close()
 
-	svc := payout.NewService(s.Env, cfg.QuoteTTL, quote.NewBook(rdb, []byte(cfg.QuoteSecret), time.Now), time.Now)
+	book := quote.NewBook(rdb, []byte(cfg.QuoteSecret), time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "payout"))
 	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, s.Log)
-	return s.Serve(ctx, payout.NewHandler(payout.MakeEndpoints(svc, o), s.Env, s.InternalToken, idem, s.Log))
+	mux := http.NewServeMux()
+	payout.Routes(mux, payout.MakeEndpoints(payout.NewService(s.Env, cfg.QuoteTTL, book, time.Now), o), idem, s.Log)
+	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

@@ -12,12 +12,15 @@ import (
 // Endpoints are the service's operations as go-kit endpoints, each logged
 // and measured by the observer under its operation name.
 type Endpoints struct {
-	Quote      endpoint.Endpoint
-	Execute    endpoint.Endpoint
-	Config     endpoint.Endpoint
-	Currencies endpoint.Endpoint
-	Limits     endpoint.Endpoint
-	Countries  endpoint.Endpoint
+	Quote          endpoint.Endpoint
+	Execute        endpoint.Endpoint
+	Config         endpoint.Endpoint
+	Currencies     endpoint.Endpoint
+	Limits         endpoint.Endpoint
+	Countries      endpoint.Endpoint
+	Rates          endpoint.Endpoint
+	PaymentMethods endpoint.Endpoint
+	Statuses       endpoint.Endpoint
 }
 
 // MakeEndpoints wraps s. The reference reads are measured but not logged:
@@ -29,9 +32,12 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		Config: o.Quiet("config", kithttp.Endpoint(func(ctx context.Context, c partner.Caller, _ struct{}) (Config, error) {
 			return s.Config(ctx, c), nil
 		})),
-		Currencies: o.Quiet("currencies", read(s.Currencies)),
-		Limits:     o.Quiet("limits", read(s.Limits)),
-		Countries:  o.Quiet("countries", read(s.Countries)),
+		Currencies:     o.Quiet("currencies", read(s.Currencies)),
+		Limits:         o.Quiet("limits", read(s.Limits)),
+		Countries:      o.Quiet("countries", read(s.Countries)),
+		Rates:          o.Quiet("rates", read(s.Rates)),
+		PaymentMethods: o.Quiet("payment_methods", read(s.PaymentMethods)),
+		Statuses:       o.Quiet("statuses", read(s.Statuses)),
 	}
 }
 

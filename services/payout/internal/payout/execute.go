@@ -14,6 +14,7 @@ import (
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/iban"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
@@ -56,9 +57,6 @@ type StoredPayout struct {
 
 // PayoutRetention is how long a payout record is kept.
 const PayoutRetention = 30 * 24 * time.Hour
-
-// PayoutPending is the status of a payout the provider has not settled.
-const PayoutPending = "pending"
 
 const maxNameLen = 140 // what SEPA carries for a creditor name
 
@@ -108,7 +106,7 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 	}
 	record, err := json.Marshal(StoredPayout{
 		ID: newPayoutID(), QuoteID: q.ID, Beneficiary: payee,
-		Status: PayoutPending, Rail: q.Rail, Settlement: q.Settlement, CreatedAt: s.now().UTC(),
+		Status: lifecycle.PayoutPending, Rail: q.Rail, Settlement: q.Settlement, CreatedAt: s.now().UTC(),
 	})
 	if err != nil {
 		return Payout{}, err
@@ -180,7 +178,7 @@ func checkCeiling(q StoredQuote, ceiling string) error {
 	}
 	if usd.Cmp(limit) > 0 {
 		return envelope.New(envelope.CodeExecutionCapped,
-			"This payout is worth more than the key's maxExecutionUsd of "+ceiling+" USD at the reference rates of GET /v1/limits.")
+			"This payout is worth more than the key's maxExecutionUsd of "+ceiling+" USD at the reference rates of GET /v1/rates.")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -76,6 +77,37 @@ type RailLimit struct {
 	MaxAmount      string   `json:"maxAmount"`
 }
 
+// Rates is GET /v1/rates: the reference rates, USD per unit of each fiat
+// currency and stablecoin. They hold transfers to maxExecutionUsd and
+// convert crypto amounts for rail limits; they are never a price.
+type Rates struct {
+	Indicative  bool              `json:"indicative"`
+	Base        string            `json:"base"`
+	Notice      string            `json:"notice"`
+	Fiat        map[string]string `json:"fiat"`
+	Stablecoins map[string]string `json:"stablecoins"`
+}
+
+// PaymentMethods is GET /v1/payment-methods.
+type PaymentMethods struct {
+	PaymentMethods []PaymentMethod `json:"paymentMethods"`
+}
+
+// PaymentMethod is one way value moves, its directions, and whether this
+// deployment offers it.
+type PaymentMethod struct {
+	Method      string   `json:"method"`
+	Directions  []string `json:"directions"`
+	Offered     bool     `json:"offered"`
+	Description string   `json:"description"`
+	Rails       []string `json:"rails,omitempty"`
+}
+
+// Statuses is GET /v1/statuses: every status of every resource.
+type Statuses struct {
+	Resources []lifecycle.Resource `json:"resources"`
+}
+
 // Countries is GET /v1/countries.
 type Countries struct {
 	Countries []CountryEntry `json:"countries"`
@@ -107,6 +139,22 @@ var (
 			out.Countries = append(out.Countries, CountryEntry{Code: c.Code, Name: c.Name, PayoutRails: nonNil(catalog.CountryRails(c.Code))})
 		}
 		return out
+	}()
+	paymentMethods = func() PaymentMethods {
+		var rails []string
+		for _, r := range catalog.Rails() {
+			rails = append(rails, r.Name)
+		}
+		return PaymentMethods{PaymentMethods: []PaymentMethod{
+			{Method: "crypto", Directions: []string{"deposit"}, Offered: true,
+				Description: "Stablecoins sent from a wallet on one chain and delivered on another: POST /v1/deposit/quote."},
+			{Method: "bank_transfer", Directions: []string{"payin", "payout"}, Offered: true, Rails: rails,
+				Description: "A bank transfer in to a virtual account or a one-off deposit (on-ramp), or out to a bank account over a payout rail (POST /v1/bank/payout/quote); rails as GET /v1/limits publishes them."},
+			{Method: "card", Directions: []string{"payin", "payout"}, Offered: false,
+				Description: "Card on- and off-ramp on a hosted card page: not offered by this deployment yet."},
+			{Method: "apple_pay", Directions: []string{"payin"}, Offered: false,
+				Description: "Apple Pay, a payment method on the hosted card page: not offered by this deployment yet."},
+		}}
 	}()
 	bankCorridors = func() []BankCorridor {
 		var out []BankCorridor
@@ -150,6 +198,17 @@ func (s *service) Currencies(context.Context) Currencies {
 }
 
 func (s *service) Limits(context.Context) Limits { return limits }
+
+func (s *service) Rates(context.Context) Rates {
+	return Rates{Indicative: true, Base: "USD",
+		Notice:      "Indicative reference rates: what holds a transfer to maxExecutionUsd and converts a crypto amount for a rail's limits. Never a price; they change by release.",
+		Fiat:        catalog.ReferenceRatesUSD,
+		Stablecoins: s.chains.StablecoinRatesUSD()}
+}
+
+func (s *service) PaymentMethods(context.Context) PaymentMethods { return paymentMethods }
+
+func (s *service) Statuses(context.Context) Statuses { return Statuses{Resources: lifecycle.All()} }
 
 func (s *service) Countries(context.Context) Countries { return countries }
 

@@ -30,6 +30,9 @@ type Service interface {
 	Currencies(ctx context.Context) Currencies
 	Limits(ctx context.Context) Limits
 	Countries(ctx context.Context) Countries
+	Rates(ctx context.Context) Rates
+	PaymentMethods(ctx context.Context) PaymentMethods
+	Statuses(ctx context.Context) Statuses
 }
 
 // QuoteRequest is BankPayoutQuoteRequest. Pointers tell "sent" from "omitted"

@@ -39,6 +39,7 @@ type Bank struct {
 	customers map[string]*customer
 	sessions  map[string]*session
 	accounts  map[string]*account
+	deposits  map[string]*instruction
 	txs       map[string]*transaction
 	idem      map[string]string // Idempotency-Key → record id
 	seq       int64
@@ -62,6 +63,14 @@ type account struct {
 	txs []string
 }
 
+// instruction is a one-off deposit: money the bank expects on its
+// collection account, recognised by its exact amount and reference.
+type instruction struct {
+	bankprovider.DepositInstruction
+	expires time.Time
+	txs     []string
+}
+
 type transaction struct {
 	ID                string `json:"id"`
 	Object            string `json:"object"`
@@ -76,6 +85,9 @@ type transaction struct {
 	Chain             int64  `json:"chain,omitempty"`
 	WalletAddress     string `json:"wallet_address,omitempty"`
 	TxHash            string `json:"tx_hash,omitempty"`
+	Reference         string `json:"reference,omitempty"`
+	DepositID         string `json:"deposit_instruction_id,omitempty"`
+	UnmatchedReason   string `json:"unmatched_reason,omitempty"`
 	CreatedAt         string `json:"created_at"`
 	SettledAt         string `json:"settled_at,omitempty"`
 }
@@ -90,7 +102,7 @@ func New(cfg Config) *Bank {
 	return &Bank{
 		cfg: cfg, epoch: hex.EncodeToString(e[:]), booted: cfg.Now().UTC(),
 		customers: map[string]*customer{}, sessions: map[string]*session{},
-		accounts: map[string]*account{}, txs: map[string]*transaction{}, idem: map[string]string{},
+		accounts: map[string]*account{}, deposits: map[string]*instruction{}, txs: map[string]*transaction{}, idem: map[string]string{},
 	}
 }
 
@@ -379,13 +391,8 @@ func (b *Bank) CreateVirtualAccount(customerID, currency string) (bankprovider.V
 	if err != nil {
 		return bankprovider.VirtualAccount{}, false, err
 	}
-	switch c.Status {
-	case bankprovider.StatusTermsRequired:
-		return bankprovider.VirtualAccount{}, false, fail(409, bankprovider.TypeTermsRequired, "The customer has not accepted the terms yet.")
-	case bankprovider.StatusIdentityPending:
-		return bankprovider.VirtualAccount{}, false, fail(409, bankprovider.TypeCustomerNotActive, "The customer's identity check is pending.")
-	case bankprovider.StatusRejected:
-		return bankprovider.VirtualAccount{}, false, fail(409, bankprovider.TypeCustomerNotActive, "The customer was rejected by the identity check.")
+	if err := activeCustomer(c); err != nil {
+		return bankprovider.VirtualAccount{}, false, err
 	}
 	if id, ok := c.accounts[currency]; ok {
 		return b.accounts[id].VirtualAccount, false, nil
@@ -402,9 +409,88 @@ func (b *Bank) CreateVirtualAccount(customerID, currency string) (bankprovider.V
 	return a.VirtualAccount, true, nil
 }
 
-// Deposit simulates a bank transfer into a virtual account. It settles (EUR
-// converted to EURC at par and sent to the customer's wallet) after the
-// settlement delay.
+// DepositLife is how long a one-off deposit waits for its transfer.
+const DepositLife = 72 * time.Hour
+
+// CollectionIBAN is the account one-off deposits are paid to: a test IBAN
+// of the sandbox bank (bank code 10020030), valid check digits.
+var CollectionIBAN = "DE" + iban.CheckDigits("DE", "100200309999999999") + "100200309999999999"
+
+// CreateDepositInstruction is a one-off deposit for an active customer:
+// pay exactly amount, with the reference, to the collection account
+// before it expires. Only EUR exists in sandbox.
+func (b *Bank) CreateDepositInstruction(customerID string, in bankprovider.NewDepositInstruction, idempotencyKey string) (bankprovider.DepositInstruction, bool, error) {
+	var details []bankprovider.FieldDetail
+	if in.Currency != "EUR" {
+		details = append(details, bankprovider.FieldDetail{Field: "currency", Constraint: "unsupported_currency", Value: in.Currency})
+	}
+	amount, ok := money(in.Amount)
+	if !ok {
+		details = append(details, bankprovider.FieldDetail{Field: "amount", Constraint: "invalid_amount", Value: in.Amount})
+	}
+	if len(details) > 0 {
+		return bankprovider.DepositInstruction{}, false, invalid(details...)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id, ok := b.idem["instruction:"+idempotencyKey]; ok && idempotencyKey != "" {
+		return b.deposits[id].DepositInstruction, false, nil
+	}
+	c, err := b.customer(customerID)
+	if err != nil {
+		return bankprovider.DepositInstruction{}, false, err
+	}
+	if err := activeCustomer(c); err != nil {
+		return bankprovider.DepositInstruction{}, false, err
+	}
+	now := b.now()
+	d := &instruction{expires: now.Add(DepositLife)}
+	d.DepositInstruction = bankprovider.DepositInstruction{
+		ID: b.newID("di"), CustomerID: c.ID, Currency: in.Currency, Amount: amount, Reference: b.reference(),
+		IBAN: CollectionIBAN, BIC: "SBXBDEB1XXX", BeneficiaryName: "Sandbox Bank Collections",
+		Status: "awaiting_funds", ExpiresAt: d.expires.Format(time.RFC3339),
+	}
+	b.deposits[d.ID] = d
+	if idempotencyKey != "" {
+		b.idem["instruction:"+idempotencyKey] = d.ID
+	}
+	return d.DepositInstruction, true, nil
+}
+
+// reference is what a user types in the transfer: short, unambiguous
+// letters and digits (no 0/O, 1/I).
+func (b *Bank) reference() string {
+	const alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	out := []byte("SBX-")
+	for i, c := range r {
+		if i == 4 {
+			out = append(out, '-')
+		}
+		out = append(out, alphabet[int(c)%len(alphabet)])
+	}
+	return string(out)
+}
+
+func activeCustomer(c *customer) error {
+	switch c.Status {
+	case bankprovider.StatusTermsRequired:
+		return fail(409, bankprovider.TypeTermsRequired, "The customer has not accepted the terms yet.")
+	case bankprovider.StatusIdentityPending:
+		return fail(409, bankprovider.TypeCustomerNotActive, "The customer's identity check is pending.")
+	case bankprovider.StatusRejected:
+		return fail(409, bankprovider.TypeCustomerNotActive, "The customer was rejected by the identity check.")
+	}
+	return nil
+}
+
+// Deposit simulates a bank transfer: into a virtual account, or to the
+// collection account for a one-off deposit. A one-off deposit settles only
+// for its exact amount and currency, with its reference, before it expires
+// and if it is not funded yet; any other transfer stays unmatched and says
+// why. A matched transfer settles (EUR converted to EURC at par and sent to
+// the customer's wallet) after the settlement delay.
 func (b *Bank) Deposit(in bankprovider.Deposit, idempotencyKey string) (*transaction, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -412,12 +498,30 @@ func (b *Bank) Deposit(in bankprovider.Deposit, idempotencyKey string) (*transac
 		t := *b.txs[id]
 		return &t, false, nil
 	}
-	a, ok := b.accounts[in.VirtualAccountID]
-	if !ok {
-		return nil, false, b.missing("virtual account", in.VirtualAccountID)
+	if (in.VirtualAccountID == "") == (in.DepositInstructionID == "") {
+		return nil, false, invalid(bankprovider.FieldDetail{Field: "virtual_account_id", Constraint: "exactly_one_target"})
+	}
+	var (
+		owner    *customer
+		currency string
+		txs      *[]string
+		inst     *instruction
+	)
+	if in.VirtualAccountID != "" {
+		a, ok := b.accounts[in.VirtualAccountID]
+		if !ok {
+			return nil, false, b.missing("virtual account", in.VirtualAccountID)
+		}
+		owner, currency, txs = b.customers[a.CustomerID], a.Currency, &a.txs
+	} else {
+		d, ok := b.deposits[in.DepositInstructionID]
+		if !ok {
+			return nil, false, b.missing("deposit instruction", in.DepositInstructionID)
+		}
+		owner, currency, txs, inst = b.customers[d.CustomerID], d.Currency, &d.txs, d
 	}
 	var details []bankprovider.FieldDetail
-	if in.Currency != "EUR" || in.Currency != a.Currency {
+	if in.Currency != "EUR" || in.Currency != currency {
 		details = append(details, bankprovider.FieldDetail{Field: "currency", Constraint: "unsupported_currency", Value: in.Currency})
 	}
 	amount, ok := money(in.Amount)
@@ -427,20 +531,56 @@ func (b *Bank) Deposit(in bankprovider.Deposit, idempotencyKey string) (*transac
 	if len(details) > 0 {
 		return nil, false, invalid(details...)
 	}
-	c := b.customers[a.CustomerID]
 	t := &transaction{
 		ID: b.newID("txn"), Object: "transaction", Type: "deposit", Status: "received",
-		VirtualAccountID: a.ID, Amount: amount, Currency: in.Currency,
-		CreatedAt: b.now().Format(time.RFC3339Nano),
+		VirtualAccountID: in.VirtualAccountID, DepositID: in.DepositInstructionID, Reference: in.Reference,
+		Amount: amount, Currency: in.Currency, CreatedAt: b.now().Format(time.RFC3339Nano),
+	}
+	if inst != nil {
+		t.UnmatchedReason = b.unmatched(inst, amount, in.Reference)
+		if t.UnmatchedReason != "" {
+			t.Status = "unmatched"
+		} else {
+			inst.Status = "funded"
+		}
 	}
 	b.txs[t.ID] = t
-	a.txs = append(a.txs, t.ID)
+	*txs = append(*txs, t.ID)
 	if idempotencyKey != "" {
 		b.idem["deposit:"+idempotencyKey] = t.ID
 	}
-	time.AfterFunc(b.cfg.SettlementDelay, func() { b.settle(t.ID, c.WalletAddress, c.Chain) })
+	if t.Status == "received" {
+		time.AfterFunc(b.cfg.SettlementDelay, func() { b.settle(t.ID, owner.WalletAddress, owner.Chain) })
+	}
 	out := *t
 	return &out, true, nil
+}
+
+// unmatched says why a transfer to the collection account does not settle
+// a deposit instruction, or "" when it does.
+func (b *Bank) unmatched(d *instruction, amount, reference string) string {
+	switch {
+	case d.Status == "funded":
+		return "already_funded"
+	case !b.now().Before(d.expires):
+		return "expired"
+	case !strings.EqualFold(strings.TrimSpace(reference), d.Reference):
+		return "wrong_reference"
+	case amount != d.Amount:
+		return "wrong_amount"
+	}
+	return ""
+}
+
+// DepositTransactions lists the transfers sent for a deposit instruction.
+func (b *Bank) DepositTransactions(id string) ([]transaction, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.deposits[id]
+	if !ok {
+		return nil, b.missing("deposit instruction", id)
+	}
+	return b.list(d.txs), nil
 }
 
 // settle converts at par (EUR → EURC) and "sends" to the wallet.
@@ -468,11 +608,15 @@ func (b *Bank) Transactions(accountID string) ([]transaction, error) {
 	if !ok {
 		return nil, b.missing("virtual account", accountID)
 	}
-	out := make([]transaction, 0, len(a.txs))
-	for _, id := range a.txs {
+	return b.list(a.txs), nil
+}
+
+func (b *Bank) list(ids []string) []transaction {
+	out := make([]transaction, 0, len(ids))
+	for _, id := range ids {
 		out = append(out, *b.txs[id])
 	}
-	return out, nil
+	return out
 }
 
 // money checks an amount in EUR (two decimals at most, above zero, at most

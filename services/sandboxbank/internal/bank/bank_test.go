@@ -163,3 +163,59 @@ func TestRestartIsSaidClearly(t *testing.T) {
 		t.Errorf("a customer that never was: %+v", f.Body)
 	}
 }
+
+func TestAOneOffDepositSettlesOnlyItsExactAmountAndReference(t *testing.T) {
+	c := &clock{time.Now()}
+	b := newBank(c)
+	cus, _, _ := b.CreateCustomer(ada, "")
+	if _, _, err := b.CreateDepositInstruction(cus.ID, bankprovider.NewDepositInstruction{Currency: "EUR", Amount: "250"}, ""); failure(t, err).Body.Error.Type != bankprovider.TypeTermsRequired {
+		t.Fatalf("a deposit before the terms: %v", err)
+	}
+	s, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
+	b.Decide(s.ID, true)
+	d, created, err := b.CreateDepositInstruction(cus.ID, bankprovider.NewDepositInstruction{Currency: "EUR", Amount: "250"}, "k1")
+	if err != nil || !created || d.Amount != "250.00" || d.IBAN != CollectionIBAN || len(d.Reference) != len("SBX-ABCD-EFGH") || d.Status != "awaiting_funds" {
+		t.Fatalf("instruction %+v %v", d, err)
+	}
+	if _, err := iban.Validate(d.IBAN); err != nil {
+		t.Errorf("collection IBAN %s: %v", d.IBAN, err)
+	}
+	if again, created, _ := b.CreateDepositInstruction(cus.ID, bankprovider.NewDepositInstruction{Currency: "EUR", Amount: "250"}, "k1"); created || again.ID != d.ID {
+		t.Error("a retry with the same idempotency key made a second instruction")
+	}
+	pay := func(amount, reference string) *transaction {
+		tx, _, err := b.Deposit(bankprovider.Deposit{DepositInstructionID: d.ID, Amount: amount, Currency: "EUR", Reference: reference}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	for _, tt := range []struct{ amount, reference, status, reason string }{
+		{"249.99", d.Reference, "unmatched", "wrong_amount"},
+		{"250", "SBX-NOPE-NOPE", "unmatched", "wrong_reference"},
+		{"250", strings.ToLower(d.Reference), "received", ""},
+		{"250", d.Reference, "unmatched", "already_funded"},
+	} {
+		if tx := pay(tt.amount, tt.reference); tx.Status != tt.status || tx.UnmatchedReason != tt.reason {
+			t.Errorf("%s with %q: %s %q, want %s %q", tt.amount, tt.reference, tx.Status, tx.UnmatchedReason, tt.status, tt.reason)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the settlement delay
+	txs, _ := b.DepositTransactions(d.ID)
+	settled := 0
+	for _, tx := range txs {
+		if tx.Status == "settled" {
+			settled++
+		}
+	}
+	if len(txs) != 4 || settled != 1 {
+		t.Errorf("%d transactions, %d settled; want 4 and 1", len(txs), settled)
+	}
+
+	late, _, _ := b.CreateDepositInstruction(cus.ID, bankprovider.NewDepositInstruction{Currency: "EUR", Amount: "10"}, "")
+	c.t = c.t.Add(DepositLife)
+	tx, _, _ := b.Deposit(bankprovider.Deposit{DepositInstructionID: late.ID, Amount: "10", Currency: "EUR", Reference: late.Reference}, "")
+	if tx.Status != "unmatched" || tx.UnmatchedReason != "expired" {
+		t.Errorf("a transfer after expiry: %s %s", tx.Status, tx.UnmatchedReason)
+	}
+}

@@ -24,6 +24,8 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	api.HandleFunc("GET /v1/terms_sessions/{id}", h.termsSession)
 	api.HandleFunc("POST /v1/customers/{id}/virtual_accounts", h.createVirtualAccount)
 	api.HandleFunc("GET /v1/virtual_accounts/{id}/transactions", h.transactions)
+	api.HandleFunc("POST /v1/customers/{id}/deposit_instructions", h.createDepositInstruction)
+	api.HandleFunc("GET /v1/deposit_instructions/{id}/transactions", h.depositTransactions)
 	api.HandleFunc("POST /v1/sandbox/customers/{id}/identity", h.forceIdentity)
 	api.HandleFunc("POST /v1/sandbox/deposits", h.deposit)
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -136,6 +138,21 @@ func (h *handler) createVirtualAccount(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) transactions(w http.ResponseWriter, r *http.Request) {
 	txs, err := h.bank.Transactions(r.PathValue("id"))
+	h.answer(w, false, map[string]any{"object": "list", "data": txs}, err)
+}
+
+func (h *handler) createDepositInstruction(w http.ResponseWriter, r *http.Request) {
+	var in bankprovider.NewDepositInstruction
+	if f := decode(r, &in); f != nil {
+		h.answer(w, false, nil, f)
+		return
+	}
+	d, created, err := h.bank.CreateDepositInstruction(r.PathValue("id"), in, r.Header.Get("Idempotency-Key"))
+	h.answer(w, created, d, err)
+}
+
+func (h *handler) depositTransactions(w http.ResponseWriter, r *http.Request) {
+	txs, err := h.bank.DepositTransactions(r.PathValue("id"))
 	h.answer(w, false, map[string]any{"object": "list", "data": txs}, err)
 }
 

@@ -1,0 +1,97 @@
+package fiat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// DepositRequest is the body of POST /v1/fiat/deposits: a one-off deposit.
+type DepositRequest struct {
+	AccountID string `json:"accountId"`
+	Currency  string `json:"currency"`
+	Amount    string `json:"amount"`
+}
+
+// Deposit answers POST /v1/fiat/deposits: pay exactly amount, with
+// reference, to bankDetails before expiresAt.
+type Deposit struct {
+	DepositID   string      `json:"depositId"`
+	Status      string      `json:"status"`
+	Amount      string      `json:"amount"`
+	Currency    string      `json:"currency"`
+	BankDetails BankDetails `json:"bankDetails"`
+	Reference   string      `json:"reference"`
+	ExpiresAt   string      `json:"expiresAt"`
+}
+
+// DepositRecord links our deposit id to the provider's instruction.
+type DepositRecord struct {
+	ID                    string    `json:"id"`
+	Owner                 string    `json:"owner"`
+	AccountID             string    `json:"accountId"`
+	ProviderInstructionID string    `json:"providerInstructionId"`
+	CreatedAt             time.Time `json:"createdAt"`
+}
+
+var (
+	errDepositNotFound = envelope.New(envelope.CodeDepositNotFound, "No deposit with this depositId exists for this key.")
+	errNotActive       = envelope.New(envelope.CodeAccountNotActive,
+		"The account is not active: the user must accept the bank's terms and pass its identity check first (see the account's status).")
+)
+
+func (s *service) CreateDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (Deposit, error) {
+	currency, err := format.Currency("currency", req.Currency)
+	if err != nil {
+		return Deposit{}, err
+	}
+	amount, err := format.Amount("amount", req.Amount)
+	if err != nil {
+		return Deposit{}, err
+	}
+	acc, err := s.ownedAccount(ctx, caller, req.AccountID)
+	if err != nil {
+		return Deposit{}, err
+	}
+	rec := DepositRecord{ID: newID(depositPrefix), Owner: caller.KeyID, AccountID: acc.ID, CreatedAt: s.now().UTC()}
+	// Our new id keys the provider call: a retry of this call cannot make a
+	// second instruction.
+	d, err := s.provider.CreateDepositInstruction(ctx, acc.ProviderCustomerID,
+		bankprovider.NewDepositInstruction{Currency: currency, Amount: amount}, "deposit-"+rec.ID)
+	switch {
+	case bankprovider.IsType(err, bankprovider.TypeTermsRequired), bankprovider.IsType(err, bankprovider.TypeCustomerNotActive):
+		return Deposit{}, errNotActive
+	case err != nil:
+		return Deposit{}, bankprovider.ToAPI(err)
+	}
+	rec.ProviderInstructionID = d.ID
+	if err := s.store.SaveDeposit(ctx, rec); err != nil {
+		return Deposit{}, fmt.Errorf("save deposit: %w", err)
+	}
+	return Deposit{DepositID: rec.ID, Status: lifecycle.AwaitingDeposit, Amount: d.Amount, Currency: d.Currency,
+		BankDetails: BankDetails{IBAN: d.IBAN, BIC: d.BIC, Beneficiary: d.BeneficiaryName},
+		Reference:   d.Reference, ExpiresAt: d.ExpiresAt}, nil
+}
+
+// ownedDeposit loads a deposit of the caller's; another key's, and an id of
+// the wrong shape, answer as unknown.
+func (s *service) ownedDeposit(ctx context.Context, caller partner.Caller, id string) (DepositRecord, error) {
+	if !validID(depositPrefix, id) {
+		return DepositRecord{}, errDepositNotFound
+	}
+	r, err := s.store.Deposit(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {
+		return DepositRecord{}, errDepositNotFound
+	}
+	if err != nil {
+		return DepositRecord{}, fmt.Errorf("read deposit: %w", err)
+	}
+	return r, nil
+}
