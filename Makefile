@@ -6,7 +6,7 @@ SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
 GO ?= go
 
-.PHONY: build test deploy-check run bench lint fmt clean key dashboards
+.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz
 
 build:
 	@mkdir -p $(BIN)
@@ -39,6 +39,22 @@ run: build
 bench:
 	@cd services/gateway && $(GO) test -run '^$$' -bench . -benchmem ./internal/edge/
 	@cd services/payout && $(GO) test -run '^$$' -bench . -benchmem ./internal/payout/
+
+# The fuzz targets of every decoder that reads client bytes, as
+# module:package:target. make test runs their seed corpora; make fuzz runs
+# each for FUZZTIME.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := pkg:./jsonbody:FuzzBytes pkg:./iban:FuzzValidate pkg:./format:FuzzIDs pkg:./format:FuzzEVMAddress \
+	services/gateway:./internal/apikey:FuzzFromAuthorization services/gateway:./internal/apikey:FuzzParse \
+	services/gateway:./internal/edge:FuzzRequestID services/gateway:./internal/edge:FuzzSplice \
+	services/gateway:./internal/edge:FuzzFraming services/payout:./internal/quote:FuzzParse
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		IFS=: read -r mod pkg fn <<< "$$t"; \
+		echo "== $$mod $$pkg $$fn ($(FUZZTIME))"; \
+		(cd $$mod && $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg 2>&1 | tail -3) || exit 1; \
+	done
 
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -284,7 +284,11 @@ func (p *Process) WaitHealthy(ctx context.Context, within time.Duration) error {
 	return fmt.Errorf("%s did not become healthy on %s within %s", p.Name, p.Addr, within)
 }
 
-// Stop sends SIGTERM and waits for a graceful exit (SIGKILL after 10 s).
+// stopWait is how long Stop waits for a graceful exit before SIGKILL:
+// above every binary's drain and grace (serve.Binaries).
+const stopWait = 45 * time.Second
+
+// Stop sends SIGTERM and waits for a graceful exit (SIGKILL after stopWait).
 func (p *Process) Stop() {
 	if p == nil || p.cmd == nil || p.cmd.Process == nil {
 		return
@@ -295,11 +299,33 @@ func (p *Process) Stop() {
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
+	if !p.Wait(stopWait) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
+	}
+}
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT for fault tests,
+// SIGTERM to stop it without waiting).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits up to d for the process to exit and reports whether it did.
+func (p *Process) Wait(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// ExitCode is the process's exit code once it has exited (-1 before).
+func (p *Process) ExitCode() int {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	default:
+		return -1
 	}
 }
 
@@ -313,11 +339,17 @@ func (s *Stack) StopRedis() {
 	}
 }
 
-// Stop stops every process, the gateway first.
+// Stop stops every process: the gateway first (no new requests come in),
+// then the services together, then Redis.
 func (s *Stack) Stop() {
-	for i := len(serviceOrder) - 1; i >= 0; i-- {
-		s.Services[serviceOrder[i]].Stop()
+	last := len(serviceOrder) - 1
+	s.Services[serviceOrder[last]].Stop()
+	var wg sync.WaitGroup
+	for _, name := range serviceOrder[:last] {
+		wg.Add(1)
+		go func(p *Process) { defer wg.Done(); p.Stop() }(s.Services[name])
 	}
+	wg.Wait()
 	s.StopRedis()
 }
 

@@ -91,8 +91,9 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 		KeysFile: filepath.Join(dir, "keys.json"),
 		RedisURL: rs.URL(),
 		Ports:    map[string]string{},
-		Env:      map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms"},
-		Logs:     logs,
+		// No drain before stopping: the tests start and stop many stacks.
+		Env:  map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms", "SHUTDOWN_DRAIN": "0s"},
+		Logs: logs,
 	}
 	addrs := freeAddrs(t, 2*len(services))
 	for i, svc := range services {

@@ -36,6 +36,9 @@ func IsType(err error, t string) bool {
 	return errors.As(err, &pe) && pe.Body.Error.Type == t
 }
 
+// AttemptTimeout bounds one call to the provider.
+const AttemptTimeout = 15 * time.Second
+
 // Client calls the provider.
 type Client struct {
 	base    *url.URL
@@ -51,15 +54,17 @@ func New(base, key string) (*Client, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("bank provider URL %q is not absolute", base)
 	}
+	// An attempt may take up to AttemptTimeout; retries happen only while
+	// the caller's context (the gateway's route timeout, 20 s) allows.
 	return &Client{
 		base: u, key: key, retries: 2, backoff: 100 * time.Millisecond,
 		http: &http.Client{
-			Timeout: 10 * time.Second,
+			Timeout: AttemptTimeout,
 			Transport: &http.Transport{
 				DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 				MaxIdleConnsPerHost:   64,
 				IdleConnTimeout:       90 * time.Second,
-				ResponseHeaderTimeout: 8 * time.Second,
+				ResponseHeaderTimeout: AttemptTimeout,
 			},
 		},
 	}, nil

@@ -35,6 +35,7 @@ const (
 	CodeVirtualAccountNotFound Code = "virtual_account_not_found"
 	CodeDepositNotFound        Code = "deposit_not_found"
 	CodeConsentSessionNotFound Code = "consent_session_not_found"
+	CodeRequestTimeout         Code = "request_timeout"
 	CodeQuoteAlreadyExecuted   Code = "quote_already_executed"
 	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
 	CodeAccountNotActive       Code = "account_not_active"
@@ -62,6 +63,7 @@ var statuses = map[Code]int{
 	CodeVirtualAccountNotFound: http.StatusNotFound,
 	CodeDepositNotFound:        http.StatusNotFound,
 	CodeConsentSessionNotFound: http.StatusNotFound,
+	CodeRequestTimeout:         http.StatusRequestTimeout,
 	CodeQuoteAlreadyExecuted:   http.StatusConflict,
 	CodeIdempotencyInProgress:  http.StatusConflict,
 	CodeAccountNotActive:       http.StatusConflict,

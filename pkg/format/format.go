@@ -165,3 +165,16 @@ func ValidID(prefix, s string) bool {
 	}
 	return true
 }
+
+// Malformed is what a log line says instead of an id that does not have
+// its shape: whatever the client sent is never logged whole.
+const Malformed = "[malformed]"
+
+// LogID is id as a log line may carry it: itself when it has the shape
+// NewID(prefix) makes (or is empty), else Malformed.
+func LogID(prefix, id string) string {
+	if id == "" || ValidID(prefix, id) {
+		return id
+	}
+	return Malformed
+}

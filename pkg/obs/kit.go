@@ -3,6 +3,7 @@ package obs
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +17,7 @@ type Kit struct {
 	Registry *prometheus.Registry
 	HTTP     *HTTPMetrics
 	Tracing  *Tracing
+	notReady atomic.Bool
 }
 
 // NewKit sets up metrics and tracing for service.
@@ -34,8 +36,11 @@ func (k *Kit) Serve(h http.Handler) http.Handler {
 	return k.Tracing.Handler(k.HTTP.Middleware(h), k.service)
 }
 
-// Admin is the admin address's handler: /metrics and /health.
-func (k *Kit) Admin() http.Handler { return AdminHandler(k.Registry) }
+// Admin is the admin address's handler: /metrics, /health and /ready.
+func (k *Kit) Admin() http.Handler { return AdminHandler(k.Registry, &k.notReady) }
+
+// SetReady turns the readiness check on or off (off while shutting down).
+func (k *Kit) SetReady(ready bool) { k.notReady.Store(!ready) }
 
 // Shutdown flushes what tracing has not exported yet.
 func (k *Kit) Shutdown(ctx context.Context) error { return k.Tracing.Shutdown(ctx) }

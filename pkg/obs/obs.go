@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,11 +114,23 @@ func (m *HTTPMetrics) Middleware(next http.Handler) http.Handler {
 				route = "unmatched"
 			}
 			code := strconv.Itoa(sw.Status())
-			m.requests.WithLabelValues(route, r.Method, code).Inc()
-			m.duration.WithLabelValues(route, r.Method, code).Observe(time.Since(start).Seconds())
+			method := Method(r.Method)
+			m.requests.WithLabelValues(route, method, code).Inc()
+			m.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// Method is the label (and log) form of a request method: one of the
+// standard methods, or "other". A client cannot make a series with it.
+func Method(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // StatusWriter remembers the status code written through it.
@@ -153,13 +166,24 @@ func (w *StatusWriter) Status() int {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// AdminHandler serves /metrics from reg and /health, for the admin address.
-func AdminHandler(reg *prometheus.Registry) http.Handler {
+// AdminHandler serves, for the admin address, /metrics from reg, /health
+// (alive) and /ready (ready for traffic: 503 once notReady is set, while
+// the binary drains before it stops).
+func AdminHandler(reg *prometheus.Registry, notReady *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if notReady.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"ready":false}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ready":true}`))
 	})
 	return mux
 }

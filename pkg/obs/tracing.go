@@ -68,7 +68,7 @@ func (t *Tracing) Handler(h http.Handler, service string) http.Handler {
 			if r.Pattern != "" {
 				return r.Pattern
 			}
-			return r.Method
+			return Method(r.Method)
 		}),
 	)
 }

@@ -1,6 +1,10 @@
 package serve
 
-import "github.com/partnerpay/api/pkg/environment"
+import (
+	"time"
+
+	"github.com/partnerpay/api/pkg/environment"
+)
 
 // Binary describes a service binary: its name (its variables are
 // <NAME>_ADDR and <NAME>_ADMIN_ADDR) and default addresses.
@@ -16,17 +20,24 @@ type Binary struct {
 	// Records: the binary keeps records partners rely on in Redis, so its
 	// Redis must be durable (DESIGN §6).
 	Records bool
+	// Grace is how long a stopping binary waits for requests in flight
+	// (SHUTDOWN_GRACE overrides it): above its longest upstream timeout.
+	Grace time.Duration
 }
 
 // Binaries is the one list of the stack's binaries, in start order: each
 // after what it calls, the gateway last. make, devstack, the end-to-end
 // tests and the dashboard generator all read it.
 var Binaries = []Binary{
-	{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox},
-	{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Internal: true, Records: true},
-	{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true, Records: true},
-	{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true, Records: true},
-	{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true},
+	// Nothing upstream: its answers are immediate.
+	{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox, Grace: 10 * time.Second},
+	// Redis only (0.5 s timeouts).
+	{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Internal: true, Records: true, Grace: 10 * time.Second},
+	// The bank provider: within the gateway's 20 s route timeout.
+	{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true, Records: true, Grace: 25 * time.Second},
+	{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true, Records: true, Grace: 25 * time.Second},
+	// Its longest route timeout is 20 s.
+	{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true, Grace: 25 * time.Second},
 }
 
 // Names lists the binaries' names in start order.

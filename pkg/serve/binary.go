@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -104,11 +105,36 @@ func (s *Setup) starting(cfg any) {
 	s.Log.Info("starting", attrs...)
 }
 
+// ConnHook sees the main server's connections: it may wrap the listener
+// and put what it knows of a connection in its requests' context (the
+// gateway's framing check).
+type ConnHook interface {
+	Listener(net.Listener) net.Listener
+	ConnContext(ctx context.Context, c net.Conn) context.Context
+}
+
 // Serve serves h on the main address (traced and measured) and the metrics
-// on the admin address, until ctx ends.
-func (s *Setup) Serve(ctx context.Context, h http.Handler) error {
-	return Run(ctx, s.Log, 10*time.Second,
-		NewServer(s.Addr, s.Kit.Serve(h), s.Log),
-		NewServer(s.AdminAddr, s.Kit.Admin(), s.Log),
-	)
+// and readiness on the admin address, until ctx ends; then it shuts down
+// gracefully: readiness off, SHUTDOWN_DRAIN (default 5s) of serving, and up
+// to SHUTDOWN_GRACE (the binary's default) for requests in flight.
+func (s *Setup) Serve(ctx context.Context, h http.Handler, hooks ...ConnHook) error {
+	var sd struct {
+		Drain time.Duration `env:"SHUTDOWN_DRAIN" default:"5s" zero:"allowed"`
+		Grace time.Duration `env:"SHUTDOWN_GRACE" optional:"true" zero:"allowed"`
+		// How long a client has to send a whole request, body included.
+		Read time.Duration `env:"HTTP_READ_TIMEOUT" default:"15s"`
+	}
+	if err := LoadConfig(s.Getenv, &sd); err != nil {
+		return err
+	}
+	if sd.Grace == 0 {
+		sd.Grace = s.binary.Grace
+	}
+	main := Served{Server: NewServer(s.Addr, s.Kit.Serve(h), s.Log)}
+	main.ReadTimeout = sd.Read
+	for _, hook := range hooks {
+		main.Wrap, main.ConnContext = hook.Listener, hook.ConnContext
+	}
+	return Run(ctx, s.Log, Shutdown{Drain: sd.Drain, Grace: sd.Grace, NotReady: func() { s.Kit.SetReady(false) }},
+		main, Served{Server: NewServer(s.AdminAddr, s.Kit.Admin(), s.Log)})
 }

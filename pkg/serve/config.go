@@ -82,6 +82,9 @@ func setField(fv reflect.Value, f reflect.StructField, name, raw string) error {
 		}
 		fv.SetString(raw)
 	case f.Type == durationType:
+		if raw == "" && f.Tag.Get("optional") == "true" {
+			return nil
+		}
 		d, err := time.ParseDuration(raw)
 		if err != nil || d < 0 || (d == 0 && f.Tag.Get("zero") != "allowed") {
 			return fmt.Errorf("%s: %q is not a positive duration such as 50ms", name, raw)

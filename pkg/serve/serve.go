@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // NewServer returns an http.Server with timeouts suited to a JSON API: a slow
@@ -28,16 +29,81 @@ func NewServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
+// MaxLogLine is the longest log line a binary writes; MaxLogValue the
+// longest string value in one. Whatever a client sends cannot make a log
+// line larger: ids are checked before they are logged, errors and values
+// are cut, and a line that would still be too long is replaced.
+const (
+	MaxLogLine  = 4 << 10
+	MaxLogValue = 512
+)
+
 // Logger returns the JSON logger every binary uses.
 func Logger(w io.Writer, service string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("service", service)
+	h := slog.NewJSONHandler(&lineCap{w: w}, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: capValue})
+	return slog.New(h).With("service", service)
+}
+
+func capValue(_ []string, a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		if len(v.String()) > MaxLogValue {
+			a.Value = slog.StringValue(cut(v.String()))
+		}
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			a.Value = slog.StringValue(cut(err.Error()))
+		}
+	}
+	return a
+}
+
+func cut(s string) string {
+	if len(s) <= MaxLogValue {
+		return s
+	}
+	s = s[:MaxLogValue]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…[cut]"
+}
+
+// lineCap writes whole log lines, and replaces one over MaxLogLine with a
+// line that says so.
+type lineCap struct{ w io.Writer }
+
+func (l *lineCap) Write(p []byte) (int, error) {
+	if len(p) <= MaxLogLine {
+		return l.w.Write(p)
+	}
+	_, err := fmt.Fprintf(l.w, `{"time":%q,"level":"ERROR","msg":"log line over %d bytes replaced","bytes":%d}`+"\n",
+		time.Now().UTC().Format(time.RFC3339Nano), MaxLogLine, len(p))
+	return len(p), err
+}
+
+// Shutdown is how a binary stops on SIGTERM: its readiness check turns off
+// (load balancers stop sending), it keeps serving for Drain, then it stops
+// accepting and waits up to Grace for the requests in flight. Grace is
+// longer than the binary's longest upstream timeout, so no request in
+// flight is cut.
+type Shutdown struct {
+	Drain, Grace time.Duration
+	// NotReady is called when draining starts.
+	NotReady func()
+}
+
+// Served is a server and, optionally, what wraps its listener.
+type Served struct {
+	*http.Server
+	Wrap func(net.Listener) net.Listener
 }
 
 // Run listens on every server's address, serves until ctx is done or one of
-// them fails, then shuts them all down, waiting up to grace for requests in
-// flight. The listeners are bound before Run returns control to serving, so a
-// port that is taken is reported at once.
-func Run(ctx context.Context, log *slog.Logger, grace time.Duration, servers ...*http.Server) error {
+// them fails, then shuts them all down (see Shutdown). The listeners are
+// bound before serving starts, so a port that is taken is reported at once.
+func Run(ctx context.Context, log *slog.Logger, sd Shutdown, servers ...Served) error {
 	listeners := make([]net.Listener, 0, len(servers))
 	for _, s := range servers {
 		ln, err := net.Listen("tcp", s.Addr)
@@ -46,6 +112,9 @@ func Run(ctx context.Context, log *slog.Logger, grace time.Duration, servers ...
 				l.Close()
 			}
 			return fmt.Errorf("listen %s: %w", s.Addr, err)
+		}
+		if s.Wrap != nil {
+			ln = s.Wrap(ln)
 		}
 		listeners = append(listeners, ln)
 	}
@@ -58,21 +127,30 @@ func Run(ctx context.Context, log *slog.Logger, grace time.Duration, servers ...
 				return
 			}
 			errc <- nil
-		}(s, listeners[i])
+		}(s.Server, listeners[i])
 	}
 	var first error
 	select {
 	case <-ctx.Done():
+		if sd.NotReady != nil {
+			sd.NotReady()
+		}
+		log.Info("draining: not ready, still serving", "drain", sd.Drain.String(), "grace", sd.Grace.String())
+		select {
+		case <-time.After(sd.Drain):
+		case first = <-errc:
+		}
 	case first = <-errc:
 	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	log.Info("shutting down: waiting for requests in flight", "grace", sd.Grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), sd.Grace)
 	defer cancel()
 	for _, s := range servers {
 		if err := s.Shutdown(sctx); err != nil && first == nil {
 			first = fmt.Errorf("shutdown %s: %w", s.Addr, err)
 		}
 	}
+	log.Info("stopped")
 	return first
 }
 

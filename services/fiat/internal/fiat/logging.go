@@ -1,6 +1,10 @@
 package fiat
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/partnerpay/api/pkg/format"
+)
 
 // What each operation may log: key and record ids and statuses. Never an
 // email, a name, a wallet, an IBAN or an amount: personal data stays out of
@@ -13,7 +17,7 @@ func (a Account) LogAttrs() []slog.Attr {
 
 // LogAttrs of a virtual account request: the account id.
 func (r VirtualAccountRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("account_id", r.AccountID)}
+	return []slog.Attr{slog.String("account_id", format.LogID(accountPrefix, r.AccountID))}
 }
 
 // LogAttrs of a virtual account: its id and status.
@@ -23,7 +27,7 @@ func (v VirtualAccount) LogAttrs() []slog.Attr {
 
 // LogAttrs of a status request: the virtual account or deposit id.
 func (r StatusRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID), slog.String("deposit_id", r.DepositID)}
+	return []slog.Attr{slog.String("virtual_account_id", format.LogID(virtualAccountPrefix, r.VirtualAccountID)), slog.String("deposit_id", format.LogID(depositPrefix, r.DepositID))}
 }
 
 // LogAttrs of a funding status: the status.
@@ -31,12 +35,12 @@ func (f FundingStatus) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("
 
 // LogAttrs of a pay-in request: where it goes.
 func (r PayinRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("virtual_account_id", r.VirtualAccountID), slog.String("deposit_id", r.DepositID)}
+	return []slog.Attr{slog.String("virtual_account_id", format.LogID(virtualAccountPrefix, r.VirtualAccountID)), slog.String("deposit_id", format.LogID(depositPrefix, r.DepositID))}
 }
 
 // LogAttrs of a deposit request: the account id, never the amount.
 func (r DepositRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("account_id", r.AccountID)}
+	return []slog.Attr{slog.String("account_id", format.LogID(accountPrefix, r.AccountID))}
 }
 
 // LogAttrs of a deposit: its id.
@@ -49,5 +53,5 @@ func (p Payin) LogAttrs() []slog.Attr {
 
 // LogAttrs of an identity request: the account id.
 func (r IdentityRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("account_id", r.AccountID)}
+	return []slog.Attr{slog.String("account_id", format.LogID(accountPrefix, r.AccountID))}
 }

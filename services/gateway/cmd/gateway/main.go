@@ -37,6 +37,7 @@ type config struct {
 	KeysFile     string        `env:"GATEWAY_KEYS_FILE" default:".local/keys.json"`
 	RedisTimeout time.Duration `env:"RATE_LIMIT_REDIS_TIMEOUT" default:"50ms"`
 	KeysReload   time.Duration `env:"KEYS_RELOAD_INTERVAL" default:"250ms"`
+	Replicas     int           `env:"GATEWAY_REPLICAS" default:"1"`
 	PayoutURL    string        `env:"PAYOUT_URL" default:"http://127.0.0.1:8081" url:"absolute"`
 	FiatURL      string        `env:"FIAT_URL" default:"http://127.0.0.1:8082" url:"absolute"`
 	ConsentURL   string        `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
@@ -72,7 +73,11 @@ func run(ctx context.Context, s *serve.Setup) error {
 		return err
 	}
 	defer rdb.Close()
-	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: cfg.RedisTimeout}, s.Log, metrics)
+	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{
+		Timeout:  cfg.RedisTimeout,
+		Replicas: cfg.Replicas,
+		Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+	}, s.Log, metrics)
 
 	docs, err := apidocs.New()
 	if err != nil {
@@ -92,5 +97,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	return s.Serve(ctx, gw)
+	return s.Serve(ctx, gw, edge.Framing{})
 }

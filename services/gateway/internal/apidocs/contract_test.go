@@ -127,7 +127,7 @@ func TestBankPayoutQuoteHasTheSpecsErrorStatuses(t *testing.T) {
 		}
 	}
 	sort.Strings(statuses)
-	want := []string{"400", "401", "403", "404", "413", "429", "500"}
+	want := []string{"400", "401", "403", "404", "408", "413", "429", "500"}
 	if !slices.Equal(statuses, want) {
 		t.Errorf("error statuses %v, want %v", statuses, want)
 	}

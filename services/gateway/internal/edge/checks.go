@@ -13,12 +13,17 @@ import (
 
 // serve applies the edge's checks in the contract's order, then forwards:
 //
-//	CORS preflight, /health, the documents and public routes (no key)
+//	framing a front proxy could read differently (400, connection closed)
+//	→ CORS preflight, /health, the documents and public routes (no key)
 //	→ not_configured → not_found → unauthorized → rate_limited
-//	→ permission_denied → body hygiene → forward
+//	→ permission_denied → body: Content-Type, size, read in time → forward
 //
 // It returns the key id once known and the wire code of a refusal.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) (keyID, code string) {
+	if msg := ambiguity(r); msg != "" {
+		w.Header().Set("Connection", "close")
+		return "", g.refuse(w, envelope.InvalidRequest(msg))
+	}
 	path := r.URL.Path
 	if isPreflight(r) && g.routes[path] != nil {
 		preflight(w, r)
@@ -36,7 +41,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 		if pr := g.public[r.Method+" "+path]; pr != nil {
 			r.Pattern = pr.pattern
 			c := &call{requestID: requestID}
-			pr.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))
+			g.forward(w, r, pr, c)
 			return "", c.code
 		}
 		return "", g.refuse(w, envelope.NotFound())
@@ -75,14 +80,41 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 		if r.ContentLength > jsonbody.MaxBytes {
 			return entry.ID, g.refuse(w, envelope.TooLarge())
 		}
-		if r.ContentLength < 0 { // chunked: cap it as it streams
-			r.Body = http.MaxBytesReader(w, r.Body, jsonbody.MaxBytes)
+		body, refusal := readBody(r)
+		if refusal != nil {
+			w.Header().Set("Connection", "close") // what is left of the body is unread
+			return entry.ID, g.refuse(w, refusal)
 		}
+		defer body.release()
 	}
 
 	c := &call{entry: entry, requestID: requestID}
-	rt.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))
+	g.forward(w, r, rt, c)
 	return entry.ID, c.code
+}
+
+// forward proxies r to its route's upstream within the route's timeout.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call) {
+	c.client = r.Context()
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ctxKey{}, c), rt.Timeout)
+	defer cancel()
+	rt.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// ambiguity says what in r a front proxy could read differently from us,
+// or "": both Content-Length and Transfer-Encoding (seen by Framing, since
+// Go hides it), two Content-Type headers, or an encoded body. Each is
+// refused and the connection closed.
+func ambiguity(r *http.Request) string {
+	switch {
+	case ambiguousFraming(r):
+		return "Send Content-Length or Transfer-Encoding, not both."
+	case len(r.Header["Content-Type"]) > 1:
+		return "Send one Content-Type header, not several."
+	case len(r.Header["Content-Encoding"]) > 0 && !(len(r.Header["Content-Encoding"]) == 1 && r.Header.Get("Content-Encoding") == "identity"):
+		return "Request bodies must not be encoded: send them without Content-Encoding."
+	}
+	return ""
 }
 
 // authenticate finds the key of an Authorization header. Every failure looks

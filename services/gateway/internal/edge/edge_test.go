@@ -358,3 +358,5 @@ func BenchmarkQuotePath(b *testing.B) {
 		}
 	}
 }
+
+func localLimiter() Limiter { return ratelimit.NewLocal(time.Now) }

@@ -72,6 +72,7 @@ type call struct {
 	entry     *apikey.Entry
 	requestID string
 	code      string
+	client    context.Context // the client's request context, without the route's deadline
 }
 
 // New builds the edge. Every route's upstream must be configured.
@@ -86,16 +87,22 @@ func New(cfg Config) (*Gateway, error) {
 		public: make(map[string]*route),
 	}
 	keyed := make(map[string]*httputil.ReverseProxy)
+	guarded := make(map[string]http.RoundTripper)
 	proxy := func(r Route, public bool) (*httputil.ReverseProxy, error) {
 		target, ok := cfg.Upstreams[r.Upstream]
 		if !ok || target == nil {
 			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
 		}
+		rt := guarded[r.Upstream]
+		if rt == nil {
+			rt = g.guard(r.Upstream, cfg.Transport) // one breaker per upstream
+			guarded[r.Upstream] = rt
+		}
 		if public {
-			return g.newProxy(r.Upstream, target, cfg.Transport, true), nil
+			return g.newProxy(r.Upstream, target, rt, true), nil
 		}
 		if keyed[r.Upstream] == nil {
-			keyed[r.Upstream] = g.newProxy(r.Upstream, target, cfg.Transport, false)
+			keyed[r.Upstream] = g.newProxy(r.Upstream, target, rt, false)
 		}
 		return keyed[r.Upstream], nil
 	}
@@ -113,7 +120,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.routes[r.Path][r.Method] = &route{Route: r, pattern: r.Method + " " + r.Path, proxy: p}
 	}
 	for _, pr := range Public {
-		r := Route{Method: pr.Method, Path: pr.Path, Upstream: pr.Upstream}
+		r := Route{Method: pr.Method, Path: pr.Path, Upstream: pr.Upstream, Timeout: publicTimeout}
 		p, err := proxy(r, true)
 		if err != nil {
 			return nil, err
@@ -141,7 +148,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // probes every few seconds would drown the log
 	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method),
+		slog.String("method", obs.Method(r.Method)),
 		slog.String("route", r.Pattern),
 		slog.Int("status", sw.Status()),
 		slog.String("code", code),

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
@@ -29,6 +30,8 @@ type Metrics struct {
 
 	upstreamDuration *prometheus.HistogramVec
 	upstreamErrors   *prometheus.CounterVec
+	circuitState     *prometheus.GaugeVec
+	circuitOpened    *prometheus.CounterVec
 
 	keysLoaded     prometheus.Gauge
 	keysFileValid  prometheus.Gauge
@@ -64,6 +67,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_errors_total",
 			Help: "Upstream calls that failed (unreachable, timed out, or an answer the gateway refused to pass on), by upstream.",
 		}, []string{"upstream"}),
+		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_state",
+			Help: "The circuit breaker of each upstream: 0 closed (calls go through), 1 half-open (one call probes), 2 open (calls fail at once).",
+		}, []string{"upstream"}),
+		circuitOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_opened_total",
+			Help: "Times the circuit breaker of an upstream opened: it failed five calls in a row.",
+		}, []string{"upstream"}),
 		keysLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_loaded",
 			Help: "Partner keys in the live set.",
@@ -78,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.refusals, m.decisions, m.fallbackActive, m.fallbackSwitches,
-		m.upstreamDuration, m.upstreamErrors, m.keysLoaded, m.keysFileValid, m.reloadFailures)
+		m.upstreamDuration, m.upstreamErrors, m.circuitState, m.circuitOpened, m.keysLoaded, m.keysFileValid, m.reloadFailures)
 	m.refusedMissing = m.refusals.WithLabelValues("missing")
 	m.refusedMalformed = m.refusals.WithLabelValues("malformed")
 	m.refusedUnknown = m.refusals.WithLabelValues("unknown")
@@ -124,6 +135,14 @@ func (m *Metrics) KeysLoaded(n int) {
 func (m *Metrics) KeysReloadFailed() {
 	m.reloadFailures.Inc()
 	m.keysFileValid.Set(0)
+}
+
+// circuitChanged records an upstream's breaker state.
+func (m *Metrics) circuitChanged(upstream string, to gobreaker.State) {
+	m.circuitState.WithLabelValues(upstream).Set(float64(to))
+	if to == gobreaker.StateOpen {
+		m.circuitOpened.WithLabelValues(upstream).Inc()
+	}
 }
 
 // instrumentUpstream times every call to one upstream.

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -23,7 +24,7 @@ func NewTransport() *http.Transport {
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 25 * time.Second,
+		ResponseHeaderTimeout: LongestTimeout + 5*time.Second, // each route's own timeout comes first
 		ExpectContinueTimeout: time.Second,
 	}
 }
@@ -98,13 +99,20 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, upstream st
 		c.code = g.refuse(w, envelope.TooLarge())
 		return
 	}
-	if r.Context().Err() != nil { // the client went away; nobody to answer
+	if c.client.Err() != nil { // the client went away: nobody reads this, but the log line and metrics count it
 		c.code = "client_gone"
 		w.WriteHeader(499)
 		return
 	}
 	g.count(func(m *Metrics) { m.upstreamErrors.WithLabelValues(upstream).Inc() })
-	g.log.Error("upstream failed", "upstream", upstream, "err", err, "request_id", c.requestID)
+	switch {
+	case errors.Is(err, errCircuitOpen):
+		// Said once, when the circuit opened; every call is not news.
+	case errors.Is(err, context.DeadlineExceeded):
+		g.log.Error("upstream failed: no answer within the route's timeout", "upstream", upstream, "request_id", c.requestID)
+	default:
+		g.log.Error("upstream failed", "upstream", upstream, "err", err, "request_id", c.requestID)
+	}
 	c.code = g.refuse(w, envelope.Internal())
 }
 

@@ -1,6 +1,10 @@
 package edge
 
-import "github.com/partnerpay/api/pkg/partner"
+import (
+	"time"
+
+	"github.com/partnerpay/api/pkg/partner"
+)
 
 // Upstream names.
 const (
@@ -10,37 +14,51 @@ const (
 )
 
 // Route is one endpoint of the partner API: method and path, the service that
-// answers it, and the product the key must carry ("" means any valid key).
-// A sandbox-only route does not exist in production.
+// answers it, the product the key must carry ("" means any valid key), and
+// how long the service has to answer. A sandbox-only route does not exist in
+// production.
 type Route struct {
 	Method      string
 	Path        string
 	Upstream    string
 	Product     string
 	SandboxOnly bool
+	Timeout     time.Duration
 }
+
+// Route timeouts: the payout service answers from Redis alone; fiat and
+// consent call the bank provider (whose client gives up within them). The
+// longest is what the gateway's shutdown grace must exceed.
+const (
+	readTimeout     = 5 * time.Second
+	executeTimeout  = 10 * time.Second
+	providerTimeout = 20 * time.Second
+)
+
+// LongestTimeout is the longest route timeout.
+const LongestTimeout = providerTimeout
 
 // Routes is the whole keyed API the gateway serves. An endpoint is method and
 // path: anything not listed here is 404 not_found.
 var Routes = []Route{
-	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false},
-	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false},
-	{"GET", "/v1/config", UpstreamPayout, "", false},
-	{"GET", "/v1/currencies", UpstreamPayout, "", false},
-	{"GET", "/v1/limits", UpstreamPayout, "", false},
-	{"GET", "/v1/countries", UpstreamPayout, "", false},
-	{"GET", "/v1/statuses", UpstreamPayout, "", false},
-	{"GET", "/v1/payment-methods", UpstreamPayout, "", false},
-	{"GET", "/v1/rates", UpstreamPayout, "", false},
-	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false},
-	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false},
-	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false},
-	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false},
-	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false},
-	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false},
-	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false},
-	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true},
-	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true},
+	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout},
+	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
+	{"GET", "/v1/config", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/currencies", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/limits", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/countries", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/statuses", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/payment-methods", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/rates", UpstreamPayout, "", false, readTimeout},
+	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
+	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false, providerTimeout},
+	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false, readTimeout},
+	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
+	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
 }
 
 // PublicRoute is served without a key or a rate limit, for browsers: its
@@ -53,6 +71,10 @@ type PublicRoute struct {
 var Public = []PublicRoute{
 	{"GET", "/consent/return", UpstreamConsent},
 }
+
+// publicTimeout is a public route's: the consent return reads the decision
+// back from the bank provider.
+const publicTimeout = providerTimeout
 
 // PublicRoutes lists Public as "METHOD /path".
 var PublicRoutes = func() []string {

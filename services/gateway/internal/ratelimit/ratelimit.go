@@ -1,8 +1,11 @@
 // Package ratelimit applies each key's requests-per-second limit. The bucket
 // lives in Redis (redis_rate's GCRA), shared by every gateway replica. When
 // Redis does not answer within its deadline, requests are not failed: the
-// gateway limits in-process with the same algorithm and rate until Redis
-// answers again.
+// gateway limits in-process with the same algorithm, at the key's rate
+// divided by the number of gateway replicas (so the fleet stays near the
+// key's rate), until Redis answers again. Whether Redis answers again is
+// probed in the background, so the fallback state follows Redis' health,
+// not the next request.
 package ratelimit
 
 import (
@@ -41,6 +44,8 @@ type Limiter struct {
 	backend  Backend
 	timeout  time.Duration
 	recheck  time.Duration
+	probe    func(context.Context) error
+	replicas int
 	local    *Local
 	log      *slog.Logger
 	obs      Observer
@@ -56,6 +61,12 @@ type Options struct {
 	// Recheck is how long the limiter stays local after a Redis failure before
 	// it asks Redis again, so an outage does not add Timeout to every request.
 	Recheck time.Duration
+	// Probe asks Redis whether it answers (PING), every Recheck while the
+	// limiter is in its fallback; nil: only requests find out.
+	Probe func(context.Context) error
+	// Replicas is how many gateways share the keys' rates; while Redis is
+	// unreachable each limits a key at rate/Replicas (at least 1).
+	Replicas int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -71,18 +82,24 @@ func New(backend Backend, opts Options, log *slog.Logger, obs Observer) *Limiter
 	if opts.Recheck <= 0 {
 		opts.Recheck = 500 * time.Millisecond
 	}
+	if opts.Replicas < 1 {
+		opts.Replicas = 1
+	}
 	return &Limiter{
-		backend: backend, timeout: opts.Timeout, recheck: opts.Recheck,
+		backend: backend, timeout: opts.Timeout, recheck: opts.Recheck, probe: opts.Probe, replicas: opts.Replicas,
 		local: NewLocal(opts.Now), log: log, obs: obs, now: opts.Now,
 	}
 }
+
+// localRate is a key's in-process rate: its share of the fleet's.
+func (l *Limiter) localRate(rate int) int { return max(1, rate/l.replicas) }
 
 // Allow decides one request of key at rate per second.
 func (l *Limiter) Allow(ctx context.Context, key string, rate int) Decision {
 	d, ok := l.remote(ctx, key, rate)
 	if !ok {
-		d = l.local.Allow(ctx, key, rate)
-		d.Local = true
+		d = l.local.Allow(ctx, key, l.localRate(rate))
+		d.Limit, d.Local = rate, true
 	}
 	if l.obs != nil {
 		l.obs.Decided(d)
@@ -104,19 +121,17 @@ func (l *Limiter) remote(ctx context.Context, key string, rate int) (Decision, b
 		}
 		l.downTill.Store(l.now().Add(l.recheck).UnixNano())
 		if l.fallback.CompareAndSwap(false, true) {
-			l.log.Error("rate limit store unavailable; limiting in-process", "err", err)
+			l.log.Error("rate limit store unavailable; limiting in-process", "err", err, "replicas", l.replicas)
 			if l.obs != nil {
 				l.obs.FallbackChanged(true)
+			}
+			if l.probe != nil {
+				go l.probeUntilBack()
 			}
 		}
 		return Decision{}, false
 	}
-	if l.fallback.CompareAndSwap(true, false) {
-		l.log.Info("rate limit store answers again; limiting in Redis")
-		if l.obs != nil {
-			l.obs.FallbackChanged(false)
-		}
-	}
+	l.recovered()
 	d := Decision{
 		Allowed:    res.Allowed > 0,
 		Limit:      rate,
@@ -127,6 +142,37 @@ func (l *Limiter) remote(ctx context.Context, key string, rate int) (Decision, b
 		d.RetryAfter = res.RetryAfter
 	}
 	return d, true
+}
+
+// recovered leaves the fallback (once, whoever notices first).
+func (l *Limiter) recovered() {
+	if l.fallback.CompareAndSwap(true, false) {
+		l.downTill.Store(0)
+		l.log.Info("rate limit store answers again; limiting in Redis")
+		if l.obs != nil {
+			l.obs.FallbackChanged(false)
+		}
+	}
+}
+
+// probeUntilBack pings Redis every Recheck while the limiter is in its
+// fallback, so an idle gateway leaves it (and its gauge) as soon as Redis
+// is back, rather than at its next request.
+func (l *Limiter) probeUntilBack() {
+	t := time.NewTicker(l.recheck)
+	defer t.Stop()
+	for range t.C {
+		if !l.fallback.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+		err := l.probe(ctx)
+		cancel()
+		if err == nil {
+			l.recovered()
+			return
+		}
+	}
 }
 
 // Local is an in-process GCRA with redis_rate's arithmetic: a burst of rate,

@@ -117,6 +117,45 @@ func TestRedisThenFallbackThenRedis(t *testing.T) {
 	}
 }
 
+// An idle gateway leaves its fallback when Redis answers again, without
+// waiting for a request: the gauge and its alert follow Redis' health.
+func TestTheFallbackFollowsRedisNotTheNextRequest(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond})
+	defer rdb.Close()
+	rec := &recorder{}
+	l := New(redis_rate.NewLimiter(rdb), Options{Timeout: 50 * time.Millisecond, Recheck: 50 * time.Millisecond,
+		Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}, slog.New(slog.DiscardHandler), rec)
+	srv.Stop()
+	l.Allow(context.Background(), "k", 10)
+	if rec.fallback.Load() != 1 {
+		t.Fatal("no fallback with Redis down")
+	}
+	srv.Restart()
+	deadline := time.Now().Add(3 * time.Second)
+	for rec.fallback.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec.fallback.Load() != 0 {
+		t.Fatal("with no request at all, the fallback did not end when Redis came back")
+	}
+}
+
+// With N replicas, each limits a key at rate/N while Redis is down.
+func TestTheFallbackSharesTheRateAcrossReplicas(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := New(failingBackend{}, Options{Replicas: 2, Recheck: time.Hour, Now: c.now}, slog.New(slog.DiscardHandler), nil)
+	allowed := 0
+	for range 20 {
+		if d := l.Allow(context.Background(), "k", 10); d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 5 {
+		t.Errorf("a 10/s key on one of 2 replicas passed %d of 20 at once, want its share of 5", allowed)
+	}
+}
+
 type slowBackend struct{ calls atomic.Int32 }
 
 func (b *slowBackend) Allow(ctx context.Context, _ string, _ redis_rate.Limit) (*redis_rate.Result, error) {

@@ -1,6 +1,10 @@
 package payout
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/partnerpay/api/pkg/format"
+)
 
 // What each operation may log: ids and the figures that are not personal.
 // Never a beneficiary's name or IBAN.
@@ -15,7 +19,11 @@ func (q Quote) LogAttrs() []slog.Attr {
 
 // LogAttrs of an execution request: the quote id, never the beneficiary.
 func (r ExecuteRequest) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("quote_id", r.QuoteID)}
+	id := r.QuoteID
+	if _, ok := BankPayout.Parse(id); !ok && id != "" {
+		id = format.Malformed
+	}
+	return []slog.Attr{slog.String("quote_id", id)}
 }
 
 // LogAttrs of a payout: its id.

@@ -82,8 +82,8 @@ func (k Kind) Parse(s string) (ID, bool) {
 		return ID{}, false
 	}
 	chain, h, ok := strings.Cut(rest, "_")
-	if !ok || len(h) != 2*idBytes || chain == "" || chain[0] == '0' || len(chain) > 16 {
-		return ID{}, false
+	if !ok || len(h) != 2*idBytes || chain == "" || chain[0] == '0' || len(chain) > 16 || strings.Trim(chain, "0123456789") != "" {
+		return ID{}, false // digits only: ParseInt would take "+1" for "1"
 	}
 	n, err := strconv.ParseInt(chain, 10, 64)
 	if err != nil || format.ChainID("chain", n) != nil {

@@ -23,6 +23,7 @@ type config struct {
 	LinkTTL         time.Duration `env:"SANDBOXBANK_LINK_TTL" default:"5m"`
 	SettlementDelay time.Duration `env:"SANDBOXBANK_SETTLEMENT_DELAY" default:"3s"`
 	IdentityDelay   time.Duration `env:"SANDBOXBANK_IDENTITY_DELAY" default:"0s" zero:"allowed"`
+	Latency         time.Duration `env:"SANDBOXBANK_LATENCY" default:"0s" zero:"allowed"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
@@ -33,7 +34,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + s.Addr
 	}
-	b := bank.New(bank.Config{PublicURL: cfg.PublicURL, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay})
+	b := bank.New(bank.Config{PublicURL: cfg.PublicURL, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay, Latency: cfg.Latency})
 	s.Log.Info("sandbox bank epoch", "epoch", b.Epoch(), "public_url", cfg.PublicURL)
 	return s.Serve(ctx, bank.NewHandler(b, string(cfg.ProviderKey), s.Log))
 }

@@ -26,6 +26,7 @@ type Config struct {
 	LinkTTL         time.Duration // life of a consent link (five minutes)
 	SettlementDelay time.Duration // pay-in received → stablecoins delivered
 	IdentityDelay   time.Duration // terms accepted → identity result
+	Latency         time.Duration // added to every provider API call: a slow provider, for fault tests
 	Now             func() time.Time
 }
 

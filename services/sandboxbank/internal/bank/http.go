@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/serve"
@@ -36,8 +37,22 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /health", serve.Health)
 	mux.HandleFunc("GET /consent/{id}", h.page)
 	mux.HandleFunc("POST /consent/{id}", h.decide)
-	mux.Handle("/v1/", requireKey(key, api))
+	mux.Handle("/v1/", requireKey(key, slow(b.cfg.Latency, api)))
 	return mux
+}
+
+// slow answers after latency, as a provider under load does.
+func slow(latency time.Duration, next http.Handler) http.Handler {
+	if latency <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(latency):
+			next.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
 }
 
 type handler struct {

@@ -1,0 +1,315 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// raw sends bytes over a fresh connection to the gateway and reads until the
+// server closes it (or 3 s pass): what a client at the socket sees.
+func (s *stack) raw(payload string, pause time.Duration, rest string) (answer string, closed bool) {
+	s.t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.GatewayURL, "http://"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, payload)
+	if pause > 0 {
+		time.Sleep(pause)
+		io.WriteString(c, rest)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err == nil // EOF: closed by the server; a timeout: kept open
+}
+
+// Every answer the gateway controls is the envelope, and what a front proxy
+// could read differently is refused with the connection closed.
+func TestRawHTTPAnswersAreTheEnvelope(t *testing.T) {
+	s := startStack(t, withEnv("HTTP_READ_TIMEOUT", "1s"))
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	head := "POST /v1/bank/payout/quote HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + key + "\r\n"
+	body := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"10"}`
+	cl := "Content-Length: " + itoa(len(body)) + "\r\n"
+	for _, tt := range []struct {
+		name, payload, want string
+	}{
+		{"Content-Length with Transfer-Encoding", head + "Content-Type: application/json\r\n" + cl + "Transfer-Encoding: chunked\r\n\r\n" + hexLen(body) + "\r\n" + body + "\r\n0\r\n\r\n",
+			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Send Content-Length or Transfer-Encoding, not both."}}`},
+		{"two Content-Type headers", head + "Content-Type: application/json\r\nContent-Type: text/plain\r\n" + cl + "\r\n" + body,
+			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Send one Content-Type header, not several."}}`},
+		{"a gzip body", head + "Content-Type: application/json\r\nContent-Encoding: gzip\r\n" + cl + "\r\n" + body,
+			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Request bodies must not be encoded: send them without Content-Encoding."}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			answer, closed := s.raw(tt.payload, 0, "")
+			if !strings.HasPrefix(answer, "HTTP/1.1 400 ") || !strings.HasSuffix(answer, tt.want) || !closed {
+				t.Fatalf("closed %v:\n%s", closed, answer)
+			}
+		})
+	}
+	t.Run("chunked alone is fine", func(t *testing.T) {
+		answer, _ := s.raw(head+"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+hexLen(body)+"\r\n"+body+"\r\n0\r\n\r\n", 0, "")
+		if !strings.HasPrefix(answer, "HTTP/1.1 200 ") || !strings.Contains(answer, `{"environment":"sandbox","mock":true,`) {
+			t.Fatalf("%s", answer)
+		}
+	})
+	t.Run("a body too slow for the read timeout is 408 in the envelope", func(t *testing.T) {
+		start := time.Now()
+		answer, closed := s.raw(head+"Content-Type: application/json\r\n"+cl+"\r\n"+body[:10], 1500*time.Millisecond, body[10:])
+		want := `{"environment":"sandbox","error":{"code":"request_timeout","message":"The request body did not arrive in time; send it again."}}`
+		if !strings.HasPrefix(answer, "HTTP/1.1 408 ") || !strings.HasSuffix(answer, want) || !closed || time.Since(start) > 3*time.Second {
+			t.Fatalf("after %s, closed %v:\n%s", time.Since(start), closed, answer)
+		}
+	})
+}
+
+// Nothing a client sends can create a series: 500 requests with random
+// methods and paths leave the gateway's series count unchanged.
+func TestRandomMethodsAndPathsCreateNoSeries(t *testing.T) {
+	s := startStack(t)
+	s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	send := func(method, path string) {
+		req, _ := http.NewRequest(method, s.GatewayURL+path, nil)
+		if resp, err := client.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	// One of each kind first, so that the series they belong to exist.
+	send("FOO", "/x")
+	send("GET", "/x")
+	send("FOO", "/v1/x")
+	send("GET", "/v1/x")
+	before := seriesCount(s.metrics("gateway"))
+	r := rand.New(rand.NewPCG(1, 2))
+	letters := "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	for i := range 500 {
+		var m strings.Builder
+		for range 1 + r.IntN(12) {
+			m.WriteByte(letters[r.IntN(len(letters))])
+		}
+		path := "/" + strings.Repeat("p", r.IntN(3)) + itoa(r.IntN(1<<30))
+		if i%2 == 0 {
+			path = "/v1" + path
+		}
+		send(m.String(), path)
+	}
+	if after := seriesCount(s.metrics("gateway")); after != before {
+		t.Fatalf("500 random methods and paths took the gateway from %d to %d series", before, after)
+	}
+}
+
+func seriesCount(metrics string) int {
+	n := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "go_") && !strings.HasPrefix(line, "process_") {
+			n++
+		}
+	}
+	return n
+}
+
+// No client-sent id reaches a log whole: a 900 KiB id and a 900 KiB field
+// name leave no log line over 4 KiB, and a message quotes 64 characters.
+func TestHugeClientInputMakesNoHugeLogLine(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank,fiat", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000")
+	huge := strings.Repeat("x", 900<<10)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/fiat/status", `{"virtualAccountId":"va_` + huge + `"}`},
+		{"/v1/fiat/virtual-accounts", `{"accountId":"acc_` + huge + `","currency":"EUR"}`},
+		{"/v1/fiat/consent/status", `{"consentSessionId":"cs_` + huge + `"}`},
+		{"/v1/bank/payout", `{"quoteId":"bpq_` + huge + `","beneficiary":{"name":"A","iban":"DE89370400440532013000"}}`},
+	} {
+		if r := s.post(c.path, key, c.body); r.Status != 404 || len(r.Body) > 200 {
+			t.Errorf("%s with a 900 KiB id: %d %.200s", c.path, r.Status, r.Body)
+		}
+	}
+	r := s.post("/v1/bank/payout/quote", key, `{"`+huge+`":1}`)
+	if want := errorBody("invalid_request", `Unknown field "`+strings.Repeat("x", 63)+`"….`); r.Status != 400 || r.Body != want {
+		t.Errorf("a 900 KiB field name: %d %.300s", r.Status, r.Body)
+	}
+	time.Sleep(300 * time.Millisecond) // let the log lines cross their pipes
+	longest := 0
+	sc := bufio.NewScanner(strings.NewReader(s.logs.String()))
+	sc.Buffer(make([]byte, 4<<20), 4<<20)
+	for sc.Scan() {
+		longest = max(longest, len(sc.Text()))
+	}
+	if longest > 4<<10 {
+		t.Fatalf("the longest log line is %d bytes", longest)
+	}
+	if strings.Contains(s.logs.String(), strings.Repeat("x", 100)) {
+		t.Error("a client-sent id reached a log")
+	}
+}
+
+// With Redis killed or frozen under load, requests that need no record do
+// not fail, and a 5/s key is still limited (in-process).
+func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
+	s := startStack(t)
+	busy := s.issue("busy", "--products", "bank", "--source-chains", "84532", "--rate", "100000")
+	slow := s.issue("slow", "--products", "bank", "--source-chains", "84532", "--rate", "5")
+	for _, fault := range []struct {
+		name        string
+		start, stop func()
+	}{
+		{"SIGKILL", s.redis.Stop, s.redis.Restart},
+		{"SIGSTOP", s.redis.Pause, s.redis.Resume},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			var sent, failed atomic.Int32
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						sent.Add(1)
+						if r := s.get("/v1/limits", busy); r.Status != 200 {
+							failed.Add(1)
+						}
+					}
+				}()
+			}
+			time.Sleep(300 * time.Millisecond)
+			fault.start()
+			time.Sleep(700 * time.Millisecond)
+			time.Sleep(1100 * time.Millisecond) // a fresh second for the slow key's bucket
+			passed := 0
+			for _, r := range s.burst(20, slow) {
+				if r.Status == 200 {
+					passed++
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			fault.stop()
+			time.Sleep(500 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+			if failed.Load() != 0 || sent.Load() < 50 {
+				t.Errorf("%d of %d requests failed while Redis was down", failed.Load(), sent.Load())
+			}
+			if passed < 1 || passed > 6 {
+				t.Errorf("a 5/s key passed %d of 20 at once while Redis was down", passed)
+			}
+		})
+	}
+}
+
+// A frozen service: callers get 500 within the route timeout, then at once
+// while the circuit is open; when it is back, calls go through again.
+func TestAFrozenServiceFailsFast(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	payout := s.Services["payout"]
+	if err := payout.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	want := errorBody("internal", "Internal error; it has been logged.")
+	start := time.Now()
+	for _, r := range s.concurrently(5, func() response { return s.get("/v1/limits", key) }) {
+		if r.Status != 500 || r.Body != want {
+			t.Errorf("%d %s", r.Status, r.Body)
+		}
+	}
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("callers waited %s; the route timeout is 5 s", d)
+	}
+	start = time.Now()
+	if r := s.get("/v1/limits", key); r.Status != 500 || time.Since(start) > 200*time.Millisecond {
+		t.Errorf("with the circuit open: %d after %s", r.Status, time.Since(start))
+	}
+	if !s.logged(`"msg":"upstream circuit open","service":"gateway","upstream":"payout"`) {
+		t.Error("the opening of the circuit is not logged")
+	}
+	if v, _ := metricValue(s.metrics("gateway"), "partnerapi_gateway_upstream_circuit_state", map[string]string{"upstream": "payout"}); v != 2 {
+		t.Errorf("circuit state %v, want 2 (open)", v)
+	}
+	payout.Signal(syscall.SIGCONT)
+	s.waitForWithin(10*time.Second, func() bool { return s.get("/v1/limits", key).Status == 200 })
+}
+
+// SIGTERM with requests in flight that take longer than 10 s: none is cut.
+func TestShutdownCutsNoRequestInFlight(t *testing.T) {
+	for _, victim := range []string{"gateway", "fiat"} {
+		t.Run(victim, func(t *testing.T) {
+			s := startStack(t, withEnv("SANDBOXBANK_LATENCY", "11s"), withEnv("SHUTDOWN_DRAIN", "1s"))
+			key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
+			answers := make(chan string, 2)
+			patient := &http.Client{Timeout: 40 * time.Second}
+			for _, email := range []string{"ada@example.com", "grace@example.com"} {
+				go func() {
+					req, _ := http.NewRequest("POST", s.GatewayURL+"/v1/fiat/accounts", strings.NewReader(onboardBody(email)))
+					req.Header.Set("Authorization", "Bearer "+key)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := patient.Do(req)
+					if err != nil {
+						answers <- err.Error()
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					answers <- strconv.Itoa(resp.StatusCode) + " " + string(b)
+				}()
+			}
+			time.Sleep(time.Second)
+			p := s.Services[victim]
+			if err := p.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if victim == "gateway" {
+				s.waitFor(func() bool {
+					resp, err := client.Get("http://" + p.AdminAddr + "/ready")
+					if err != nil {
+						return false
+					}
+					resp.Body.Close()
+					return resp.StatusCode == 503
+				})
+			}
+			for range 2 {
+				if r := <-answers; !strings.HasPrefix(r, "200 ") || !strings.Contains(r, `"status":"consent_required"`) {
+					t.Errorf("a request in flight at SIGTERM: %s", r)
+				}
+			}
+			if !p.Wait(10*time.Second) || p.ExitCode() != 0 {
+				t.Errorf("%s did not exit cleanly after its requests: exit %d", victim, p.ExitCode())
+			}
+		})
+	}
+}
+
+func (s *stack) waitForWithin(d time.Duration, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("condition not met within %s", d)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func hexLen(s string) string { return strconv.FormatInt(int64(len(s)), 16) }
