@@ -23,12 +23,19 @@ test: lint deploy-check
 		echo "== $$m"; \
 		(cd $$m && $(GO) test -race -count=1 ./...) || exit 1; \
 	done
+	@echo "== devstack/e2e against a 3-master Redis Cluster"
+	@cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 ./e2e/
 
 # The deployment files: docker-compose.yml validates, the Prometheus config
-# and alert rules check, and every alert's unit tests pass.
+# and alert rules check, every alert's unit tests pass, and the Helm chart
+# lints for both values files (devstack/deploycheck renders and decodes it).
 deploy-check:
 	@echo "== deploy"
 	@docker-compose config -q && echo "docker-compose.yml: valid"
+	@for v in sandbox production; do \
+		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml 2>&1) || { echo "$$out"; exit 1; }; \
+		echo "helm chart, values-$$v.yaml: $$(echo "$$out" | tail -1)"; \
+	done
 	@promtool check config --syntax-only deploy/prometheus/prometheus.yml
 	@promtool check rules deploy/prometheus/rules/*.yml
 	@promtool test rules deploy/prometheus/tests/*.yml

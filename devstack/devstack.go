@@ -37,15 +37,16 @@ type Service struct {
 
 // Options configure a stack. Zero values take the defaults of DESIGN §5.
 type Options struct {
-	BinDir      string            // where `make build` put the binaries
-	StateDir    string            // secrets and the default keys file (.local)
-	KeysFile    string            // GATEWAY_KEYS_FILE
-	RedisURL    string            // REDIS_URL; empty: start one
-	GatewayAddr string            // GATEWAY_ADDR
-	Ports       map[string]string // per-service "addr" overrides, e.g. "payout": "127.0.0.1:0"
-	Env         map[string]string // extra environment for every service (QUOTE_TTL, …)
-	Logs        io.Writer         // where service logs go, each line prefixed with its name
-	Out         io.Writer         // what a person should read: the key, the addresses
+	BinDir          string            // where `make build` put the binaries
+	StateDir        string            // secrets and the default keys file (.local)
+	KeysFile        string            // GATEWAY_KEYS_FILE
+	RedisURL        string            // REDIS_URL; empty (and no cluster): start one
+	RedisClusterURL string            // REDIS_CLUSTER_URL: a Redis Cluster instead
+	GatewayAddr     string            // GATEWAY_ADDR
+	Ports           map[string]string // per-service "addr" overrides, e.g. "payout": "127.0.0.1:0"
+	Env             map[string]string // extra environment for every service (QUOTE_TTL, …)
+	Logs            io.Writer         // where service logs go, each line prefixed with its name
+	Out             io.Writer         // what a person should read: the key, the addresses
 }
 
 // Stack is a running stack.
@@ -122,7 +123,6 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	gatewayURL := "http://" + svcs["gateway"].Addr
 	bankURL := "http://" + svcs["sandboxbank"].Addr
 	env := map[string]string{
-		"REDIS_URL":              s.RedisURL,
 		"GATEWAY_KEYS_FILE":      opts.KeysFile,
 		"INTERNAL_TOKEN":         secrets["INTERNAL_TOKEN"],
 		"QUOTE_SECRET":           secrets["QUOTE_SECRET"],
@@ -137,6 +137,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		env[up+"_ADDR"] = svc.Addr
 		env[up+"_ADMIN_ADDR"] = svc.AdminAddr
 		env[up+"_URL"] = "http://" + svc.Addr
+	}
+	if opts.RedisClusterURL != "" {
+		env["REDIS_CLUSTER_URL"] = opts.RedisClusterURL
+	} else {
+		env["REDIS_URL"] = s.RedisURL
 	}
 	for k, v := range opts.Env {
 		env[k] = v
@@ -169,6 +174,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 func (s *Stack) startRedis() error {
+	if s.opts.RedisClusterURL != "" {
+		s.RedisURL = s.opts.RedisClusterURL
+		fmt.Fprintf(s.opts.Out, "redis: the Redis Cluster at %s\n", serve.Redacted(s.opts.RedisClusterURL))
+		return nil
+	}
 	if s.opts.RedisURL != "" {
 		s.RedisURL = s.opts.RedisURL
 		return nil
@@ -327,6 +337,22 @@ func (p *Process) ExitCode() int {
 	default:
 		return -1
 	}
+}
+
+// StartGateway starts one more gateway on addr (admin on adminAddr), with
+// the stack's environment: replicas share the keys file and Redis.
+func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Process, error) {
+	p := &Process{Service: Service{Name: "gateway", Addr: addr, AdminAddr: adminAddr}, stack: s}
+	p.cmd = exec.Command(filepath.Join(s.opts.BinDir, "gateway"))
+	p.cmd.Env = append(append([]string{}, s.env...), "GATEWAY_ADDR="+addr, "GATEWAY_ADMIN_ADDR="+adminAddr)
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	if err := p.WaitHealthy(ctx, 20*time.Second); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
 }
 
 // StopRedis stops the Redis the stack started (for outage tests).

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/pkg/serve"
@@ -38,6 +40,15 @@ func TestMain(m *testing.M) {
 	code := 1
 	if err := build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "build:", err)
+	} else if onCluster() {
+		// One Redis Cluster for the whole run, flushed before each stack: a
+		// new cluster costs two seconds.
+		if sharedCluster, err = redistest.NewCluster(); err != nil {
+			fmt.Fprintln(os.Stderr, "redis cluster:", err)
+		} else {
+			code = m.Run()
+			sharedCluster.Close()
+		}
 	} else {
 		code = m.Run()
 	}
@@ -62,11 +73,43 @@ type stack struct {
 	*devstack.Stack
 	t        *testing.T
 	keysFile string
-	redis    *redistest.Server
+	redis    store
 	logs     *syncBuffer
 }
 
+// store is the stack's Redis: one node, or a 3-master Redis Cluster when
+// E2E_REDIS=cluster (make test runs the suite both ways). Its faults act on
+// every node.
+type store interface {
+	Stop()
+	Restart()
+	Pause()
+	Resume()
+}
+
+type single struct{ *redistest.Server }
+
+type cluster struct{ *redistest.Cluster }
+
+var sharedCluster *redistest.Cluster
+
+// onCluster reports whether this run of the suite is against a Redis Cluster.
+func onCluster() bool { return os.Getenv("E2E_REDIS") == "cluster" }
+
+// client is a Redis client of the stack's store, for tests that look at it
+// through a package's own API.
+func (s *stack) client() redis.UniversalClient {
+	if c, ok := s.redis.(cluster); ok {
+		opts, _ := redis.ParseClusterURL(c.URL())
+		return redis.NewClusterClient(opts)
+	}
+	return redis.NewClient(&redis.Options{Addr: s.redis.(single).Addr})
+}
+
 type stackOption func(*devstack.Options)
+
+// devstackOptions is devstack.Options, for options written in tests.
+type devstackOptions = devstack.Options
 
 func withEnv(k, v string) stackOption {
 	return func(o *devstack.Options) { o.Env[k] = v }
@@ -83,17 +126,25 @@ func withFirstRunKey() stackOption {
 func startStack(t *testing.T, opts ...stackOption) *stack {
 	t.Helper()
 	dir := t.TempDir()
-	rs := redistest.Start(t)
+	var rs store
 	logs := &syncBuffer{}
 	o := devstack.Options{
 		BinDir:   binDir,
 		StateDir: dir,
 		KeysFile: filepath.Join(dir, "keys.json"),
-		RedisURL: rs.URL(),
 		Ports:    map[string]string{},
 		// No drain before stopping: the tests start and stop many stacks.
 		Env:  map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms", "SHUTDOWN_DRAIN": "0s"},
 		Logs: logs,
+	}
+	if onCluster() {
+		if err := sharedCluster.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		rs, o.RedisClusterURL = cluster{sharedCluster}, sharedCluster.URL()
+	} else {
+		n := redistest.Start(t)
+		rs, o.RedisURL = single{n}, n.URL()
 	}
 	addrs := freeAddrs(t, 2*len(services))
 	for i, svc := range services {
@@ -105,6 +156,8 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 	}
 	if o.Env["e2e.firstrun"] != "" {
 		delete(o.Env, "e2e.firstrun")
+	} else if _, err := os.Lstat(o.KeysFile); err == nil {
+		// a keys file the test set up itself
 	} else if err := os.WriteFile(o.KeysFile, []byte(`{"keys":[]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}

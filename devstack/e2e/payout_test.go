@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/partnerpay/api/pkg/idempotency"
 )
 
@@ -343,7 +341,7 @@ func TestIdempotencyOfExecution(t *testing.T) {
 // way to meet an in-flight key.
 func (s *stack) seedInFlight(keyID, idemKey, path, body string) {
 	s.t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	rdb := s.client()
 	defer rdb.Close()
 	store := idempotency.NewRedisStore(rdb)
 	fp := idempotency.Fingerprint(http.MethodPost, path, []byte(body))

@@ -25,6 +25,8 @@ type Server struct {
 	Addr string
 	Dir  string // where the append-only file lives
 	cmd  *exec.Cmd
+	// cluster: a node of a Redis Cluster (StartCluster).
+	cluster bool
 }
 
 // URL is the redis:// address of the server.
@@ -41,6 +43,16 @@ func Start(tb testing.TB) *Server {
 	s.Restart()
 	tb.Cleanup(s.Stop)
 	return s
+}
+
+// fail stops the test that owns s, or, for a server of a suite (no test:
+// NewCluster), panics: the suite cannot go on without its Redis.
+func (s *Server) fail(format string, args ...any) {
+	if s.tb != nil {
+		s.tb.Helper()
+		s.tb.Fatalf(format, args...)
+	}
+	panic(fmt.Sprintf(format, args...))
 }
 
 // Stop kills the server (SIGKILL: no chance to save anything beyond what
@@ -63,11 +75,17 @@ func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Restart starts the server again on its port and waits until it answers.
 func (s *Server) Restart() {
-	s.tb.Helper()
+	if s.tb != nil {
+		s.tb.Helper()
+	}
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", Args(port, s.Dir)...)
+	args := Args(port, s.Dir)
+	if s.cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+	}
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
-		s.tb.Fatalf("start redis-server: %v", err)
+		s.fail("start redis-server: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -77,7 +95,7 @@ func (s *Server) Restart() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.Stop()
-	s.tb.Fatalf("redis-server on %s did not answer PING within 10s", s.Addr)
+	s.fail("redis-server on %s did not answer PING within 10s", s.Addr)
 }
 
 // Args are the flags of a durable redis-server on port with its data in dir:
@@ -90,16 +108,20 @@ func Args(port, dir string) []string {
 
 func dataDir(tb testing.TB) string {
 	tb.Helper()
-	base := ""
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		base = "/dev/shm"
-	}
-	dir, err := os.MkdirTemp(base, "redistest-")
+	dir, err := makeDir()
 	if err != nil {
 		tb.Fatalf("redis data dir: %v", err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+func makeDir() (string, error) {
+	base := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		base = "/dev/shm"
+	}
+	return os.MkdirTemp(base, "redistest-")
 }
 
 // Ping sends PING over the wire protocol and expects +PONG.
@@ -126,10 +148,18 @@ func Ping(addr string) error {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		tb.Fatalf("free port: %v", err)
 	}
+	return port
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }

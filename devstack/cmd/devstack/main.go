@@ -27,12 +27,13 @@ func run(ctx context.Context) error {
 		bin = "bin"
 	}
 	s, err := devstack.Start(ctx, devstack.Options{
-		BinDir:      bin,
-		KeysFile:    os.Getenv("GATEWAY_KEYS_FILE"),
-		RedisURL:    os.Getenv("REDIS_URL"),
-		GatewayAddr: os.Getenv("GATEWAY_ADDR"),
-		Logs:        os.Stderr,
-		Out:         os.Stdout,
+		BinDir:          bin,
+		KeysFile:        os.Getenv("GATEWAY_KEYS_FILE"),
+		RedisURL:        os.Getenv("REDIS_URL"),
+		RedisClusterURL: os.Getenv("REDIS_CLUSTER_URL"),
+		GatewayAddr:     os.Getenv("GATEWAY_ADDR"),
+		Logs:            os.Stderr,
+		Out:             os.Stdout,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,348 @@
+// Package deploycheck holds the checks of the deployment files that need
+// more than their own tools: the Helm chart rendered for both values files,
+// every manifest decoded strictly into the official Kubernetes types, and
+// what the objects promise (probes, disruption budgets, autoscaling,
+// network policies, security contexts, secrets, grace periods).
+package deploycheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/partnerpay/api/pkg/serve"
+)
+
+const chart = "../../deploy/helm/partner-api"
+
+// rendered is one release's objects, by kind and name.
+type rendered struct {
+	deployments  map[string]*appsv1.Deployment
+	statefulSets map[string]*appsv1.StatefulSet
+	services     map[string]*corev1.Service
+	secrets      map[string]*corev1.Secret
+	accounts     map[string]*corev1.ServiceAccount
+	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
+	pdbs         map[string]*policyv1.PodDisruptionBudget
+	policies     map[string]*networkingv1.NetworkPolicy
+	monitors     map[string]*monitoringv1.ServiceMonitor
+	rules        map[string]*monitoringv1.PrometheusRule
+}
+
+// render runs helm template with a values file and decodes every document
+// strictly: a field the official type does not have fails the test.
+func render(t *testing.T, values string) rendered {
+	t.Helper()
+	if _, err := exec.LookPath("helm"); err != nil {
+		t.Fatalf("helm is not on PATH (go install helm.sh/helm/v3/cmd/helm@v3.22.0): %v", err)
+	}
+	out, err := exec.Command("helm", "template", "pa", chart, "-f", filepath.Join(chart, values), "--namespace", "partner").Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("helm template -f %s: %v\n%s", values, err, stderr)
+	}
+	r := rendered{map[string]*appsv1.Deployment{}, map[string]*appsv1.StatefulSet{}, map[string]*corev1.Service{}, map[string]*corev1.Secret{},
+		map[string]*corev1.ServiceAccount{}, map[string]*autoscalingv2.HorizontalPodAutoscaler{}, map[string]*policyv1.PodDisruptionBudget{},
+		map[string]*networkingv1.NetworkPolicy{}, map[string]*monitoringv1.ServiceMonitor{}, map[string]*monitoringv1.PrometheusRule{}}
+	for _, doc := range strings.Split(string(out), "\n---") {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: not YAML: %v\n%s", values, err, doc)
+		}
+		var head struct {
+			APIVersion, Kind string
+			Metadata         struct{ Name string }
+		}
+		if err := json.Unmarshal(js, &head); err != nil {
+			t.Fatal(err)
+		}
+		var dst any
+		switch head.APIVersion + " " + head.Kind {
+		case "apps/v1 Deployment":
+			dst = put(r.deployments, head.Metadata.Name)
+		case "apps/v1 StatefulSet":
+			dst = put(r.statefulSets, head.Metadata.Name)
+		case "v1 Service":
+			dst = put(r.services, head.Metadata.Name)
+		case "v1 Secret":
+			dst = put(r.secrets, head.Metadata.Name)
+		case "v1 ServiceAccount":
+			dst = put(r.accounts, head.Metadata.Name)
+		case "autoscaling/v2 HorizontalPodAutoscaler":
+			dst = put(r.hpas, head.Metadata.Name)
+		case "policy/v1 PodDisruptionBudget":
+			dst = put(r.pdbs, head.Metadata.Name)
+		case "networking.k8s.io/v1 NetworkPolicy":
+			dst = put(r.policies, head.Metadata.Name)
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			dst = put(r.monitors, head.Metadata.Name)
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			dst = put(r.rules, head.Metadata.Name)
+		default:
+			t.Fatalf("%s: a %s %s the test does not know", values, head.APIVersion, head.Kind)
+		}
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(dst); err != nil {
+			t.Errorf("%s: %s %s does not decode strictly into its official type: %v", values, head.Kind, head.Metadata.Name, err)
+		}
+	}
+	return r
+}
+
+func put[T any](m map[string]*T, name string) *T {
+	v := new(T)
+	m[name] = v
+	return v
+}
+
+func stripComments(doc string) string {
+	var out []string
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func env(c corev1.Container, name string) (corev1.EnvVar, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return corev1.EnvVar{}, false
+}
+
+func TestTheChartKeepsItsPromises(t *testing.T) {
+	for _, tt := range []struct {
+		values  string
+		sandbox bool
+	}{{"values-sandbox.yaml", true}, {"values-production.yaml", false}} {
+		t.Run(tt.values, func(t *testing.T) {
+			r := render(t, tt.values)
+			want := []string{"consent", "fiat", "gateway", "payout"}
+			if tt.sandbox {
+				want = append(want, "sandboxbank")
+			}
+			var got []string
+			for name := range r.deployments {
+				got = append(got, strings.TrimPrefix(name, "pa-partner-api-"))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("deployments %v, want %v (the sandbox bank only in sandbox)", got, want)
+			}
+			var longestGrace time.Duration
+			for _, b := range serve.Binaries {
+				longestGrace = max(longestGrace, b.Grace)
+			}
+			for _, name := range want {
+				full := "pa-partner-api-" + name
+				d := r.deployments[full]
+				checkPod(t, name, d.Spec.Template.Spec, longestGrace)
+				if _, ok := r.services[full]; !ok {
+					t.Errorf("%s: no Service", name)
+				}
+				if pdb, ok := r.pdbs[full]; !ok || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+					t.Errorf("%s: no PodDisruptionBudget of one pod at a time", name)
+				}
+				if _, ok := r.policies[full]; !ok {
+					t.Errorf("%s: no NetworkPolicy", name)
+				}
+				if d.Spec.Template.Annotations["prometheus.io/scrape"] != "true" {
+					t.Errorf("%s: not annotated for scraping", name)
+				}
+				for _, c := range d.Spec.Template.Spec.Containers {
+					for _, e := range c.Env {
+						if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+							sec := e.ValueFrom.SecretKeyRef.Name
+							if s, rendered := r.secrets[sec]; rendered && len(s.Data[e.ValueFrom.SecretKeyRef.Key]) < serve.MinSecretLen {
+								t.Errorf("%s: %s from Secret %s is shorter than %d", name, e.Name, sec, serve.MinSecretLen)
+							} else if !rendered && tt.sandbox {
+								t.Errorf("%s: %s from Secret %s, which the sandbox release does not create", name, e.Name, sec)
+							}
+						}
+					}
+				}
+			}
+			checkGateway(t, r, tt.sandbox)
+			checkNetwork(t, r)
+			if tt.sandbox {
+				red := r.statefulSets["pa-partner-api-redis"]
+				if red == nil || !slices.Contains(red.Spec.Template.Spec.Containers[0].Args, "always") || len(red.Spec.VolumeClaimTemplates) != 1 {
+					t.Error("the sandbox Redis is not durable on a volume")
+				}
+			} else {
+				checkMonitoring(t, r)
+			}
+		})
+	}
+}
+
+func checkPod(t *testing.T, name string, pod corev1.PodSpec, longestGrace time.Duration) {
+	t.Helper()
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("%s: pods may run as root", name)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("%s: the service account token is mounted", name)
+	}
+	drain := 5 * time.Second
+	if pod.TerminationGracePeriodSeconds == nil || time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second <= drain+longestGrace {
+		t.Errorf("%s: terminationGracePeriodSeconds %v is not above drain %s plus grace %s", name, pod.TerminationGracePeriodSeconds, drain, longestGrace)
+	}
+	for _, c := range pod.Containers {
+		sc := c.SecurityContext
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("%s: container is not read-only with every capability dropped: %+v", name, sc)
+		}
+		if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/health" {
+			t.Errorf("%s: no liveness probe on /health", name)
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.String() != "admin" {
+			t.Errorf("%s: no readiness probe on the admin /ready that shutdown turns off", name)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%s: no CPU request or memory limit", name)
+		}
+	}
+}
+
+func checkGateway(t *testing.T, r rendered, sandbox bool) {
+	t.Helper()
+	d := r.deployments["pa-partner-api-gateway"]
+	c := d.Spec.Template.Spec.Containers[0]
+	replicas, ok := env(c, "GATEWAY_REPLICAS")
+	if !ok {
+		t.Error("the gateway does not know how many replicas share a key's rate")
+	}
+	if kf, _ := env(c, "GATEWAY_KEYS_FILE"); kf.Value != "/etc/partnerapi/keys/keys.json" {
+		t.Errorf("keys file %q", kf.Value)
+	}
+	vols := d.Spec.Template.Spec.Volumes
+	if len(vols) != 1 || vols[0].Secret == nil {
+		t.Error("the keys file is not mounted from a Secret")
+	}
+	hpa, hasHPA := r.hpas["pa-partner-api-gateway"]
+	switch {
+	case sandbox && hasHPA:
+		t.Error("the sandbox values scale the gateway")
+	case sandbox:
+		if replicas.Value != fmt.Sprint(*d.Spec.Replicas) {
+			t.Errorf("GATEWAY_REPLICAS %s, replicas %d", replicas.Value, *d.Spec.Replicas)
+		}
+	case !hasHPA || hpa.Spec.ScaleTargetRef.Name != d.Name:
+		t.Error("no HorizontalPodAutoscaler on the gateway")
+	default:
+		if d.Spec.Replicas != nil {
+			t.Error("under an HPA the Deployment must not set replicas")
+		}
+		if replicas.Value != fmt.Sprint(*hpa.Spec.MinReplicas) {
+			t.Errorf("GATEWAY_REPLICAS %s, the HPA's minimum %d", replicas.Value, *hpa.Spec.MinReplicas)
+		}
+	}
+}
+
+// checkNetwork: everything is denied by default; only the gateway (and, for
+// consent, fiat) reaches a service's main port.
+func checkNetwork(t *testing.T, r rendered) {
+	t.Helper()
+	deny := r.policies["pa-partner-api-default-deny"]
+	if deny == nil || len(deny.Spec.Ingress) != 0 || !slices.Contains(deny.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Fatal("no default-deny NetworkPolicy")
+	}
+	ports := map[string]int{"payout": 8081, "fiat": 8082, "consent": 8083}
+	for name, port := range ports {
+		np := r.policies["pa-partner-api-"+name]
+		var from []string
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if p.Port.IntValue() != port {
+					continue
+				}
+				for _, peer := range rule.From {
+					if peer.PodSelector == nil {
+						t.Errorf("%s: its port is open to more than pods of the release", name)
+						continue
+					}
+					from = append(from, peer.PodSelector.MatchLabels["app.kubernetes.io/component"])
+				}
+				if len(rule.From) == 0 {
+					t.Errorf("%s: its port is open to anyone", name)
+				}
+			}
+		}
+		want := []string{"gateway"}
+		if name == "consent" {
+			want = []string{"gateway", "fiat"}
+		}
+		if !slices.Equal(from, want) {
+			t.Errorf("%s is reached by %v, want %v", name, from, want)
+		}
+	}
+}
+
+// checkMonitoring: a ServiceMonitor per service whose job label is the
+// service name, and the alert rules of deploy/prometheus, which pass
+// promtool.
+func checkMonitoring(t *testing.T, r rendered) {
+	t.Helper()
+	for _, name := range []string{"gateway", "payout", "fiat", "consent"} {
+		m := r.monitors["pa-partner-api-"+name]
+		if m == nil || m.Spec.JobLabel != "partnerapi.io/job" || r.services["pa-partner-api-"+name].Labels["partnerapi.io/job"] != name {
+			t.Errorf("%s: no ServiceMonitor giving job=%q", name, name)
+		}
+	}
+	rule := r.rules["pa-partner-api"]
+	if rule == nil {
+		t.Fatal("no PrometheusRule")
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.yml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("promtool", "check", "rules", path).CombinedOutput(); err != nil {
+		t.Fatalf("the rendered alert rules do not pass promtool: %v\n%s", err, out)
+	}
+	src, _ := os.ReadFile("../../deploy/prometheus/rules/partner-api.yml")
+	var want struct{ Groups []monitoringv1.RuleGroup }
+	if err := yaml.Unmarshal(src, &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Groups) != len(rule.Spec.Groups) {
+		t.Fatalf("the PrometheusRule has %d groups, deploy/prometheus %d", len(rule.Spec.Groups), len(want.Groups))
+	}
+	for i := range want.Groups {
+		if len(want.Groups[i].Rules) != len(rule.Spec.Groups[i].Rules) {
+			t.Errorf("group %s: %d rules, deploy/prometheus %d", want.Groups[i].Name, len(rule.Spec.Groups[i].Rules), len(want.Groups[i].Rules))
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Two gateways share one bucket per key: a 10/s key sent through both as
+// fast as they answer gets about 10/s in total, not 10/s each.
+func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "10")
+	addrs := freeAddrs(t, 2)
+	second, err := s.StartGateway(context.Background(), addrs[0], addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+	time.Sleep(1100 * time.Millisecond) // a full bucket
+	var mu sync.Mutex
+	ok := map[string]int{}
+	deadline := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for _, base := range []string{s.GatewayURL, "http://" + addrs[0]} {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					req, _ := http.NewRequest("GET", base+"/v1/limits", nil)
+					req.Header.Set("Authorization", "Bearer "+key)
+					resp, err := client.Do(req)
+					if err != nil {
+						continue
+					}
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						mu.Lock()
+						ok[base]++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	total := ok[s.GatewayURL] + ok["http://"+addrs[0]]
+	// A burst of 10, then 10 a second for 3 seconds: 40 at most.
+	if total < 28 || total > 42 || ok[s.GatewayURL] == 0 || ok["http://"+addrs[0]] == 0 {
+		t.Fatalf("a 10/s key got %d through two gateways in 3 s (%v): want about 40 in all, not 40 each", total, ok)
+	}
+}
+
+// A keys file mounted from a Kubernetes Secret is updated by the kubelet
+// with a symlink swap (..data points at a new timestamped directory); the
+// running gateway applies the new keys within a second.
+func TestAKeysFileMountedFromASecret(t *testing.T) {
+	mount := t.TempDir()
+	scratch := filepath.Join(t.TempDir(), "keys.json")
+	issue := func(id string) string {
+		out, err := exec.Command(filepath.Join(binDir, "gateway"), "keys", "issue", "--file", scratch, "--id", id,
+			"--products", "bank", "--source-chains", "84532", "--rate", "1000").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// What the kubelet does for each update of the Secret: the files in a
+	// fresh timestamped directory, a temporary ..data link to it renamed
+	// over ..data (atomic), the old directory removed.
+	publish := func(version string) {
+		dir := filepath.Join(mount, "..2026_11_23_"+version)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(scratch)
+		if err := os.WriteFile(filepath.Join(dir, "keys.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := os.Readlink(filepath.Join(mount, "..data"))
+		tmp := filepath.Join(mount, "..data_tmp")
+		if err := os.Symlink(filepath.Base(dir), tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(mount, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if old != "" {
+			os.RemoveAll(filepath.Join(mount, old))
+		}
+	}
+	first := issue("acme")
+	publish("a")
+	if err := os.Symlink("..data/keys.json", filepath.Join(mount, "keys.json")); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, func(o *devstackOptions) { o.KeysFile = filepath.Join(mount, "keys.json") })
+	if r := s.get("/v1/config", first); r.Status != 200 {
+		t.Fatalf("the mounted key: %d %s", r.Status, r.Body)
+	}
+	second := issue("globex")
+	publish("b")
+	start := time.Now()
+	for s.get("/v1/config", second).Status != 200 {
+		if time.Since(start) > time.Second {
+			t.Fatalf("the new key was not applied within a second of the swap")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := s.get("/v1/config", first); r.Status != 200 {
+		t.Errorf("the first key after the swap: %d", r.Status)
+	}
+}

@@ -1,0 +1,47 @@
+package quote
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/partnerpay/api/pkg/redistest"
+)
+
+// The book's scripts run on a real 3-master Redis Cluster: every key of a
+// quote shares its hash tag, so each script stays in one slot.
+func TestTheBookOnARedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	opts, err := redis.ParseClusterURL(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClusterClient(opts)
+	defer rdb.Close()
+	b := NewBook(rdb, []byte("quote-secret-0123456789"), time.Now)
+	ctx := context.Background()
+	ids := map[string]bool{}
+	for i := range 50 { // enough requests to land on every master
+		o, err := b.Open(ctx, payout, "acme", 84532, "req-"+string(rune('a'+i%26))+string(rune('a'+i/26)), time.Minute, record)
+		if err != nil {
+			t.Fatalf("open on a cluster: %v", err)
+		}
+		again, err := b.Open(ctx, payout, "acme", 84532, "req-"+string(rune('a'+i%26))+string(rune('a'+i/26)), time.Minute, record)
+		if err != nil || again.ID != o.ID {
+			t.Fatalf("the same request again: %+v %v", again, err)
+		}
+		id, _ := payout.Parse(o.ID)
+		if _, created, err := b.Redeem(ctx, id, "acme", []byte("p"), time.Hour); err != nil || !created {
+			t.Fatalf("redeem on a cluster: %v", err)
+		}
+		if f, err := b.Find(ctx, id, "acme"); err != nil || f.State != Redeemed {
+			t.Fatalf("find on a cluster: %+v %v", f, err)
+		}
+		ids[o.ID[len("bpq_84532_"):][:4]] = true
+	}
+	if len(ids) < 10 {
+		t.Errorf("only %d hash tags in 50 quotes", len(ids))
+	}
+}
