@@ -6,6 +6,10 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
 ARG SERVICE
+# Stamped into partnerapi_build_info: docker build --build-arg VERSION=$(git describe --tags --always)
+#   --build-arg REVISION=$(git rev-parse HEAD) (docker compose passes them from the environment).
+ARG VERSION=devel
+ARG REVISION=unknown
 RUN test -n "${SERVICE}" || (echo "build with --build-arg SERVICE=<name>" && false)
 WORKDIR /src
 # Module files first: the dependency download is cached until they change.
@@ -17,7 +21,8 @@ COPY services/${SERVICE}/ services/${SERVICE}/
 # GOWORK=off: the module's own go.mod (replace => ../../pkg) decides what is
 # built, exactly as in CI, never a developer's go.work.
 RUN cd services/${SERVICE} && CGO_ENABLED=0 GOWORK=off \
-    go build -trimpath -ldflags="-s -w" -o /out/service ./cmd/${SERVICE}
+    go build -trimpath -ldflags="-s -w -X github.com/partnerpay/api/pkg/obs.Version=${VERSION} -X github.com/partnerpay/api/pkg/obs.Revision=${REVISION}" \
+      -o /out/service ./cmd/${SERVICE}
 # The only writable place in the image (the gateway keeps its keys file there).
 RUN mkdir -p /out/data
 

@@ -59,7 +59,8 @@ func TestMain(m *testing.M) {
 // build compiles every service once for the whole run.
 func build(dir string) error {
 	for _, svc := range services {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, svc), "./cmd/"+svc)
+		cmd := exec.Command("go", "build", "-ldflags", "-X github.com/partnerpay/api/pkg/obs.Version=e2e -X github.com/partnerpay/api/pkg/obs.Revision=e2e0000",
+			"-o", filepath.Join(dir, svc), "./cmd/"+svc)
 		cmd.Dir = filepath.Join("..", "..", "services", svc)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %v\n%s", svc, err, out)

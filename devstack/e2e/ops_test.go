@@ -117,7 +117,7 @@ func TestMetricsMoveWithTheRightLabels(t *testing.T) {
 		{"gateway", "partnerapi_gateway_upstream_request_duration_seconds_count", map[string]string{"upstream": "fiat", "code": "200"}},
 		{"gateway", "partnerapi_gateway_keys_loaded", nil},
 		{"gateway", "partnerapi_gateway_keys_file_valid", nil},
-		{"gateway", "partnerapi_build_info", map[string]string{"service": "gateway"}},
+		{"gateway", "partnerapi_build_info", map[string]string{"service": "gateway", "version": "e2e", "revision": "e2e0000"}},
 		{"gateway", "partnerapi_environment_info", map[string]string{"service": "gateway", "environment": "sandbox"}},
 		{"payout", "partnerapi_http_requests_total", quoteOK},
 		{"payout", "partnerapi_payout_operations_total", map[string]string{"operation": "quote", "outcome": "ok"}},

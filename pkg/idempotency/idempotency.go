@@ -152,7 +152,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 		defer cancel()
 		if err := h.store.Release(ctx, key); err != nil {
-			h.log.Error("idempotency release failed", "err", err, "key_id", keyID)
+			h.log.Error("idempotency release failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
 		}
 	}()
 	h.next.ServeHTTP(rec, r)
@@ -171,7 +171,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The answer is already on its way; a retry will re-run the request,
 		// which every creating endpoint tolerates (execution is at most once
 		// per quote on its own).
-		h.log.Error("idempotency completion failed", "err", err, "key_id", keyID)
+		h.log.Error("idempotency completion failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
 		return
 	}
 	completed = true

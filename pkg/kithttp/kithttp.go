@@ -139,9 +139,15 @@ func Server(e endpoint.Endpoint, dec httptransport.DecodeRequestFunc, log *slog.
 
 // ErrorEncoder writes err as the envelope (without environment: the gateway
 // stamps it). An error that is not an *envelope.Error is logged in full and
-// answered as 500 internal.
+// answered as 500 internal. When the caller has gone (the gateway gave up
+// on the request), there is nobody to answer and nothing went wrong here:
+// one info line, no write.
 func ErrorEncoder(log *slog.Logger) httptransport.ErrorEncoder {
 	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		if ctx.Err() != nil {
+			log.InfoContext(ctx, "request abandoned by the caller", "request_id", obs.RequestID(ctx), "trace_id", obs.TraceID(ctx))
+			return
+		}
 		e, known := envelope.From(err)
 		if !known {
 			log.ErrorContext(ctx, "internal error", "err", err, "request_id", obs.RequestID(ctx), "trace_id", obs.TraceID(ctx))
@@ -156,24 +162,25 @@ func WriteError(w http.ResponseWriter, e *envelope.Error) {
 	envelope.Write(w, "", e)
 }
 
-// EncodeJSON writes a 200 with response as compact JSON.
+// EncodeJSON writes a 200 with response as compact JSON. A failed write
+// means the caller has gone: there is nothing to answer it with, so it is
+// not an error (go-kit would otherwise write a second, error answer).
 func EncodeJSON(_ context.Context, w http.ResponseWriter, response any) error {
-	return WriteJSON(w, http.StatusOK, response)
-}
-
-// WriteJSON writes v as compact JSON with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(response)
 	if err != nil {
 		return err
 	}
+	writeBody(w, http.StatusOK, b)
+	return nil
+}
+
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, err = w.Write(b)
-	return err
+	_, _ = w.Write(b)
 }
 
 // Wrap is the outside of every service handler: GET /health, the

@@ -47,17 +47,33 @@ func NewRegistry(service string, env environment.Name) *prometheus.Registry {
 	return reg
 }
 
+// Version and Revision are stamped at build time (make build, the
+// Dockerfile): -ldflags "-X github.com/partnerpay/api/pkg/obs.Version=…
+// -X github.com/partnerpay/api/pkg/obs.Revision=…". Unstamped, the Go build
+// info's module version and VCS revision are used when there are any.
+var Version, Revision string
+
+// BuildVersion is the binary's version and revision, as build_info and the
+// start line report them.
+func BuildVersion() (version, revision string) { return buildVersion() }
+
 func buildVersion() (version, revision string) {
 	version, revision = "devel", "unknown"
+	if Version != "" {
+		version = Version
+	}
+	if Revision != "" {
+		revision = Revision
+	}
 	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	if !ok || (Version != "" && Revision != "") {
 		return
 	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
+	if v := bi.Main.Version; Version == "" && v != "" && v != "(devel)" {
 		version = v
 	}
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
+		if s.Key == "vcs.revision" && Revision == "" {
 			revision = s.Value
 		}
 	}

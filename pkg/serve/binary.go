@@ -95,7 +95,8 @@ func (s *Setup) Config(cfg any) error {
 }
 
 func (s *Setup) starting(cfg any) {
-	attrs := []any{"environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr}
+	version, revision := obs.BuildVersion()
+	attrs := []any{"version", version, "revision", revision, "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr}
 	if s.binary.Internal {
 		attrs = append(attrs, "INTERNAL_TOKEN", Secret(s.InternalToken))
 	}
