@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz
+.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -37,7 +37,10 @@ test: lint deploy-check build
 # lints for both values files (devstack/deploycheck renders and decodes it).
 deploy-check:
 	@echo "== deploy"
-	@docker-compose config -q && echo "docker-compose.yml: valid"
+	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x BANK_PROVIDER_KEY=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
+		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 6 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
+		echo "docker-compose.yml: valid"
+	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
 	@for v in sandbox production; do \
 		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "helm chart, values-$$v.yaml: $$(echo "$$out" | tail -1)"; \
@@ -82,6 +85,14 @@ fmt:
 # Regenerate the Grafana dashboard from its generator.
 dashboards:
 	@$(GO) run ./devstack/cmd/dashboard > deploy/grafana/dashboards/partner-api.json
+
+# The docker compose stack's secrets, random, written once to .env (which
+# compose reads); the version and revision its images are stamped with.
+env:
+	@if [ -f .env ]; then echo ".env exists; delete it to make new secrets"; else \
+		for k in INTERNAL_TOKEN QUOTE_SECRET CONSENT_SECRET BANK_PROVIDER_KEY GRAFANA_ADMIN_PASSWORD; do echo "$$k=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")"; done > .env; \
+		chmod 600 .env; echo "wrote .env"; fi
+	@sed -i '/^VERSION=\|^REVISION=/d' .env; echo "VERSION=$(VERSION)" >> .env; echo "REVISION=$(REVISION)" >> .env
 
 # A sandbox key for the docker compose stack, printed here once (never logged).
 key:

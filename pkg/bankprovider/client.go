@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/partnerpay/api/pkg/serve"
 )
 
@@ -46,6 +48,7 @@ type Client struct {
 	http    *http.Client
 	retries int
 	backoff time.Duration
+	metrics *metrics
 }
 
 // New returns a client for the provider at base, authenticating with key.
@@ -70,6 +73,13 @@ func New(base, key string) (*Client, error) {
 	}, nil
 }
 
+// Instrument registers the client's metrics on reg
+// (partnerapi_bankprovider_*): every attempt, by operation and outcome.
+func (c *Client) Instrument(reg prometheus.Registerer) *Client {
+	c.metrics = newMetrics(reg)
+	return c
+}
+
 // WrapTransport wraps the client's transport (tracing).
 func (c *Client) WrapTransport(wrap func(http.RoundTripper) http.RoundTripper) *Client {
 	c.http.Transport = wrap(c.http.Transport)
@@ -79,13 +89,13 @@ func (c *Client) WrapTransport(wrap func(http.RoundTripper) http.RoundTripper) *
 // CreateCustomer onboards a user. idempotencyKey makes a retry safe.
 func (c *Client) CreateCustomer(ctx context.Context, in NewCustomer, idempotencyKey string) (Customer, error) {
 	var out Customer
-	return out, c.do(ctx, http.MethodPost, "/v1/customers", in, idempotencyKey, idempotencyKey != "", &out)
+	return out, c.do(ctx, opCreateCustomer, http.MethodPost, "/v1/customers", in, idempotencyKey, idempotencyKey != "", &out)
 }
 
 // Customer reads a customer.
 func (c *Client) Customer(ctx context.Context, id string) (Customer, error) {
 	var out Customer
-	return out, c.do(ctx, http.MethodGet, "/v1/customers/"+url.PathEscape(id), nil, "", true, &out)
+	return out, c.do(ctx, opCustomer, http.MethodGet, "/v1/customers/"+url.PathEscape(id), nil, "", true, &out)
 }
 
 // CreateTermsSession mints a hosted consent page link that sends the browser
@@ -93,7 +103,7 @@ func (c *Client) Customer(ctx context.Context, id string) (Customer, error) {
 func (c *Client) CreateTermsSession(ctx context.Context, customerID, returnURL string) (TermsSession, error) {
 	var out TermsSession
 	body := map[string]string{"return_url": returnURL}
-	return out, c.do(ctx, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/terms_sessions", body, "", false, &out)
+	return out, c.do(ctx, opCreateTerms, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/terms_sessions", body, "", false, &out)
 }
 
 // TermsSession reads a terms session back: its status is the user's
@@ -101,14 +111,14 @@ func (c *Client) CreateTermsSession(ctx context.Context, customerID, returnURL s
 // open, expired or superseded.
 func (c *Client) TermsSession(ctx context.Context, id string) (TermsSession, error) {
 	var out TermsSession
-	return out, c.do(ctx, http.MethodGet, "/v1/terms_sessions/"+url.PathEscape(id), nil, "", true, &out)
+	return out, c.do(ctx, opTerms, http.MethodGet, "/v1/terms_sessions/"+url.PathEscape(id), nil, "", true, &out)
 }
 
 // ForceIdentity sets a sandbox customer's identity check result.
 func (c *Client) ForceIdentity(ctx context.Context, customerID, result string) (Customer, error) {
 	var out Customer
 	body := map[string]string{"result": result}
-	return out, c.do(ctx, http.MethodPost, "/v1/sandbox/customers/"+url.PathEscape(customerID)+"/identity", body, "", false, &out)
+	return out, c.do(ctx, opForceIdentity, http.MethodPost, "/v1/sandbox/customers/"+url.PathEscape(customerID)+"/identity", body, "", false, &out)
 }
 
 // CreateVirtualAccount issues (or reads back) the customer's account in currency.
@@ -117,32 +127,32 @@ func (c *Client) CreateVirtualAccount(ctx context.Context, customerID, currency 
 	body := map[string]string{"currency": currency}
 	// The provider answers the existing account for the same currency, so a
 	// retry cannot make a second one.
-	return out, c.do(ctx, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/virtual_accounts", body, "", true, &out)
+	return out, c.do(ctx, opCreateVirtual, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/virtual_accounts", body, "", true, &out)
 }
 
 // CreateDepositInstruction asks for a one-off deposit for the customer.
 // idempotencyKey makes a retry safe.
 func (c *Client) CreateDepositInstruction(ctx context.Context, customerID string, in NewDepositInstruction, idempotencyKey string) (DepositInstruction, error) {
 	var out DepositInstruction
-	return out, c.do(ctx, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/deposit_instructions", in, idempotencyKey, idempotencyKey != "", &out)
+	return out, c.do(ctx, opCreateDeposit, http.MethodPost, "/v1/customers/"+url.PathEscape(customerID)+"/deposit_instructions", in, idempotencyKey, idempotencyKey != "", &out)
 }
 
 // Transactions lists a virtual account's transactions, raw records kept.
 func (c *Client) Transactions(ctx context.Context, virtualAccountID string) ([]Transaction, error) {
-	return c.transactions(ctx, "/v1/virtual_accounts/"+url.PathEscape(virtualAccountID)+"/transactions")
+	return c.transactions(ctx, opTransactions, "/v1/virtual_accounts/"+url.PathEscape(virtualAccountID)+"/transactions")
 }
 
 // DepositTransactions lists the transactions sent for a deposit
 // instruction, matched or not, raw records kept.
 func (c *Client) DepositTransactions(ctx context.Context, instructionID string) ([]Transaction, error) {
-	return c.transactions(ctx, "/v1/deposit_instructions/"+url.PathEscape(instructionID)+"/transactions")
+	return c.transactions(ctx, opDepositTransaction, "/v1/deposit_instructions/"+url.PathEscape(instructionID)+"/transactions")
 }
 
-func (c *Client) transactions(ctx context.Context, path string) ([]Transaction, error) {
+func (c *Client) transactions(ctx context.Context, op, path string) ([]Transaction, error) {
 	var out struct {
 		Data []json.RawMessage `json:"data"`
 	}
-	if err := c.do(ctx, http.MethodGet, path, nil, "", true, &out); err != nil {
+	if err := c.do(ctx, op, http.MethodGet, path, nil, "", true, &out); err != nil {
 		return nil, err
 	}
 	txs := make([]Transaction, 0, len(out.Data))
@@ -160,7 +170,7 @@ func (c *Client) transactions(ctx context.Context, path string) ([]Transaction, 
 // SimulateDeposit makes a sandbox pay-in. idempotencyKey makes a retry safe.
 func (c *Client) SimulateDeposit(ctx context.Context, in Deposit, idempotencyKey string) (Transaction, error) {
 	var out json.RawMessage
-	if err := c.do(ctx, http.MethodPost, "/v1/sandbox/deposits", in, idempotencyKey, idempotencyKey != "", &out); err != nil {
+	if err := c.do(ctx, opSimulateDeposit, http.MethodPost, "/v1/sandbox/deposits", in, idempotencyKey, idempotencyKey != "", &out); err != nil {
 		return Transaction{}, err
 	}
 	var t Transaction
@@ -174,7 +184,7 @@ func (c *Client) SimulateDeposit(ctx context.Context, in Deposit, idempotencyKey
 // do sends one call. A retryable call (a read, or a write the provider
 // dedupes) is retried at most c.retries times, with backoff, on network
 // errors and 5xx: repeating it cannot do anything twice.
-func (c *Client) do(ctx context.Context, method, path string, in any, idempotencyKey string, retryable bool, out any) error {
+func (c *Client) do(ctx context.Context, op, method, path string, in any, idempotencyKey string, retryable bool, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -184,7 +194,9 @@ func (c *Client) do(ctx context.Context, method, path string, in any, idempotenc
 	}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		status, respBody, err := c.once(ctx, method, path, body, idempotencyKey)
+		c.metrics.observe(op, attempt, status, err, time.Since(start))
 		switch {
 		case err == nil && status < 300:
 			if err := json.Unmarshal(respBody, out); err != nil {
@@ -246,11 +258,12 @@ type Config struct {
 	BankProviderKey serve.Secret `env:"BANK_PROVIDER_KEY" doc:"the bank provider's API key"`
 }
 
-// Client builds the provider client of c, its transport wrapped (tracing).
-func (c Config) Client(wrap func(http.RoundTripper) http.RoundTripper) (*Client, error) {
+// Client builds the provider client of c, its transport wrapped (tracing)
+// and its metrics registered on reg.
+func (c Config) Client(wrap func(http.RoundTripper) http.RoundTripper, reg prometheus.Registerer) (*Client, error) {
 	p, err := New(c.BankProviderURL, string(c.BankProviderKey))
 	if err != nil {
 		return nil, err
 	}
-	return p.WrapTransport(wrap), nil
+	return p.WrapTransport(wrap).Instrument(reg), nil
 }

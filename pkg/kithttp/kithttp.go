@@ -99,6 +99,7 @@ func (o *Observer) Quiet(op string, e endpoint.Endpoint) endpoint.Endpoint {
 }
 
 func (o *Observer) wrap(op string, e endpoint.Endpoint, logged bool) endpoint.Endpoint {
+	o.ops.Declare(op)
 	return func(ctx context.Context, request any) (response any, err error) {
 		defer func(start time.Time) {
 			o.ops.Observe(op, err, time.Since(start))

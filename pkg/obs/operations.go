@@ -37,6 +37,14 @@ func NewOperations(reg prometheus.Registerer, subsystem string) *Operations {
 	return o
 }
 
+// Declare makes operation's series exist before its first call (ok count
+// and duration at zero), so a dashboard or an alert sees a quiet operation
+// as 0, not as no data.
+func (o *Operations) Declare(operation string) {
+	o.count.WithLabelValues(operation, "ok")
+	o.duration.WithLabelValues(operation)
+}
+
 // Observe records one operation that ended with err after d.
 func (o *Operations) Observe(operation string, err error, d time.Duration) {
 	o.count.WithLabelValues(operation, Outcome(err)).Inc()

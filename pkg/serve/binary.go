@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,10 +54,15 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 	prefix := strings.ToUpper(b.Name)
 	addr := Env(getenv, prefix+"_ADDR", b.Addr)
 	if len(args) > 0 {
-		if args[0] == "healthcheck" {
+		switch {
+		case args[0] == "healthcheck":
 			return Healthcheck(addr)
+		case args[0] == "probe" && len(args) == 2:
+			return Probe(args[1])
+		case args[0] == "install-probe" && len(args) == 2:
+			return InstallProbe(args[1])
 		}
-		return fmt.Errorf("unknown command %q (want healthcheck, or nothing to serve)", args[0])
+		return fmt.Errorf("unknown command %q (want healthcheck, probe URL, install-probe PATH, or nothing to serve)", strings.Join(args, " "))
 	}
 	s := &Setup{Getenv: getenv, Addr: addr, AdminAddr: Env(getenv, prefix+"_ADMIN_ADDR", b.AdminAddr), binary: b, Env: b.Environment}
 	var err error
@@ -72,6 +78,9 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 		if err := LoadConfig(getenv, &c); err != nil {
 			return err
 		}
+		if s.Env == environment.Production && KnownDefault(string(c.Token)) {
+			return errors.New("INTERNAL_TOKEN is a known public default; production needs a secret of its own (openssl rand -hex 32)")
+		}
 		s.InternalToken = string(c.Token)
 	}
 	if s.Kit, err = obs.NewKit(ctx, b.Name, s.Env, getenv); err != nil {
@@ -85,10 +94,16 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 
 // Config fills the binary's config struct from the environment (see
 // LoadConfig), and logs the start: environment, addresses and the config,
-// secrets masked.
+// secrets masked. In production a secret that is a known public default
+// (an example from the docs, a "change-me") is refused.
 func (s *Setup) Config(cfg any) error {
 	if err := LoadConfig(s.Getenv, cfg); err != nil {
 		return err
+	}
+	if s.Env == environment.Production {
+		if name, ok := knownDefaultIn(cfg); ok {
+			return fmt.Errorf("%s is a known public default; production needs a secret of its own (openssl rand -hex 32)", name)
+		}
 	}
 	s.starting(cfg)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -139,7 +140,7 @@ func maskedAttrs(v reflect.Value) []slog.Attr {
 		fv := v.Field(i)
 		switch {
 		case f.Type == secretType:
-			attrs = append(attrs, slog.Any(name, fv.Interface()))
+			attrs = append(attrs, slog.String(name, Secret(fv.String()).LogValue().String()))
 		case f.Type == durationType:
 			attrs = append(attrs, slog.String(name, time.Duration(fv.Int()).String()))
 		case f.Type.Kind() == reflect.Int:
@@ -158,4 +159,51 @@ func Redacted(s string) string {
 		return s
 	}
 	return u.Redacted()
+}
+
+// knownDefaults are secrets that have been public: the examples of this
+// repository's docs and files. A production binary refuses them.
+var knownDefaults = []string{
+	"dev-internal-token-change-me", "dev-quote-secret-change-me", "dev-consent-secret-change-me",
+	"dev-bank-provider-key-change-me", "internal-token-0123456789", "test-secret-0123456789",
+}
+
+// KnownDefault reports whether a secret is a known public default.
+func KnownDefault(secret string) bool {
+	l := strings.ToLower(secret)
+	if strings.Contains(l, "change-me") || strings.Contains(l, "changeme") {
+		return true
+	}
+	for _, d := range knownDefaults {
+		if secret == d {
+			return true
+		}
+	}
+	return false
+}
+
+// knownDefaultIn finds a Secret field of cfg holding a known default.
+func knownDefaultIn(cfg any) (string, bool) {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	return knownDefaultField(v)
+}
+
+func knownDefaultField(v reflect.Value) (string, bool) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			if name, ok := knownDefaultField(v.Field(i)); ok {
+				return name, true
+			}
+			continue
+		}
+		if f.Type == secretType && KnownDefault(v.Field(i).String()) {
+			return f.Tag.Get("env"), true
+		}
+	}
+	return "", false
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 	"unicode/utf8"
 )
@@ -181,6 +182,40 @@ func Healthcheck(addr string) error {
 		return fmt.Errorf("healthcheck: status %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// Probe GETs url and fails unless it answers 2xx: the healthcheck of a
+// container that has no shell or HTTP client of its own (the OTel
+// collector's image), run as this binary copied into it (InstallProbe).
+func Probe(url string) error {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("probe: status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// InstallProbe copies this binary to path (a volume another container
+// mounts), so that container can run `<path> probe URL` as its healthcheck.
+func InstallProbe(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // Env reads one variable with a default.

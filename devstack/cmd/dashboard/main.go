@@ -1,7 +1,8 @@
 // Command dashboard writes the Grafana dashboard of the partner API
-// (deploy/grafana/dashboards/partner-api.json): one row per service with
-// request rate, error ratio and latency quantiles, and a row for the
-// gateway's rate limits, keys and upstreams. The JSON is generated so that
+// (deploy/grafana/dashboards/partner-api.json): an overview (targets up,
+// alerts, deployed builds), one row per service with request rate, error
+// ratio and latency quantiles, and rows for the gateway's rate limits, keys
+// and upstreams, the services' operations and the bank provider. The JSON is generated so that
 // it stays reviewable here, as code: `make dashboards` rewrites it, and a
 // test fails when the file and this program disagree.
 package main
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/partnerpay/api/pkg/serve"
 )
@@ -27,9 +29,11 @@ var Services = func() []string {
 }()
 
 type target struct {
-	Expr   string `json:"expr"`
-	Legend string `json:"legendFormat"`
-	RefID  string `json:"refId"`
+	Expr    string `json:"expr"`
+	Legend  string `json:"legendFormat"`
+	RefID   string `json:"refId"`
+	Instant bool   `json:"instant,omitempty"`
+	Format  string `json:"format,omitempty"`
 }
 
 type gridPos struct {
@@ -67,21 +71,10 @@ func (b *builder) row(title string) {
 
 // series adds a time series panel; width w of 24, placed at x on the current line.
 func (b *builder) series(x, w int, title, desc, unit string, exprs ...[2]string) {
-	b.id++
-	p := panel{
-		ID: b.id, Type: "timeseries", Title: title, Description: desc,
-		GridPos:     gridPos{H: 8, W: w, X: x, Y: b.y},
-		Datasource:  map[string]any{"type": "prometheus", "uid": DatasourceUID},
-		FieldConfig: map[string]any{"defaults": map[string]any{"unit": unit, "min": 0}, "overrides": []any{}},
-		Options:     map[string]any{"legend": map[string]any{"displayMode": "list", "placement": "bottom", "showLegend": true}, "tooltip": map[string]any{"mode": "multi", "sort": "desc"}},
-	}
-	for i, e := range exprs {
-		p.Targets = append(p.Targets, target{Expr: e[0], Legend: e[1], RefID: string(rune('A' + i))})
-	}
-	b.panels = append(b.panels, p)
-	if x+w >= 24 {
-		b.y += 8
-	}
+	b.add(x, w, 8, "timeseries", title, desc,
+		map[string]any{"defaults": map[string]any{"unit": unit, "min": 0}, "overrides": []any{}},
+		map[string]any{"legend": map[string]any{"displayMode": "list", "placement": "bottom", "showLegend": true}, "tooltip": map[string]any{"mode": "multi", "sort": "desc"}},
+		false, exprs...)
 }
 
 func sel(job string, extra string) string {
@@ -92,39 +85,117 @@ func sel(job string, extra string) string {
 	return "{" + s + "}"
 }
 
-// Dashboard builds the dashboard.
+// Operated are the services that report operations
+// (partnerapi_<service>_operations_total).
+var Operated = []string{"payout", "fiat", "consent"}
+
+// stat adds a single-value panel; table adds a table of an instant query.
+func (b *builder) stat(x, w, h int, title, desc string, thresholds []any, exprs ...[2]string) {
+	b.add(x, w, h, "stat", title, desc, map[string]any{
+		"defaults":  map[string]any{"thresholds": map[string]any{"mode": "absolute", "steps": thresholds}, "mappings": []any{}},
+		"overrides": []any{},
+	}, map[string]any{"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false},
+		"colorMode": "background", "graphMode": "none", "textMode": "value_and_name", "orientation": "horizontal"}, false, exprs...)
+}
+
+func (b *builder) table(x, w, h int, title, desc string, exprs ...[2]string) {
+	b.add(x, w, h, "table", title, desc, map[string]any{"defaults": map[string]any{}, "overrides": []any{}},
+		map[string]any{"showHeader": true}, true, exprs...)
+}
+
+func (b *builder) add(x, w, h int, typ, title, desc string, field, opts map[string]any, instant bool, exprs ...[2]string) {
+	b.id++
+	p := panel{
+		ID: b.id, Type: typ, Title: title, Description: desc,
+		GridPos:     gridPos{H: h, W: w, X: x, Y: b.y},
+		Datasource:  map[string]any{"type": "prometheus", "uid": DatasourceUID},
+		FieldConfig: field, Options: opts,
+	}
+	for i, e := range exprs {
+		t := target{Expr: e[0], Legend: e[1], RefID: string(rune('A' + i))}
+		if instant {
+			t.Instant, t.Format = true, "table"
+		}
+		p.Targets = append(p.Targets, t)
+	}
+	b.panels = append(b.panels, p)
+	if x+w >= 24 {
+		b.y += h
+	}
+}
+
+// jobs matches every service's scrape job.
+func jobs() string { return `job=~"` + strings.Join(Services, "|") + `"` }
+
+var (
+	redGreen = []any{map[string]any{"color": "red", "value": nil}, map[string]any{"color": "green", "value": 1}}
+	greenRed = []any{map[string]any{"color": "green", "value": nil}, map[string]any{"color": "red", "value": 1}}
+)
+
+// Dashboard builds the dashboard: first what an on-call SRE looks at
+// (targets up, alerts, what is deployed), then a row per service, then the
+// gateway's limits and upstreams, the services' operations and the bank
+// provider.
 func Dashboard() map[string]any {
 	b := &builder{}
+	b.row("overview")
+	b.stat(0, 8, 6, "Targets up", "Each service's scrape: green when Prometheus reaches its admin port.", redGreen,
+		[2]string{`min by (job) (up{` + jobs() + `})`, "{{job}}"})
+	b.stat(8, 4, 6, "Alerts firing", "Alerts of the partner API rules now firing; the table lists them.", greenRed,
+		[2]string{`count(ALERTS{alertstate="firing"}) or on() vector(0)`, "firing"})
+	b.table(12, 12, 6, "Alerts", "Firing and pending alerts, by severity. The runbooks are in the README, under the alert's name.",
+		[2]string{`sum by (alertname, severity, alertstate) (ALERTS) or on() label_replace(vector(0), "alertname", "none", "", "")`, ""})
+	b.table(0, 24, 5, "Deployed builds", "The version and revision each running process was built from (partnerapi_build_info).",
+		[2]string{`count by (service, version, revision) (partnerapi_build_info{` + jobs() + `})`, ""})
 	for _, svc := range Services {
 		b.row(svc)
 		b.series(0, 8, "Requests per second by route", "Answered requests, by route template.", "reqps",
 			[2]string{`sum by (route) (rate(partnerapi_http_requests_total` + sel(svc, "") + `[$__rate_interval]))`, "{{route}}"})
-		b.series(8, 8, "Error ratio (5xx)", "Share of answers that were server errors. The availability SLO (99.9%) is measured at the gateway.", "percentunit",
-			[2]string{`sum(rate(partnerapi_http_requests_total` + sel(svc, `code=~"5.."`) + `[$__rate_interval])) / sum(rate(partnerapi_http_requests_total` + sel(svc, "") + `[$__rate_interval]))`, "5xx ratio"})
+		b.series(8, 8, "Error ratio (5xx)", "Share of the answers the service was responsible for (all but 4xx) that were server errors. The availability SLO (99.9%) is measured at the gateway.", "percentunit",
+			[2]string{`(sum(rate(partnerapi_http_requests_total` + sel(svc, `code=~"5.."`) + `[$__rate_interval])) or on() vector(0)) / sum(rate(partnerapi_http_requests_total` + sel(svc, `code!~"4.."`) + `[$__rate_interval]))`, "5xx ratio"})
 		var quantiles [][2]string
-		for _, q := range []string{"0.5", "0.95", "0.99"} {
-			quantiles = append(quantiles, [2]string{`histogram_quantile(` + q + `, sum by (le) (rate(partnerapi_http_request_duration_seconds_bucket` + sel(svc, "") + `[$__rate_interval])))`, "p" + q[2:]})
+		for _, q := range []struct{ q, legend string }{{"0.5", "p50"}, {"0.95", "p95"}, {"0.99", "p99"}} {
+			quantiles = append(quantiles, [2]string{`histogram_quantile(` + q.q + `, sum by (le) (rate(partnerapi_http_request_duration_seconds_bucket` + sel(svc, "") + `[$__rate_interval])))`, q.legend})
 		}
 		b.series(16, 8, "Latency quantiles", "Time to answer. The latency SLO: 99% within 250 ms at the gateway.", "s", quantiles...)
 	}
 	b.row("gateway: rate limits, keys and upstreams")
 	b.series(0, 8, "Rate limit decisions", "Allowed and limited requests, decided in Redis or, while Redis fails, in-process.", "reqps",
 		[2]string{`sum by (decision, store) (rate(partnerapi_gateway_ratelimit_decisions_total{job="gateway"}[$__rate_interval]))`, "{{decision}} ({{store}})"})
-	b.series(8, 8, "In-process fallback active", "1 while Redis is unavailable and the gateway limits in-process.", "none",
+	b.series(8, 8, "Most limited keys", "The ten keys answered most 429s, by key id (ids come from the keys file).", "reqps",
+		[2]string{`topk(10, sum by (key_id) (rate(partnerapi_gateway_ratelimit_limited_total{job="gateway"}[$__rate_interval])))`, "{{key_id}}"})
+	b.series(16, 8, "In-process fallback active", "1 while Redis is unavailable and the gateway limits in-process.", "none",
 		[2]string{`max(partnerapi_gateway_ratelimit_fallback_active{job="gateway"})`, "fallback active"})
-	b.series(16, 8, "Key refusals by reason", "401s by cause (never told to the partner), and 403 permission_denied.", "reqps",
+	b.series(0, 8, "Key refusals by reason", "401s by cause (never told to the partner), and 403 permission_denied.", "reqps",
 		[2]string{`sum by (reason) (rate(partnerapi_gateway_auth_refusals_total{job="gateway"}[$__rate_interval]))`, "{{reason}}"})
-	b.series(0, 8, "Upstream latency p95", "Time for each service to answer the gateway.", "s",
+	b.series(8, 8, "Upstream latency p95", "Time for each service to answer the gateway.", "s",
 		[2]string{`histogram_quantile(0.95, sum by (le, upstream) (rate(partnerapi_gateway_upstream_request_duration_seconds_bucket{job="gateway"}[$__rate_interval])))`, "{{upstream}}"})
-	b.series(8, 8, "Upstream errors", "Calls to a service that failed: unreachable, timed out, or refused by the gateway.", "reqps",
+	b.series(16, 8, "Upstream errors", "Calls to a service that failed: unreachable, timed out, or refused by the gateway.", "reqps",
 		[2]string{`sum by (upstream) (rate(partnerapi_gateway_upstream_errors_total{job="gateway"}[$__rate_interval]))`, "{{upstream}}"})
-	b.series(16, 8, "Keys", "Keys in the live set, and whether the keys file on disk parses.", "none",
+	b.series(0, 8, "Upstream circuits", "Each upstream's circuit breaker: 0 closed, 1 half-open, 2 open (calls fail at once).", "none",
+		[2]string{`max by (upstream) (partnerapi_gateway_upstream_circuit_state{job="gateway"})`, "{{upstream}}"})
+	b.series(8, 8, "Keys", "Keys in the live set, and whether the keys file on disk parses.", "none",
 		[2]string{`max(partnerapi_gateway_keys_loaded{job="gateway"})`, "keys loaded"},
 		[2]string{`min(partnerapi_gateway_keys_file_valid{job="gateway"})`, "keys file valid"})
+	b.series(16, 8, "Requests in flight", "Requests each service is answering now.", "none",
+		[2]string{`sum by (job) (partnerapi_http_requests_in_flight{` + jobs() + `})`, "{{job}}"})
+	b.row("operations")
+	for i, svc := range Operated {
+		b.series(i*8, 8, svc+": operations by outcome", "Each operation of the "+svc+" service, by outcome: ok or the wire error code.", "reqps",
+			[2]string{`sum by (operation, outcome) (rate(partnerapi_` + svc + `_operations_total{job="` + svc + `"}[$__rate_interval]))`, "{{operation}} {{outcome}}"})
+	}
+	b.row("bank provider")
+	b.series(0, 8, "Provider calls by outcome", "Each attempt at the bank provider, by operation and outcome (ok, refused, error, timeout).", "reqps",
+		[2]string{`sum by (operation, outcome) (rate(partnerapi_bankprovider_requests_total[$__rate_interval]))`, "{{operation}} {{outcome}}"})
+	b.series(8, 8, "Provider latency p95", "Time one attempt at the provider took, by operation.", "s",
+		[2]string{`histogram_quantile(0.95, sum by (le, operation) (rate(partnerapi_bankprovider_request_duration_seconds_bucket[$__rate_interval])))`, "{{operation}}"})
+	b.series(16, 8, "Provider failures and retries", "Failed attempts (error or timeout; the BankProviderFailing alert) and the retries they caused.", "reqps",
+		[2]string{`sum by (job) (rate(partnerapi_bankprovider_requests_total{outcome=~"error|timeout"}[$__rate_interval]))`, "{{job}} failed"},
+		[2]string{`sum by (job) (rate(partnerapi_bankprovider_retries_total[$__rate_interval]))`, "{{job}} retries"})
 	return map[string]any{
 		"uid":           "partner-api",
 		"title":         "Partner API",
-		"description":   "Request rate, errors and latency per service; the gateway's rate limits, keys and upstreams.",
+		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider.",
 		"tags":          []string{"partner-api"},
 		"timezone":      "utc",
 		"editable":      false,

@@ -29,7 +29,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}
-	provider, err := cfg.Client(s.Kit.Tracing.Transport)
+	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}

@@ -121,7 +121,7 @@ func TestStoreReload(t *testing.T) {
 		t.Fatalf("missing file: %v, %d keys", err, s.Current().Len())
 	}
 	var loads, failures int
-	s.OnLoad = func(int) { loads++ }
+	s.OnLoad = func(*Set) { loads++ }
 	s.OnLoadFailed = func() { failures++ }
 
 	if err := (&File{Keys: []Key{validKey("a")}}).Save(path); err != nil {

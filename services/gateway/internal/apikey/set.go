@@ -55,6 +55,15 @@ func NewSet(f *File) *Set {
 // Len is the number of keys.
 func (s *Set) Len() int { return len(s.byDigest) }
 
+// IDs are the key ids of the set.
+func (s *Set) IDs() []string {
+	ids := make([]string, 0, len(s.byDigest))
+	for _, e := range s.byDigest {
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
 // Lookup finds the entry of a well-formed key.
 func (s *Set) Lookup(key string) (*Entry, bool) {
 	e, ok := s.byDigest[sha256.Sum256([]byte(key))]

@@ -17,7 +17,7 @@ type Store struct {
 	current atomic.Pointer[Set]
 
 	// Hooks for metrics; nil hooks are skipped.
-	OnLoad       func(keys int)
+	OnLoad       func(keys *Set)
 	OnLoadFailed func()
 
 	// last is what the file held at the last look (or its read error), so a
@@ -56,7 +56,7 @@ func (s *Store) Current() *Set { return s.current.Load() }
 // granularity could hide a change made within the same tick.
 func (s *Store) Watch(ctx context.Context, interval time.Duration) {
 	if s.OnLoad != nil {
-		s.OnLoad(s.Current().Len())
+		s.OnLoad(s.Current())
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -90,10 +90,11 @@ func (s *Store) Reload() {
 		}
 		return
 	}
-	s.current.Store(NewSet(f))
+	set := NewSet(f)
+	s.current.Store(set)
 	s.log.Info("keys reloaded", "path", s.path, "keys", len(f.Keys))
 	if s.OnLoad != nil {
-		s.OnLoad(len(f.Keys))
+		s.OnLoad(set)
 	}
 }
 

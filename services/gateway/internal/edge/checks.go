@@ -65,6 +65,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 	d := g.limiter.Allow(r.Context(), entry.ID, entry.RatePerSecond)
 	d.WriteHeaders(w.Header(), entry.PolicyValue)
 	if !d.Allowed {
+		g.count(func(m *Metrics) { m.limited(entry.ID) })
 		return entry.ID, g.refuse(w, envelope.New(envelope.CodeRateLimited, "Too many requests for this key; retry after the time in Retry-After."))
 	}
 

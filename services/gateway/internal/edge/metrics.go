@@ -2,12 +2,14 @@ package edge
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
 
@@ -27,6 +29,12 @@ type Metrics struct {
 	limitedLocal     prometheus.Counter
 	fallbackActive   prometheus.Gauge
 	fallbackSwitches prometheus.Counter
+	// limitedKeys counts refusals by key id: ids are issued by operators
+	// and only a key that authenticated gets here, so the set is bounded by
+	// the keys file (series of removed keys are deleted on reload).
+	limitedKeys *prometheus.CounterVec
+	limitedMu   sync.Mutex
+	limitedSeen map[string]bool
 
 	upstreamDuration *prometheus.HistogramVec
 	upstreamErrors   *prometheus.CounterVec
@@ -42,6 +50,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const sub = "gateway"
 	m := &Metrics{
+		limitedSeen: map[string]bool{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "auth_refusals_total",
 			Help: "Requests refused by key checks, by reason (missing, malformed, unknown key; product not granted).",
@@ -50,6 +59,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_decisions_total",
 			Help: "Rate limit decisions, by decision (allowed, limited) and store (redis, local fallback).",
 		}, []string{"decision", "store"}),
+		limitedKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_limited_total",
+			Help: "Requests refused with 429 rate_limited, by key id (a key of the keys file).",
+		}, []string{"key_id"}),
 		fallbackActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_fallback_active",
 			Help: "1 while Redis is unavailable and the gateway limits in-process.",
@@ -88,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Keys file reloads that failed; the last good set stayed live.",
 		}),
 	}
-	reg.MustRegister(m.refusals, m.decisions, m.fallbackActive, m.fallbackSwitches,
+	reg.MustRegister(m.refusals, m.decisions, m.limitedKeys, m.fallbackActive, m.fallbackSwitches,
 		m.upstreamDuration, m.upstreamErrors, m.circuitState, m.circuitOpened, m.keysLoaded, m.keysFileValid, m.reloadFailures)
 	m.refusedMissing = m.refusals.WithLabelValues("missing")
 	m.refusedMalformed = m.refusals.WithLabelValues("malformed")
@@ -125,10 +138,35 @@ func (m *Metrics) FallbackChanged(active bool) {
 	m.fallbackActive.Set(0)
 }
 
-// KeysLoaded records the size of the live key set, read from a valid file.
-func (m *Metrics) KeysLoaded(n int) {
-	m.keysLoaded.Set(float64(n))
+// KeysLoaded records the live key set, read from a valid file: its size,
+// and the limited_total series of keys it no longer holds are dropped.
+func (m *Metrics) KeysLoaded(keys *apikey.Set) {
+	m.keysLoaded.Set(float64(keys.Len()))
 	m.keysFileValid.Set(1)
+	live := make(map[string]bool, keys.Len())
+	for _, id := range keys.IDs() {
+		live[id] = true
+	}
+	m.limitedMu.Lock()
+	defer m.limitedMu.Unlock()
+	for id := range m.limitedSeen {
+		if !live[id] {
+			m.limitedKeys.DeleteLabelValues(id)
+			delete(m.limitedSeen, id)
+		}
+	}
+	for id := range live { // every key reads 0 until it is limited
+		m.limitedKeys.WithLabelValues(id)
+		m.limitedSeen[id] = true
+	}
+}
+
+// limited counts a 429 for the key id.
+func (m *Metrics) limited(keyID string) {
+	m.limitedMu.Lock()
+	m.limitedSeen[keyID] = true
+	m.limitedMu.Unlock()
+	m.limitedKeys.WithLabelValues(keyID).Inc()
 }
 
 // KeysReloadFailed counts a failed reload; the file is invalid until the next load.
@@ -145,8 +183,11 @@ func (m *Metrics) circuitChanged(upstream string, to gobreaker.State) {
 	}
 }
 
-// instrumentUpstream times every call to one upstream.
+// instrumentUpstream times every call to one upstream; its error and
+// circuit series exist from the start (0, not "no data").
 func (m *Metrics) instrumentUpstream(upstream string, rt http.RoundTripper) http.RoundTripper {
+	m.upstreamErrors.WithLabelValues(upstream)
+	m.circuitOpened.WithLabelValues(upstream)
 	return promhttp.InstrumentRoundTripperDuration(
 		m.upstreamDuration.MustCurryWith(prometheus.Labels{"upstream": upstream}), rt)
 }

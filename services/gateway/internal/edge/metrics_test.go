@@ -1,0 +1,66 @@
+package edge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
+)
+
+// TestLimitedKeysAreTheKeysFilesKeys: who is being limited is a series per
+// key id, and a key removed from the file takes its series with it, so the
+// label set is never larger than the keys file.
+func TestLimitedKeysAreTheKeysFilesKeys(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	m.limited("acme")
+	m.limited("acme")
+	m.limited("globex")
+
+	want := func(body string) {
+		t.Helper()
+		head := "# HELP partnerapi_gateway_ratelimit_limited_total Requests refused with 429 rate_limited, by key id (a key of the keys file).\n" +
+			"# TYPE partnerapi_gateway_ratelimit_limited_total counter\n"
+		if body == "" {
+			head = ""
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(head+body), "partnerapi_gateway_ratelimit_limited_total"); err != nil {
+			t.Error(err)
+		}
+	}
+	want("partnerapi_gateway_ratelimit_limited_total{key_id=\"acme\"} 2\n" +
+		"partnerapi_gateway_ratelimit_limited_total{key_id=\"globex\"} 1\n")
+
+	m.KeysLoaded(apikey.NewSet(&apikey.File{Keys: []apikey.Key{{ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 1}}}))
+	want("partnerapi_gateway_ratelimit_limited_total{key_id=\"acme\"} 2\n")
+
+	m.KeysLoaded(apikey.NewSet(&apikey.File{}))
+	want("")
+	if v := testutil.ToFloat64(m.keysLoaded); v != 0 {
+		t.Errorf("keys_loaded = %v after an empty file, want 0", v)
+	}
+}
+
+// TestA429CountsItsKey: the edge counts the refused key, not the others.
+func TestA429CountsItsKey(t *testing.T) {
+	keys := keySet("bank")
+	keys.set = apikey.NewSet(&apikey.File{Keys: []apikey.Key{{
+		ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 1,
+	}}})
+	reg := prometheus.NewPedanticRegistry()
+	g := newGateway(t, keys, answer(200, "sandbox", `{"ok":true}`), quiet())
+	g.metrics = NewMetrics(reg)
+	codes := []int{}
+	for range 3 {
+		codes = append(codes, serveOne(g, "GET", "/v1/config", "").Code)
+	}
+	if codes[0] != 200 || codes[1] != 429 || codes[2] != 429 {
+		t.Fatalf("three calls on a 1/s key = %v, want 200 429 429", codes)
+	}
+	if v := testutil.ToFloat64(g.metrics.limitedKeys.WithLabelValues("acme")); v != 2 {
+		t.Errorf("limited_total{key_id=acme} = %v, want 2", v)
+	}
+}
