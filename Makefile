@@ -1,7 +1,7 @@
 # The partner payments API. `make run` starts the sandbox stack locally;
 # `make test` is what CI runs.
 SHELL := /bin/bash
-MODULES := pkg services/gateway services/payout services/fiat services/consent services/sandboxbank devstack
+MODULES := pkg clients/go services/gateway services/payout services/fiat services/consent services/sandboxbank devstack
 SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
 GO ?= go
@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env
+.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env generate
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -81,6 +81,12 @@ lint:
 
 fmt:
 	@gofmt -w $(MODULES)
+
+# Regenerate the Go client (clients/go) from the OpenAPI document, with
+# oapi-codegen pinned in devstack/go.mod; a test fails when they differ.
+generate:
+	@cd devstack && $(GO) tool oapi-codegen -config ../clients/go/oapi-codegen.yaml \
+		-o ../clients/go/partnerapi.gen.go ../services/gateway/internal/apidocs/openapi.yaml
 
 # Regenerate the Grafana dashboard from its generator.
 dashboards:

@@ -1,7 +1,10 @@
 package apidocs
 
 import (
+	"encoding/json"
+	"html"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -22,5 +25,60 @@ func TestServesEveryForm(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(d.JSON()), `{"openapi":"3.1.0","info":{"title":"Partner Payments API","version":"1.0.0"`) {
 		t.Errorf("JSON form does not keep the document's order: %.80s", d.JSON())
+	}
+}
+
+// TestTheReferencePageReadsAsText: the page shows code as code (no
+// Markdown backticks left anywhere), every operation has a curl command
+// that a shell runs as is, and a tag with nothing in it says so.
+func TestTheReferencePageReadsAsText(t *testing.T) {
+	d, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	d.Handle(w, httptest.NewRequest("GET", "/docs", nil))
+	page := w.Body.String()
+	if n := strings.Count(page, "`"); n != 0 {
+		i := strings.Index(page, "`")
+		t.Errorf("%d backticks on the page, first in …%s…", n, page[max(0, i-80):min(len(page), i+40)])
+	}
+	sections := strings.Count(page, `<section class="op"`)
+	curls := regexp.MustCompile(`(?s)<pre class="curl">(.*?)</pre>`).FindAllStringSubmatch(page, -1)
+	if sections < 20 || len(curls) != sections {
+		t.Fatalf("%d operations, %d curl commands", sections, len(curls))
+	}
+	for _, c := range curls {
+		cmd := html.UnescapeString(c[1])
+		if !strings.HasPrefix(cmd, "curl -sS ") {
+			t.Errorf("not a curl command: %s", cmd)
+		}
+		if body, ok := strings.CutPrefix(cmd[strings.LastIndex(cmd, "\n")+1:], "  -d '"); ok {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimSuffix(body, "'")), &v); err != nil {
+				t.Errorf("the body of %q is not JSON: %v", cmd[:60], err)
+			}
+		}
+	}
+	want := `curl -sS -X POST http://127.0.0.1:8080/v1/fiat/accounts \
+  -H "Authorization: Bearer $PARTNER_API_KEY" \
+  -H "Idempotency-Key: $(uuidgen)" \
+  -H 'Content-Type: application/json' \
+  -d '{"email":"ada@example.com","fullName":"Ada Lovelace","country":"DE","walletAddress":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","chain":84532}'`
+	found := false
+	for _, c := range curls {
+		found = found || html.UnescapeString(c[1]) == want
+	}
+	if !found {
+		t.Errorf("no curl command for onboarding as\n%s", want)
+	}
+	for _, tag := range []string{"Orders", "Cards"} {
+		i := strings.Index(page, `<h2 id="tag-`+tag+`">`)
+		if i < 0 || !strings.Contains(page[i:min(len(page), i+300)], "Not offered yet") {
+			t.Errorf("the %s section does not say it is not offered yet", tag)
+		}
+	}
+	if !strings.Contains(page, "<code>environment</code>") {
+		t.Error("code spans are not rendered as <code>")
 	}
 }

@@ -206,3 +206,123 @@ func codeEnum(s *openapi3.Schema) []string {
 	}
 	return out
 }
+
+// TestErrorSchemasAreWholeObjects: a generated client reads every error's
+// code, message and fields: each ErrorNNN is a plain object of the
+// envelope's shape (no allOf narrowing, which generators turn into an
+// untyped code and lose message and fields).
+func TestErrorSchemasAreWholeObjects(t *testing.T) {
+	doc := load(t)
+	n := 0
+	for name, ref := range doc.Components.Schemas {
+		if status, ok := strings.CutPrefix(name, "Error"); !ok || len(status) != 3 {
+			continue
+		}
+		n++
+		s := ref.Value
+		if len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) != 0 || !s.Type.Is("object") {
+			t.Errorf("%s: not a plain object", name)
+			continue
+		}
+		e := s.Properties["error"]
+		if e == nil || e.Value == nil || !slices.Equal(e.Value.Required, []string{"code", "message"}) {
+			t.Errorf("%s: error does not require code and message", name)
+			continue
+		}
+		for _, field := range []string{"code", "message", "fields"} {
+			if e.Value.Properties[field] == nil {
+				t.Errorf("%s: error.%s is not declared", name, field)
+			}
+		}
+		if len(codeEnum(s)) == 0 {
+			t.Errorf("%s: error.code has no enum", name)
+		}
+	}
+	if n < 11 {
+		t.Errorf("%d ErrorNNN schemas, want one per error status (11)", n)
+	}
+}
+
+// TestEveryOneOfAnswerHasADiscriminator: an answer that takes one of
+// several shapes says which by its status, so a generated client can
+// switch on it.
+func TestEveryOneOfAnswerHasADiscriminator(t *testing.T) {
+	doc := load(t)
+	for _, name := range []string{"VirtualAccount", "FiatStatus"} {
+		s := doc.Components.Schemas[name].Value
+		if s.Discriminator == nil || s.Discriminator.PropertyName != "status" {
+			t.Errorf("%s: no discriminator on status", name)
+			continue
+		}
+		if len(s.OneOf) != len(s.Discriminator.Mapping) {
+			t.Errorf("%s: %d members, %d mapped", name, len(s.OneOf), len(s.Discriminator.Mapping))
+		}
+		for value, ref := range s.Discriminator.Mapping {
+			member := doc.Components.Schemas[strings.TrimPrefix(ref.Ref, "#/components/schemas/")]
+			if member == nil {
+				t.Errorf("%s: %s maps to %s, which does not exist", name, value, ref.Ref)
+				continue
+			}
+			st := member.Value.Properties["status"]
+			if st == nil || len(st.Value.Enum) != 1 || st.Value.Enum[0] != value {
+				t.Errorf("%s: %s maps to %s, whose status is not exactly %q", name, value, ref.Ref, value)
+			}
+		}
+	}
+}
+
+// TestLinksChainRealOperations: each link names an operation of the
+// document and reads fields its answer has.
+func TestLinksChainRealOperations(t *testing.T) {
+	doc := load(t)
+	ops := map[string]*openapi3.Operation{}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			ops[op.OperationID] = op
+		}
+	}
+	has := func(s *openapi3.Schema, field string) bool {
+		if s.Properties[field] != nil {
+			return true
+		}
+		for _, m := range s.OneOf {
+			if m.Value.Properties[field] != nil {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
+	for _, op := range ops {
+		ok := op.Responses.Value("200")
+		if ok == nil || ok.Value == nil {
+			continue
+		}
+		for name, l := range ok.Value.Links {
+			n++
+			target := ops[l.Value.OperationID]
+			if target == nil {
+				t.Errorf("%s → %s: no operation %q", op.OperationID, name, l.Value.OperationID)
+				continue
+			}
+			body, _ := l.Value.RequestBody.(map[string]any)
+			schema := target.RequestBody.Value.Content.Get("application/json").Schema.Value
+			for field, v := range body {
+				if schema.Properties[field] == nil {
+					t.Errorf("%s → %s: %s takes no %q", op.OperationID, name, l.Value.OperationID, field)
+				}
+				if expr, ok := v.(string); ok && strings.HasPrefix(expr, "$response.body#/") {
+					from := strings.TrimPrefix(expr, "$response.body#/")
+					if !has(ok200(op).Content.Get("application/json").Schema.Value, from) {
+						t.Errorf("%s → %s: the answer has no %q", op.OperationID, name, from)
+					}
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d links, want the payout and on-ramp flows chained", n)
+	}
+}
+
+func ok200(op *openapi3.Operation) *openapi3.Response { return op.Responses.Value("200").Value }

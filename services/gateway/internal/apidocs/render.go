@@ -18,6 +18,9 @@ type document struct {
 		Summary     string `json:"summary"`
 		Description string `json:"description"`
 	} `json:"info"`
+	Servers []struct {
+		URL string `json:"url"`
+	} `json:"servers"`
 	Tags []struct {
 		Name        string `json:"name"`
 		Description string `json:"description"`
@@ -45,6 +48,12 @@ type param struct {
 	Name        string `json:"name"`
 	In          string `json:"in"`
 	Description string `json:"description"`
+}
+
+// pageParam is a parameter as the page shows it.
+type pageParam struct {
+	Name        string
+	Description template.HTML
 }
 
 type body struct {
@@ -84,7 +93,7 @@ type page struct {
 
 type group struct {
 	Tag         string
-	Description string
+	Description template.HTML
 	Ops         []op
 }
 
@@ -92,20 +101,23 @@ type op struct {
 	ID, Method, Path, Summary string
 	Description               template.HTML
 	Public                    bool
-	Params                    []*param
+	Params                    []pageParam
 	Fields                    []field
 	RequestExample            string
+	Curl                      string
 	Responses                 []resp
 }
 
 type field struct {
-	Name, Type, Description string
-	Required                bool
+	Name, Type  string
+	Description template.HTML
+	Required    bool
 }
 
 type resp struct {
-	Status, Description string
-	Examples            []string
+	Status      string
+	Description template.HTML
+	Examples    []string
 }
 
 func render(jsonDoc []byte) ([]byte, error) {
@@ -118,13 +130,17 @@ func render(jsonDoc []byte) ([]byte, error) {
 		return nil, err
 	}
 	p := page{Title: doc.Info.Title, Version: doc.Info.Version, Summary: doc.Info.Summary, Description: prose(doc.Info.Description)}
+	server := "http://127.0.0.1:8080"
+	if len(doc.Servers) > 0 {
+		server = doc.Servers[0].URL
+	}
 	for _, t := range doc.Tags {
-		g := group{Tag: t.Name, Description: t.Description}
+		g := group{Tag: t.Name, Description: inline(t.Description)}
 		for _, o := range ops {
 			if len(o.op.Tags) == 0 || o.op.Tags[0] != t.Name {
 				continue
 			}
-			g.Ops = append(g.Ops, doc.pageOp(o.method, o.path, o.op))
+			g.Ops = append(g.Ops, doc.pageOp(server, o.method, o.path, o.op))
 		}
 		p.Groups = append(p.Groups, g)
 	}
@@ -192,7 +208,7 @@ func orderedKeys(obj json.RawMessage) ([]kv, error) {
 	return out, nil
 }
 
-func (d *document) pageOp(method, path string, o *operation) op {
+func (d *document) pageOp(server, method, path string, o *operation) op {
 	out := op{ID: o.OperationID, Method: method, Path: path, Summary: o.Summary,
 		Description: prose(o.Description), Public: o.Security != nil && len(*o.Security) == 0}
 	for _, p := range o.Parameters {
@@ -200,7 +216,7 @@ func (d *document) pageOp(method, path string, o *operation) op {
 			p = d.Components.Parameters[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
 		}
 		if p != nil {
-			out.Params = append(out.Params, p)
+			out.Params = append(out.Params, pageParam{Name: p.Name, Description: inline(p.Description)})
 		}
 	}
 	if o.RequestBody != nil {
@@ -209,11 +225,12 @@ func (d *document) pageOp(method, path string, o *operation) op {
 			for _, name := range sortedKeys(s.Properties) {
 				f := d.resolve(s.Properties[name])
 				out.Fields = append(out.Fields, field{Name: name, Type: typeName(f, s.Properties[name]),
-					Description: f.Description, Required: contains(s.Required, name)})
+					Description: inline(f.Description), Required: contains(s.Required, name)})
 			}
 			out.RequestExample = pretty(m.Example)
 		}
 	}
+	out.Curl = curl(server, method, path, o, out.Params, compact(o.RequestBody))
 	statuses := make([]string, 0, len(o.Responses))
 	for st := range o.Responses {
 		statuses = append(statuses, st)
@@ -224,7 +241,7 @@ func (d *document) pageOp(method, path string, o *operation) op {
 		if r.Ref != "" {
 			r = d.Components.Responses[strings.TrimPrefix(r.Ref, "#/components/responses/")]
 		}
-		rr := resp{Status: st, Description: r.Description}
+		rr := resp{Status: st, Description: inline(r.Description)}
 		for _, m := range r.Content {
 			if len(m.Example) > 0 {
 				rr.Examples = append(rr.Examples, pretty(m.Example))
@@ -278,6 +295,45 @@ func pretty(raw json.RawMessage) string {
 	return buf.String()
 }
 
+// compact is the request example of a body on one line, or "".
+func compact(b *body) string {
+	if b == nil {
+		return ""
+	}
+	m, ok := b.Content["application/json"]
+	if !ok || len(m.Example) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m.Example); err != nil {
+		return ""
+	}
+	return buf.String()
+}
+
+// curl is a command that calls the operation on the local sandbox: the key
+// from $PARTNER_API_KEY unless the route needs none, the body example.
+func curl(server, method, path string, o *operation, params []pageParam, example string) string {
+	var b strings.Builder
+	b.WriteString("curl -sS")
+	if method != "GET" {
+		b.WriteString(" -X " + method)
+	}
+	b.WriteString(" " + server + path)
+	if o.Security == nil || len(*o.Security) != 0 {
+		b.WriteString(" \\\n  -H \"Authorization: Bearer $PARTNER_API_KEY\"")
+	}
+	for _, p := range params {
+		if p.Name == "Idempotency-Key" {
+			b.WriteString(" \\\n  -H \"Idempotency-Key: $(uuidgen)\"")
+		}
+	}
+	if example != "" {
+		b.WriteString(" \\\n  -H 'Content-Type: application/json' \\\n  -d '" + strings.ReplaceAll(example, "'", `'\''`) + "'")
+	}
+	return b.String()
+}
+
 var codeSpan = regexp.MustCompile("`([^`]+)`")
 var bold = regexp.MustCompile(`\*\*([^*]+)\*\*`)
 
@@ -289,12 +345,17 @@ func prose(s string) template.HTML {
 		if para == "" {
 			continue
 		}
-		h := template.HTMLEscapeString(strings.ReplaceAll(para, "\n", " "))
-		h = codeSpan.ReplaceAllString(h, "<code>$1</code>")
-		h = bold.ReplaceAllString(h, "<strong>$1</strong>")
-		out.WriteString("<p>" + h + "</p>\n")
+		out.WriteString("<p>" + string(inline(para)) + "</p>\n")
 	}
 	return template.HTML(out.String())
+}
+
+// inline renders `code` and **bold** in a line of text, escaped.
+func inline(s string) template.HTML {
+	h := template.HTMLEscapeString(strings.ReplaceAll(strings.TrimSpace(s), "\n", " "))
+	h = codeSpan.ReplaceAllString(h, "<code>$1</code>")
+	h = bold.ReplaceAllString(h, "<strong>$1</strong>")
+	return template.HTML(h)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -342,13 +403,14 @@ th,td{text-align:left;border-bottom:1px solid #eceff2;padding:6px 8px;vertical-a
 th{font-size:12px;text-transform:uppercase;color:#5a6270}
 .status{font:700 13px ui-monospace,monospace}
 .req{color:#b3261e;font-size:12px}
+.empty{color:#5a6270;font-style:italic}
 @media (max-width:800px){nav{position:static;width:auto}main{margin-left:0;padding:16px}}
 </style>
 </head>
 <body>
 <nav aria-label="Operations">
 <strong>{{.Title}}</strong> <span class="badge">v{{.Version}}</span>
-{{range .Groups}}{{if .Ops}}<h2>{{.Tag}}</h2>{{range .Ops}}<a href="#{{.ID}}">{{.Summary}}</a>{{end}}{{end}}{{end}}
+{{range .Groups}}<h2>{{.Tag}}</h2>{{range .Ops}}<a href="#{{.ID}}">{{.Summary}}</a>{{else}}<a href="#tag-{{.Tag}}">Not offered yet</a>{{end}}{{end}}
 <h2>Document</h2><a href="/openapi.yaml">openapi.yaml</a><a href="/openapi.json">openapi.json</a>
 </nav>
 <main>
@@ -358,6 +420,7 @@ th{font-size:12px;text-transform:uppercase;color:#5a6270}
 {{range .Groups}}
 <h2 id="tag-{{.Tag}}">{{.Tag}}</h2>
 <p>{{.Description}}</p>
+{{if not .Ops}}<p class="empty">Not offered yet: this version has no operations here.</p>{{end}}
 {{range .Ops}}
 <section class="op" id="{{.ID}}" aria-labelledby="{{.ID}}-title">
 <h3 id="{{.ID}}-title"><span class="method {{.Method}}">{{.Method}}</span> <span class="path">{{.Path}}</span>
@@ -369,6 +432,8 @@ th{font-size:12px;text-transform:uppercase;color:#5a6270}
 {{if .Fields}}<h4>Request body</h4><table><tr><th>Field</th><th>Type</th><th>Description</th></tr>
 {{range .Fields}}<tr><td><code>{{.Name}}</code>{{if .Required}} <span class="req">required</span>{{end}}</td><td>{{.Type}}</td><td>{{.Description}}</td></tr>{{end}}</table>{{end}}
 {{if .RequestExample}}<pre>{{.RequestExample}}</pre>{{end}}
+<h4>Try it</h4>
+<pre class="curl">{{.Curl}}</pre>
 <h4>Responses</h4>
 <table><tr><th>Status</th><th>Meaning</th></tr>
 {{range .Responses}}<tr><td class="status">{{.Status}}</td><td>{{.Description}}{{range .Examples}}<pre>{{.}}</pre>{{end}}</td></tr>{{end}}

@@ -1,0 +1,62 @@
+package partnerapi
+
+// This file is written by hand; partnerapi.gen.go is generated from the
+// OpenAPI document (make generate) and must not be edited.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// WithAPIKey authenticates every call with the partner key
+// (Authorization: Bearer pk_…).
+func WithAPIKey(key string) ClientOption {
+	return WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+key)
+		return nil
+	})
+}
+
+// NewPartnerClient is the client of the API at server (e.g.
+// https://api.example, or http://127.0.0.1:8080 for make run's sandbox),
+// authenticating with key, each answer decoded into its typed form.
+func NewPartnerClient(server, key string, opts ...ClientOption) (*ClientWithResponses, error) {
+	return NewClientWithResponses(server, append([]ClientOption{WithAPIKey(key)}, opts...)...)
+}
+
+// APIError is any error answer of the API, whatever its status: the
+// envelope's code (branch on it), message and per-field complaints, and
+// the request id to quote to support.
+type APIError struct {
+	Status      int
+	Environment Environment
+	Code        ErrorEnvelopeErrorCode // e.g. ErrorEnvelopeErrorCodeQuoteExpired
+	Message     string
+	Fields      map[string]string
+	RequestID   string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("partner API: %d %s: %s (request %s)", e.Status, e.Code, e.Message, e.RequestID)
+}
+
+// ErrorOf is the APIError of an answer that is not 2xx, or nil: resp is
+// the HTTPResponse of a ...WithResponse call and body its Body.
+func ErrorOf(resp *http.Response, body []byte) *APIError {
+	if resp == nil || resp.StatusCode < 300 {
+		return nil
+	}
+	e := &APIError{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+	var env ErrorEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		e.Code, e.Message = "", "undecodable answer: "+err.Error()
+		return e
+	}
+	e.Environment, e.Code, e.Message = env.Environment, env.Error.Code, env.Error.Message
+	if env.Error.Fields != nil {
+		e.Fields = *env.Error.Fields
+	}
+	return e
+}
