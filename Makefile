@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env generate
+.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env generate images
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -81,6 +81,15 @@ lint:
 
 fmt:
 	@gofmt -w $(MODULES)
+
+# One image per service, stamped with the version and revision
+# (partnerapi_build_info): partnerapi/<service>:$(VERSION).
+IMAGE_PREFIX ?= partnerapi
+images:
+	@for s in $(SERVICES); do \
+		docker build --build-arg SERVICE=$$s --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+			-t $(IMAGE_PREFIX)/$$s:$(VERSION) . || exit 1; \
+	done
 
 # Regenerate the Go client (clients/go) from the OpenAPI document, with
 # oapi-codegen pinned in devstack/go.mod; a test fails when they differ.

@@ -1,0 +1,90 @@
+package kithttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAnAbandonedRequestIsNotAnError: when the caller (the gateway) gives up,
+// the service writes nothing and logs no "internal error" (before, a
+// recovering upstream filled the logs with broken pipes and "superfluous
+// WriteHeader" lines for requests nobody waited for).
+func TestAnAbandonedRequestIsNotAnError(t *testing.T) {
+	var logs, serverLog syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	done := make(chan struct{})
+	h := Server(func(ctx context.Context, _ any) (any, error) {
+		defer close(done)
+		<-ctx.Done()
+		return nil, errors.New("store: " + ctx.Err().Error())
+	}, func(context.Context, *http.Request) (any, error) { return struct{}{}, nil }, logger)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(&serverLog, "", 0)
+	srv.Start()
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request was answered, though its caller gave up")
+	}
+	<-done
+	time.Sleep(50 * time.Millisecond) // the encoder runs after the endpoint returns
+	if got := logs.String(); strings.Contains(got, "internal error") || !strings.Contains(got, "request abandoned by the caller") {
+		t.Errorf("log: %s", got)
+	}
+	if got := serverLog.String(); got != "" {
+		t.Errorf("the HTTP server complained: %s", got)
+	}
+}
+
+// failingWriter is a connection that broke after the header.
+type failingWriter struct {
+	header  http.Header
+	headers int
+}
+
+func (f *failingWriter) Header() http.Header       { return f.header }
+func (f *failingWriter) WriteHeader(int)           { f.headers++ }
+func (f *failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestAFailedWriteIsNotAnsweredTwice: a write that fails after the header
+// is not turned into a second (error) answer.
+func TestAFailedWriteIsNotAnsweredTwice(t *testing.T) {
+	var logs syncBuffer
+	h := Server(func(context.Context, any) (any, error) { return map[string]string{"ok": "yes"}, nil },
+		func(context.Context, *http.Request) (any, error) { return struct{}{}, nil },
+		slog.New(slog.NewJSONHandler(&logs, nil)))
+	w := &failingWriter{header: http.Header{}}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if w.headers != 1 || logs.String() != "" {
+		t.Errorf("WriteHeader called %d times, log %q; want once and nothing", w.headers, logs.String())
+	}
+}
