@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env generate images
+.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -53,8 +53,16 @@ run: build
 	@$(BIN)/devstack
 
 bench:
-	@cd services/gateway && $(GO) test -run '^$$' -bench . -benchmem ./internal/edge/
+	@cd services/gateway && $(GO) test -run '^$$' -bench . -benchmem ./internal/edge/ ./internal/ratelimit/
 	@cd services/payout && $(GO) test -run '^$$' -bench . -benchmem ./internal/payout/
+
+# The gateway against a bare pooled proxy and Caddy, on the same real payout
+# service, with wrk (see devstack/cmd/loadtest). Not part of make test; it
+# takes about (rounds x 16 x duration). LOADTEST_FLAGS="-rounds 3 -duration 3s".
+LOADTEST_FLAGS ?=
+loadtest: build
+	@cd devstack && $(GO) build -o ../$(BIN)/loadtest ./cmd/loadtest
+	@$(BIN)/loadtest -bin $(BIN) $(LOADTEST_FLAGS)
 
 # The fuzz targets of every decoder that reads client bytes, as
 # module:package:target. make test runs their seed corpora; make fuzz runs

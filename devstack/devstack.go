@@ -5,6 +5,7 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -442,36 +443,57 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// prefixWriter writes whole lines, each prefixed, and keeps a copy of them
-// for tests that read a service's log.
+// prefixWriter relays a process's output line by line, each prefixed with
+// the process's name, and keeps nothing once written: under load it makes
+// one write per chunk the pipe delivers, and its memory stays flat.
 type prefixWriter struct {
-	mu     sync.Mutex
-	prefix string
-	w      io.Writer
-	buf    []byte
-	all    strings.Builder
+	mu      sync.Mutex
+	prefix  string
+	w       io.Writer
+	partial []byte // the start of a line whose end has not arrived
+	out     []byte
 }
+
+// maxPartial bounds a line without its newline (the services cap theirs at
+// 4 KiB): past it, the line is written as it is.
+const maxPartial = 64 << 10
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.buf = append(p.buf, b...)
-	for {
-		i := strings.IndexByte(string(p.buf), '\n')
+	n := len(b)
+	p.out = p.out[:0]
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
+			p.partial = append(p.partial, b...)
+			if len(p.partial) > maxPartial {
+				p.out = append(append(append(p.out, p.prefix...), p.partial...), '\n')
+				p.partial = p.partial[:0]
+			}
 			break
 		}
-		line := p.buf[:i+1]
-		p.all.Write(line)
-		fmt.Fprint(p.w, p.prefix+string(line))
-		p.buf = p.buf[i+1:]
+		p.out = append(append(append(p.out, p.prefix...), p.partial...), b[:i+1]...)
+		p.partial = p.partial[:0]
+		b = b[i+1:]
 	}
-	return len(b), nil
+	if len(p.out) > 0 {
+		_, _ = p.w.Write(p.out)
+	}
+	if cap(p.out) > 1<<20 { // one huge chunk does not pin its buffer
+		p.out = nil
+	}
+	return n, nil
 }
 
-// Log is everything the process wrote so far.
-func (p *Process) Log() string {
-	p.logs.mu.Lock()
-	defer p.logs.mu.Unlock()
-	return p.logs.all.String()
+// Pid is the process id of the running binary, 0 when it is not running.
+func (p *Process) Pid() int {
+	if p == nil || p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
+
+// RedisPid is the process id of the redis-server the stack started, 0 when
+// it started none.
+func (s *Stack) RedisPid() int { return s.redisPr.Pid() }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -154,6 +155,32 @@ func TestMetricsMoveWithTheRightLabels(t *testing.T) {
 	}
 }
 
+// An SRE profiles a binary on its admin address; the public address knows
+// nothing of it.
+func TestTheProfilerIsOnTheAdminAddressOnly(t *testing.T) {
+	s := startStack(t)
+	for _, svc := range services {
+		resp, err := client.Get("http://" + s.Services[svc].AdminAddr + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "goroutine profile:") {
+			t.Errorf("%s admin /debug/pprof/goroutine: %d %.80q, want the goroutine profile", svc, resp.StatusCode, b)
+		}
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/profile?seconds=1"} {
+		r := s.get(path, "")
+		if r.Status != 404 || fieldOrder(t, r.Body)[0] != "environment" || strings.Contains(r.Body, "goroutine") {
+			t.Errorf("public GET %s: %d %.120s, want the envelope's 404", path, r.Status, r.Body)
+		}
+	}
+	if v, ok := metricValue(s.metrics("gateway"), "partnerapi_log_lines_dropped_total", nil); !ok || v != 0 {
+		t.Errorf("log_lines_dropped_total = %v (present %v), want 0 on an idle stack", v, ok)
+	}
+}
+
 func TestEveryBinaryHasAHealthcheckSubcommand(t *testing.T) {
 	s := startStack(t)
 	dead := freeAddrs(t, 1)[0]
@@ -298,5 +325,55 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 	_ = fiatClient
 	if consent := find(spans, "consent", tracepb.Span_SPAN_KIND_SERVER, ""); consent != nil {
 		t.Errorf("the consent service's span has no parent: %s", consent.Name)
+	}
+}
+
+// TestWithoutAnExporterTheTraceIDStillReachesEveryLog: no exporter, no span
+// made anywhere, yet a caller's traceparent reaches the service and its log
+// line, and the gateway's.
+func TestWithoutAnExporterTheTraceIDStillReachesEveryLog(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
+	const traceID = "5bf92f3577b34da6a3ce929d0e0e4737"
+	r := s.do("POST", "/v1/fiat/accounts", key, onboardBody("ada@example.com"), "traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	if r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	for _, want := range []string{
+		`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_ms":`,
+		`"msg":"create_account","service":"fiat"`,
+	} {
+		found := false
+		deadline := time.Now().Add(3 * time.Second)
+		for !found && time.Now().Before(deadline) {
+			for _, line := range strings.Split(s.logs.String(), "\n") {
+				found = found || strings.Contains(line, want) && strings.Contains(line, `"trace_id":"`+traceID+`"`)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !found {
+			t.Errorf("no log line with %s and the caller's trace id", want)
+		}
+	}
+}
+
+// TestAnUnreachableCollectorIsLoggedNotFatal: spans that cannot be exported
+// cost the partner nothing, and the operator reads why in the JSON log, not
+// as a stray plain line.
+func TestAnUnreachableCollectorIsLoggedNotFatal(t *testing.T) {
+	dead := freeAddrs(t, 1)[0]
+	s := startStack(t, withEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+dead),
+		withEnv("OTEL_BSP_SCHEDULE_DELAY", "100"), withEnv("OTEL_EXPORTER_OTLP_TIMEOUT", "300"))
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	if r := s.get("/v1/config", key); r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if !s.logged(`"msg":"tracing error","service":"gateway","error":`) {
+		t.Fatal("the gateway did not log that its spans could not be exported")
+	}
+	for _, line := range strings.Split(s.logs.String(), "\n") {
+		if _, rest, ok := strings.Cut(line, "| "); ok && strings.Contains(rest, "traces export") && !json.Valid([]byte(rest)) {
+			t.Errorf("a plain line in the log: %q", line)
+		}
 	}
 }

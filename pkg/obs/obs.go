@@ -5,6 +5,7 @@ package obs
 
 import (
 	"net/http"
+	"net/http/pprof"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -192,6 +193,13 @@ func AdminHandler(reg *prometheus.Registry, notReady *atomic.Bool) http.Handler 
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
+	// Go's profiler, for SREs, on the admin address only (never the public
+	// one): go tool pprof http://<admin>/debug/pprof/profile?seconds=30
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if notReady.Load() {

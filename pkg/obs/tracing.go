@@ -4,12 +4,13 @@ import (
 	"context"
 	"net/http"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -23,6 +24,10 @@ type Tracing struct {
 	Provider   trace.TracerProvider
 	Propagator propagation.TextMapPropagator
 	shutdown   func(context.Context) error
+	// recording is false without an exporter: then no span is made at all,
+	// and only the caller's trace context is carried: into the request's
+	// context (logs' trace_id) and onward.
+	recording bool
 }
 
 // NewTracing exports spans over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -48,38 +53,123 @@ func NewTracing(ctx context.Context, service string, env environment.Name, geten
 		attribute.String("deployment.environment.name", string(env)),
 	)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	t.Provider, t.shutdown = tp, tp.Shutdown
+	t.Provider, t.shutdown, t.recording = tp, tp.Shutdown, true
 	return t, nil
 }
 
 // NewTracingWith uses an existing provider (tests record spans in memory).
 func NewTracingWith(tp trace.TracerProvider) *Tracing {
-	return &Tracing{Provider: tp, Propagator: propagation.TraceContext{}, shutdown: func(context.Context) error { return nil }}
+	return &Tracing{Provider: tp, Propagator: propagation.TraceContext{}, shutdown: func(context.Context) error { return nil }, recording: true}
 }
 
 // Handler starts a server span for each request, continuing the caller's
 // trace. Once the request is routed, the span is named after the route
 // template ("POST /v1/fiat/accounts"), never the raw path.
+//
+// The span is ours, not otelhttp's: otelhttp wraps the body and the writer
+// and builds a dozen attributes per request, which cost the gateway about
+// 27 µs a request even for spans that are never recorded
+// (BenchmarkProductionPath). We keep the attributes an operator searches by.
 func (t *Tracing) Handler(h http.Handler, service string) http.Handler {
-	return otelhttp.NewHandler(h, service,
-		otelhttp.WithTracerProvider(t.Provider),
-		otelhttp.WithPropagators(t.Propagator),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			if r.Pattern != "" {
-				return r.Pattern
-			}
-			return Method(r.Method)
-		}),
-	)
+	if !t.recording {
+		return carryContext(h, t.Propagator)
+	}
+	tracer := t.Provider.Tracer(instrumentation, trace.WithSchemaURL(semconv.SchemaURL))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := t.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := tracer.Start(ctx, Method(r.Method), trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		if !span.IsRecording() {
+			h.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		sw := &StatusWriter{ResponseWriter: w}
+		r = r.WithContext(ctx)
+		h.ServeHTTP(sw, r) // the router sets r.Pattern
+		status := sw.Status()
+		attrs := []attribute.KeyValue{
+			semconv.HTTPRequestMethodKey.String(Method(r.Method)),
+			semconv.HTTPResponseStatusCode(status),
+		}
+		if r.Pattern != "" {
+			span.SetName(r.Pattern)
+			attrs = append(attrs, semconv.HTTPRoute(r.Pattern))
+		}
+		span.SetAttributes(attrs...)
+		if status >= 500 {
+			span.SetStatus(codes.Error, "")
+		}
+	})
 }
 
 // Transport starts a client span for each outgoing call and sends the trace
-// context along.
+// context along. The span ends when the answer's header has arrived.
 func (t *Tracing) Transport(rt http.RoundTripper) http.RoundTripper {
-	return otelhttp.NewTransport(rt,
-		otelhttp.WithTracerProvider(t.Provider),
-		otelhttp.WithPropagators(t.Propagator),
+	if !t.recording {
+		return injectContext{next: rt, p: t.Propagator}
+	}
+	return clientSpans{next: rt, p: t.Propagator, tracer: t.Provider.Tracer(instrumentation, trace.WithSchemaURL(semconv.SchemaURL))}
+}
+
+const instrumentation = "github.com/partnerpay/api/pkg/obs"
+
+type clientSpans struct {
+	next   http.RoundTripper
+	p      propagation.TextMapPropagator
+	tracer trace.Tracer
+}
+
+func (c clientSpans) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, span := c.tracer.Start(r.Context(), Method(r.Method), trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	r = r.Clone(ctx) // a RoundTripper must not change its request
+	c.p.Inject(ctx, propagation.HeaderCarrier(r.Header))
+	resp, err := c.next.RoundTrip(r)
+	if !span.IsRecording() {
+		return resp, err
+	}
+	span.SetAttributes(
+		semconv.HTTPRequestMethodKey.String(Method(r.Method)),
+		semconv.ServerAddress(r.URL.Hostname()),
+		semconv.URLPath(r.URL.Path),
 	)
+	if err != nil {
+		span.SetAttributes(semconv.ErrorType(err))
+		span.SetStatus(codes.Error, "")
+		return resp, err
+	}
+	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	if resp.StatusCode >= 400 {
+		span.SetStatus(codes.Error, "")
+	}
+	return resp, nil
+}
+
+// carryContext puts a caller's trace context into the request's context,
+// when there is one; nothing is recorded.
+func carryContext(h http.Handler, p propagation.TextMapPropagator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header["Traceparent"]) > 0 {
+			r = r.WithContext(p.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// injectContext sends the trace context of the request's context along,
+// unless the request already carries one (a proxied request keeps its
+// caller's header).
+type injectContext struct {
+	next http.RoundTripper
+	p    propagation.TextMapPropagator
+}
+
+func (i injectContext) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(r.Header["Traceparent"]) == 0 && trace.SpanContextFromContext(r.Context()).IsValid() {
+		r = r.Clone(r.Context()) // a RoundTripper must not change its request
+		i.p.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	}
+	return i.next.RoundTrip(r)
 }
 
 // Shutdown flushes spans not yet exported.

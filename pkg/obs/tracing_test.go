@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -121,5 +123,109 @@ func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
 	}
 	if err := tr.Shutdown(context.Background()); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWithoutAnExporterTheContextStillTravels: a service with no exporter
+// makes no span, yet its outgoing calls carry the caller's trace onward.
+func TestWithoutAnExporterTheContextStillTravels(t *testing.T) {
+	tr, _ := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" })
+	var onward string
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		onward = r.Header.Get("traceparent")
+	}))
+	defer downstream.Close()
+	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
+	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}), "test")
+	const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("traceparent", caller)
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if onward != caller {
+		t.Errorf("the call onward carried %q, want the caller's %q", onward, caller)
+	}
+	onward = "unset"
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	if onward != "" {
+		t.Errorf("a request without trace context sent %q onward", onward)
+	}
+}
+
+// TestSpansCarryWhatAnOperatorSearchesBy: the route, method and status on
+// the server span, the status on the client span, and errors marked.
+func TestSpansCarryWhatAnOperatorSearchesBy(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer downstream.Close()
+	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/things/{id}", func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", downstream.URL+"/x", nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	tr.Handler(mux, "test").ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/things/th_1", nil))
+
+	got := map[trace.SpanKind]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		got[s.SpanKind()] = s
+	}
+	attrs := func(s sdktrace.ReadOnlySpan) map[string]string {
+		out := map[string]string{}
+		for _, a := range s.Attributes() {
+			out[string(a.Key)] = a.Value.String()
+		}
+		return out
+	}
+	server, client2 := got[trace.SpanKindServer], got[trace.SpanKindClient]
+	if server == nil || client2 == nil {
+		t.Fatalf("spans: %v", rec.Ended())
+	}
+	if a := attrs(server); server.Name() != "POST /v1/things/{id}" || a["http.route"] != "POST /v1/things/{id}" ||
+		a["http.request.method"] != "POST" || a["http.response.status_code"] != "503" || server.Status().Code != codes.Error {
+		t.Errorf("server span %q %v %v", server.Name(), a, server.Status())
+	}
+	if a := attrs(client2); client2.Name() != "GET" || a["http.response.status_code"] != "502" || a["url.path"] != "/x" ||
+		client2.Status().Code != codes.Error || client2.Parent().SpanID() != server.SpanContext().SpanID() {
+		t.Errorf("client span %q %v %v", client2.Name(), a, client2.Status())
+	}
+}
+
+// TestAnUnsampledCallerCostsNoSpans: a caller that did not sample its trace
+// gets no recorded span, and its decision travels onward.
+func TestAnUnsampledCallerCostsNoSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	var onward string
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		onward = r.Header.Get("traceparent")
+	}))
+	defer downstream.Close()
+	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
+	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}), "test")
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d spans recorded for an unsampled caller", n)
+	}
+	if !strings.HasPrefix(onward, "00-0af7651916cd43dd8448eb211c80319c-") || !strings.HasSuffix(onward, "-00") {
+		t.Errorf("onward traceparent %q, want the caller's trace, unsampled", onward)
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
@@ -87,8 +89,21 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 		return err
 	}
 	defer s.Kit.Shutdown(context.Background())
-	s.Log = Logger(stderr, b.Name)
+	// Log lines leave through a buffer, so a slow pipe never slows a
+	// request; what it must drop is counted.
+	lw := NewLogWriter(stderr, LogBuffer)
+	defer lw.Close()
+	s.Kit.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: obs.Namespace, Name: "log_lines_dropped_total",
+		Help: "Log lines dropped because the log's buffer was full (its reader too slow or stuck).",
+	}, func() float64 { return float64(lw.Dropped()) }))
+	s.Log = Logger(lw, b.Name)
 	redis.SetLogger(redisLogger{log: s.Log})
+	// Likewise OpenTelemetry's (a collector that cannot be reached: one
+	// line per failed export batch, not a plain line on stderr).
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		s.Log.Warn("tracing error", "error", err)
+	}))
 	return run(ctx, s)
 }
 

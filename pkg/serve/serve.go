@@ -37,6 +37,9 @@ func NewServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 const (
 	MaxLogLine  = 4 << 10
 	MaxLogValue = 512
+	// LogBuffer bounds the log lines a binary holds before they are
+	// written (a few thousand request lines).
+	LogBuffer = 1 << 20
 )
 
 // Logger returns the JSON logger every binary uses.

@@ -179,6 +179,9 @@ func Dashboard() map[string]any {
 		[2]string{`min(partnerapi_gateway_keys_file_valid{job="gateway"})`, "keys file valid"})
 	b.series(16, 8, "Requests in flight", "Requests each service is answering now.", "none",
 		[2]string{`sum by (job) (partnerapi_http_requests_in_flight{` + jobs() + `})`, "{{job}}"})
+	b.series(0, 8, "Log lines dropped", "Lines a binary dropped because its log buffer was full: whatever reads its output is stuck or too slow. Requests never wait for the log.", "none",
+		[2]string{`sum by (job) (increase(partnerapi_log_lines_dropped_total{` + jobs() + `}[$__rate_interval]))`, "{{job}}"})
+	b.y += 8
 	b.row("operations")
 	for i, svc := range Operated {
 		b.series(i*8, 8, svc+": operations by outcome", "Each operation of the "+svc+" service, by outcome: ok or the wire error code.", "reqps",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"os"
 	"sync"
 
@@ -23,38 +24,46 @@ var errSlowBody = envelope.New(envelope.CodeRequestTimeout, "The request body di
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-type bufferedBody struct{ buf *bytes.Buffer }
-
-func (b bufferedBody) release() {
-	if b.buf.Cap() <= 64<<10 { // keep small buffers; let a rare 1 MiB one go
-		b.buf.Reset()
-		bodyPool.Put(b.buf)
-	}
-}
-
-// readBody replaces r's body with a buffered copy (Content-Length set,
-// GetBody for retries), or returns the refusal.
-func readBody(r *http.Request) (bufferedBody, *envelope.Error) {
+// readBody replaces r's body with a copy in memory (Content-Length set,
+// GetBody for retries), or returns the refusal. The copy is the body's own
+// exact-size slice, never a pooled buffer: the transport may still read it
+// after the handler has returned.
+func readBody(r *http.Request) *envelope.Error {
 	buf := bodyPool.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 { // keep small buffers; let a rare 1 MiB one go
+			buf.Reset()
+			bodyPool.Put(buf)
+		}
+	}()
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, jsonbody.MaxBytes+1))
-	b := bufferedBody{buf: buf}
 	var ne net.Error
 	switch {
 	case err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()):
-		b.release()
-		return bufferedBody{}, errSlowBody
+		return errSlowBody
 	case err != nil:
-		b.release()
-		return bufferedBody{}, envelope.InvalidRequest("Request body could not be read.")
+		return envelope.InvalidRequest("Request body could not be read.")
 	case buf.Len() > jsonbody.MaxBytes:
-		b.release()
-		return bufferedBody{}, envelope.TooLarge()
+		return envelope.TooLarge()
 	}
-	data := buf.Bytes()
+	data := bytes.Clone(buf.Bytes())
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	r.ContentLength = int64(len(data))
 	r.TransferEncoding = nil
 	r.Header.Del("Transfer-Encoding")
-	return b, nil
+	return nil
+}
+
+// inMemoryBody gives the outgoing request a fresh reader of the buffered
+// body. httputil.ReverseProxy wraps the body in a type net/http does not
+// know is in memory, and then the transport sends the headers and the body
+// in two writes; a *bytes.Reader (behind io.NopCloser) goes in one.
+func inMemoryBody(pr *httputil.ProxyRequest) {
+	if pr.Out.Body == nil || pr.In.GetBody == nil {
+		return
+	}
+	if body, err := pr.In.GetBody(); err == nil {
+		pr.Out.Body = body
+	}
 }

@@ -81,12 +81,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 		if r.ContentLength > jsonbody.MaxBytes {
 			return entry.ID, g.refuse(w, envelope.TooLarge())
 		}
-		body, refusal := readBody(r)
-		if refusal != nil {
+		if refusal := readBody(r); refusal != nil {
 			w.Header().Set("Connection", "close") // what is left of the body is unread
 			return entry.ID, g.refuse(w, refusal)
 		}
-		defer body.release()
 	}
 
 	c := &call{entry: entry, requestID: requestID}

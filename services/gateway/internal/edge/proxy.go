@@ -61,6 +61,7 @@ func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTrippe
 // header a client may have sent with the gateway's own.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest, target *url.URL) {
 	pr.SetURL(target)
+	inMemoryBody(pr)
 	c := pr.In.Context().Value(ctxKey{}).(*call)
 	h := pr.Out.Header
 	for name := range h {

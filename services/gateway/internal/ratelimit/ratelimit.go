@@ -6,6 +6,18 @@
 // key's rate), until Redis answers again. Whether Redis answers again is
 // probed in the background, so the fallback state follows Redis' health,
 // not the next request.
+//
+// A key of LeaseMinRate requests per second or more does not ask Redis for
+// every request: it takes its tokens from the shared bucket a few at a
+// time (leaseSize) and spends them in-process for at most LeaseTTL. Every
+// token still comes out of the one bucket before it is spent, so over time
+// the fleet admits no more than the bucket allows. The bound: in any
+// one-second window a replica can spend at most leaseSize(rate)−1 tokens it
+// took before the window, so a key gets at most rate/50 requests per replica
+// above its exact limit in any second. Tokens not spent within LeaseTTL are
+// given up, never carried: at worst a quiet key loses leaseSize−1 tokens of
+// its burst per replica. Below LeaseMinRate (a 2/s or a 10/s key) every
+// request is decided by Redis, exactly.
 package ratelimit
 
 import (
@@ -29,8 +41,35 @@ type Decision struct {
 }
 
 // Backend is the shared bucket store: redis_rate's Limiter in production.
+// AllowAtMost takes up to n tokens from key's bucket and says how many it
+// took (Allowed), what is left and when to retry.
 type Backend interface {
-	Allow(ctx context.Context, key string, limit redis_rate.Limit) (*redis_rate.Result, error)
+	AllowAtMost(ctx context.Context, key string, limit redis_rate.Limit, n int) (*redis_rate.Result, error)
+}
+
+// Leasing: see the package comment.
+const (
+	LeaseMinRate = 100                    // keys at or above this rate lease tokens
+	leaseDivisor = 50                     // a lease is rate/50 tokens: ~50 Redis calls a second at full rate
+	LeaseMax     = 100                    // and at most this many
+	LeaseTTL     = 100 * time.Millisecond // unspent leased tokens are given up after this
+)
+
+// leaseSize is how many tokens a request of a key at rate takes from Redis.
+func leaseSize(rate int) int {
+	if rate < LeaseMinRate {
+		return 1
+	}
+	return min(rate/leaseDivisor, LeaseMax)
+}
+
+// lease is the tokens a replica holds for one key.
+type lease struct {
+	mu        sync.Mutex
+	tokens    int
+	expires   time.Time
+	remaining int       // in the shared bucket at the last lease
+	reset     time.Time // when the shared bucket is full again
 }
 
 // Observer receives every decision, for metrics.
@@ -52,6 +91,7 @@ type Limiter struct {
 	now      func() time.Time
 	downTill atomic.Int64 // unix nanos before which Redis is not asked
 	fallback atomic.Bool
+	leases   sync.Map // key → *lease, for keys of LeaseMinRate and more
 }
 
 // Options tune a Limiter.
@@ -108,16 +148,68 @@ func (l *Limiter) Allow(ctx context.Context, key string, rate int) Decision {
 }
 
 func (l *Limiter) remote(ctx context.Context, key string, rate int) (Decision, bool) {
-	if l.now().UnixNano() < l.downTill.Load() {
+	if l.down() {
 		return Decision{}, false
 	}
+	n := leaseSize(rate)
+	if n == 1 {
+		res, ok := l.take(ctx, key, rate, 1)
+		if !ok {
+			return Decision{}, false
+		}
+		return decision(rate, res, 0, res.ResetAfter), true
+	}
+	v, _ := l.leases.Load(key)
+	if v == nil {
+		v, _ = l.leases.LoadOrStore(key, &lease{})
+	}
+	le := v.(*lease)
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	now := l.now()
+	if le.tokens > 0 && now.Before(le.expires) {
+		le.tokens--
+		return Decision{Allowed: true, Limit: rate, Remaining: le.remaining + le.tokens, ResetAfter: max(0, le.reset.Sub(now))}, true
+	}
+	// Concurrent requests of this key wait here for one lease rather than
+	// each asking Redis.
+	le.tokens = 0
+	if l.down() {
+		return Decision{}, false
+	}
+	res, ok := l.take(ctx, key, rate, n)
+	if !ok {
+		return Decision{}, false
+	}
+	if res.Allowed > 0 {
+		le.tokens, le.expires = res.Allowed-1, now.Add(LeaseTTL)
+		le.remaining, le.reset = res.Remaining, now.Add(res.ResetAfter)
+	}
+	return decision(rate, res, le.tokens, res.ResetAfter), true
+}
+
+func (l *Limiter) down() bool { return l.now().UnixNano() < l.downTill.Load() }
+
+// decision is the answer to one request from a Redis result, with held
+// tokens still to spend.
+func decision(rate int, res *redis_rate.Result, held int, resetAfter time.Duration) Decision {
+	d := Decision{Allowed: res.Allowed > 0, Limit: rate, Remaining: res.Remaining + held, ResetAfter: resetAfter}
+	if !d.Allowed {
+		d.RetryAfter = res.RetryAfter
+	}
+	return d
+}
+
+// take asks Redis for up to n tokens of key; false when Redis failed (the
+// limiter is then in its fallback) or the caller went away.
+func (l *Limiter) take(ctx context.Context, key string, rate, n int) (*redis_rate.Result, bool) {
 	rctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	res, err := l.backend.Allow(rctx, key, redis_rate.PerSecond(rate))
+	res, err := l.backend.AllowAtMost(rctx, key, redis_rate.PerSecond(rate), n)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The client went away; that says nothing about Redis.
-			return Decision{}, false
+			return nil, false
 		}
 		l.downTill.Store(l.now().Add(l.recheck).UnixNano())
 		if l.fallback.CompareAndSwap(false, true) {
@@ -129,19 +221,10 @@ func (l *Limiter) remote(ctx context.Context, key string, rate int) (Decision, b
 				go l.probeUntilBack()
 			}
 		}
-		return Decision{}, false
+		return nil, false
 	}
 	l.recovered()
-	d := Decision{
-		Allowed:    res.Allowed > 0,
-		Limit:      rate,
-		Remaining:  res.Remaining,
-		ResetAfter: res.ResetAfter,
-	}
-	if !d.Allowed {
-		d.RetryAfter = res.RetryAfter
-	}
-	return d, true
+	return res, true
 }
 
 // recovered leaves the fallback (once, whoever notices first).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,7 +160,7 @@ func TestTheFallbackSharesTheRateAcrossReplicas(t *testing.T) {
 
 type slowBackend struct{ calls atomic.Int32 }
 
-func (b *slowBackend) Allow(ctx context.Context, _ string, _ redis_rate.Limit) (*redis_rate.Result, error) {
+func (b *slowBackend) AllowAtMost(ctx context.Context, _ string, _ redis_rate.Limit, _ int) (*redis_rate.Result, error) {
 	b.calls.Add(1)
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -183,7 +185,7 @@ func TestAHungRedisCostsOneDeadlineNotOnePerRequest(t *testing.T) {
 
 type failingBackend struct{}
 
-func (failingBackend) Allow(ctx context.Context, _ string, _ redis_rate.Limit) (*redis_rate.Result, error) {
+func (failingBackend) AllowAtMost(ctx context.Context, _ string, _ redis_rate.Limit, _ int) (*redis_rate.Result, error) {
 	return nil, errors.New("boom")
 }
 
@@ -223,5 +225,106 @@ func BenchmarkLocalAllow(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Allow(ctx, "bench", 1<<20)
+	}
+}
+
+// countingBackend counts the calls that reach Redis.
+type countingBackend struct {
+	Backend
+	calls atomic.Int32
+}
+
+func (b *countingBackend) AllowAtMost(ctx context.Context, key string, limit redis_rate.Limit, n int) (*redis_rate.Result, error) {
+	b.calls.Add(1)
+	return b.Backend.AllowAtMost(ctx, key, limit, n)
+}
+
+func newRedisLimiter(t *testing.T, rdb *redis.Client, now func() time.Time) (*Limiter, *countingBackend) {
+	b := &countingBackend{Backend: redis_rate.NewLimiter(rdb)}
+	return New(b, Options{Timeout: time.Second, Now: now}, slog.New(slog.DiscardHandler), nil), b
+}
+
+// TestAHighRateKeyLeasesItsTokens: a 1000/s key asks Redis once per 20
+// requests; a 2/s and a 99/s key ask for every one, exactly.
+func TestAHighRateKeyLeasesItsTokens(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	for _, c := range []struct {
+		rate, requests, calls int
+	}{{1000, 200, 10}, {99, 50, 50}, {2, 2, 2}} {
+		l, b := newRedisLimiter(t, rdb, nil)
+		key := "k" + strconv.Itoa(c.rate)
+		for i := range c.requests {
+			if d := l.Allow(ctx, key, c.rate); !d.Allowed || d.Local {
+				t.Fatalf("%d/s, request %d: %+v", c.rate, i, d)
+			}
+		}
+		if got := int(b.calls.Load()); got != c.calls {
+			t.Errorf("%d/s: %d requests asked Redis %d times, want %d", c.rate, c.requests, got, c.calls)
+		}
+	}
+	// A 2/s key stays exact: the third request in the same second is refused.
+	l, _ := newRedisLimiter(t, rdb, nil)
+	if d := l.Allow(ctx, "k2", 2); d.Allowed || d.RetryAfter <= 0 {
+		t.Errorf("a 2/s key's third request: %+v", d)
+	}
+}
+
+// TestUnspentLeasedTokensAreGivenUp: tokens held longer than LeaseTTL are
+// not spent; the next request asks Redis again.
+func TestUnspentLeasedTokensAreGivenUp(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	c := &fakeClock{t: time.Now()}
+	l, b := newRedisLimiter(t, rdb, c.now)
+	ctx := context.Background()
+	d := l.Allow(ctx, "k", 1000) // takes 20, spends 1
+	if !d.Allowed || b.calls.Load() != 1 || d.Remaining != 999 {
+		t.Fatalf("first: %+v after %d calls; want allowed, 999 left (980 in Redis + 19 held)", d, b.calls.Load())
+	}
+	l.Allow(ctx, "k", 1000)
+	c.advance(LeaseTTL)
+	l.Allow(ctx, "k", 1000)
+	if b.calls.Load() != 2 {
+		t.Errorf("after LeaseTTL the held tokens were spent: %d calls, want 2", b.calls.Load())
+	}
+}
+
+// TestLeasingOverAdmitsNoMoreThanItsBound: two replicas hammering one
+// 500/s key (leases of 10) admit what the shared bucket allows (a burst of
+// 500, then 500 a second), give or take a lease per replica.
+func TestLeasingOverAdmitsNoMoreThanItsBound(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 32})
+	defer rdb.Close()
+	const rate, replicas = 500, 2
+	var admitted atomic.Int64
+	start := time.Now()
+	stop := start.Add(1200 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range replicas {
+		l, _ := newRedisLimiter(t, rdb, nil)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					if l.Allow(context.Background(), "shared", rate).Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	exact := rate + rate*elapsed // the burst, then the rate
+	bound := float64(replicas * (leaseSize(rate) - 1))
+	got := float64(admitted.Load())
+	if got > exact+bound+rate*0.02 || got < 0.9*exact-bound {
+		t.Errorf("admitted %v in %.2fs; the bucket allows %.0f, the bound is ±%v", got, elapsed, exact, bound)
 	}
 }

@@ -1,0 +1,180 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
+	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
+)
+
+// BenchmarkProductionPath is one request through the gateway as a deployment
+// runs it, wired as cmd/gateway wires it: obs.Kit's trace handling and
+// request metrics around the edge, the request log through serve's
+// LogWriter, the Redis limiter (a high-rate key, so it leases), the pooled
+// traced transport, and a real upstream over loopback. Only the client's
+// connection is missing (a recorder stands in). With and without an OTLP
+// exporter (the collector here is a loopback server that drops what it gets).
+//
+//	cd services/gateway && go test -run '^$' -bench ProductionPath -benchmem ./internal/edge/
+func BenchmarkProductionPath(b *testing.B) {
+	body := `{"quoteId":"bpq_84532_00112233445566778899aabbccddeeff","cryptoAmount":"100","fiatAmount":"91.3","rate":"0.913","rail":"sepa_instant","estimatedSettlement":"PT10S","providerFee":"0.5","ourFee":"0.2","expiresAt":"2026-11-22T05:00:59Z"}`
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer upstream.Close()
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	const sampled, unsampled = "01", "00"
+	for _, tc := range []struct{ name, otlp, flags string }{
+		{"tracing=off", "", sampled},
+		{"tracing=exporting", collector.URL, sampled},
+		// The caller's trace is not sampled (or a ratio sampler said no):
+		// the spans are made but not recorded or exported.
+		{"tracing=exporting,unsampled", collector.URL, unsampled},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			// The exporter reads its variables itself.
+			b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.otlp)
+			kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", os.Getenv)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kit.Shutdown(context.Background())
+			h := productionGateway(b, kit, upstream.URL, NewTransport())
+			reqBody := []byte(`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`)
+			r := httptest.NewRequest("POST", "/v1/bank/payout/quote", nil)
+			r.Header.Set("Authorization", "Bearer "+testKey)
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-"+tc.flags)
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Body = io.NopCloser(bytes.NewReader(reqBody))
+				r.ContentLength = int64(len(reqBody))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != 200 || !bytes.HasPrefix(w.Body.Bytes(), []byte(`{"environment":"sandbox","quoteId"`)) {
+					b.Fatalf("status %d %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// productionGateway is the gateway wired as cmd/gateway wires it, in front
+// of upstream through transport: kit's trace handling and request metrics,
+// the request log through serve's LogWriter, the Redis limiter, and one key
+// (testKey) at 100000/s with the bank product.
+func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport http.RoundTripper) http.Handler {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+	tb.Cleanup(func() { rdb.Close() })
+	lw := serve.NewLogWriter(io.Discard, serve.LogBuffer)
+	tb.Cleanup(func() { lw.Close() })
+	log := serve.Logger(lw, "gateway")
+	metrics := NewMetrics(kit.Registry)
+	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: 50 * time.Millisecond}, log, metrics)
+	u, err := url.Parse(upstream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := New(Config{
+		Env: "sandbox", Limiter: limiter, Log: log, Metrics: metrics,
+		Keys: staticKeys{apikey.NewSet(&apikey.File{Keys: []apikey.Key{{
+			ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 100000,
+			Grants: partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"},
+		}}})},
+		Upstreams:     map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u},
+		Transport:     kit.Tracing.Transport(transport),
+		InternalToken: "internal-token-0123456789",
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kit.Serve(g)
+}
+
+// countingConn counts the writes made on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// TestAProxiedPOSTLeavesInOneWrite: the request line, headers and the
+// (size-capped, already read) body reach the upstream in one write(2), with
+// tracing off and with spans recorded.
+func TestAProxiedPOSTLeavesInOneWrite(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		_, _ = io.WriteString(w, `{"quoteId":"bpq_84532_00112233445566778899aabbccddeeff"}`)
+	}))
+	defer upstream.Close()
+	for _, recording := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recording=%v", recording), func(t *testing.T) {
+			kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if recording {
+				kit.Tracing = obs.NewTracingWith(sdktrace.NewTracerProvider())
+			}
+			var writes atomic.Int64
+			transport := NewTransport()
+			dial := transport.DialContext
+			transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dial(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return countingConn{Conn: c, writes: &writes}, nil
+			}
+			h := productionGateway(t, kit, upstream.URL, transport)
+			// A body that fits, with the headers, in the transport's 4 KiB
+			// write buffer (every body our contract describes does).
+			body := strings.Repeat(" ", 3<<10) + `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
+			for i := range 3 {
+				before := writes.Load()
+				w := serveOne(h, "POST", "/v1/bank/payout/quote", body, "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+				if w.Code != 200 {
+					t.Fatalf("%d %s", w.Code, w.Body)
+				}
+				if n := writes.Load() - before; n != 1 {
+					t.Errorf("request %d: the upstream got the request in %d writes, want 1", i, n)
+				}
+			}
+		})
+	}
+}
