@@ -37,6 +37,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -152,6 +154,7 @@ type target struct {
 
 type harness struct {
 	stack    *devstack.Stack
+	redis    *redis.Client
 	targets  map[string]*target
 	children []*exec.Cmd
 	dir      string
@@ -167,7 +170,8 @@ func start(bin, caddy string) (*harness, error) {
 	h := &harness{dir: dir, targets: map[string]*target{}}
 	keys := filepath.Join(dir, "keys.json")
 	// A key whose rate is never reached: the limiter decides every request
-	// (and is measured) but never refuses one.
+	// (and is measured) but never refuses one. At this rate it leases its
+	// tokens from Redis (100 at a time; see the ratelimit package).
 	key, err := output(filepath.Join(bin, "gateway"), "keys", "issue", "--file", keys, "--id", keyID,
 		"--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "25000")
 	if err != nil {
@@ -191,6 +195,11 @@ func start(bin, caddy string) (*harness, error) {
 		return nil, err
 	}
 	h.stack = s
+	ropts, err := redis.ParseURL(s.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	h.redis = redis.NewClient(ropts)
 	payout := "http://" + s.Services["payout"].Addr
 
 	grants, _ := json.Marshal(partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"})
@@ -273,6 +282,9 @@ func (h *harness) stop() {
 		_ = c.Process.Kill()
 		_ = c.Wait()
 	}
+	if h.redis != nil {
+		h.redis.Close()
+	}
 	if h.stack != nil {
 		h.stack.Stop()
 	}
@@ -285,6 +297,7 @@ type sample struct {
 	proxyCPU      float64 // µs of CPU per request in the proxy process
 	upstreamCPU   float64 // … in the payout service
 	redisCPU      float64 // … in redis-server
+	redisCalls    float64 // commands redis-server processed per request
 	rssMiB        float64 // the proxy's resident memory after the run
 	non2xx        int
 }
@@ -303,13 +316,13 @@ func (h *harness) run(t *target, e endpoint, conns, threads int, d time.Duration
 		return sample{}, err
 	}
 	pids := []int{t.pid, h.stack.Services["payout"].Pid(), h.stack.RedisPid()}
-	before := cpuTicks(pids)
+	before, commandsBefore := cpuTicks(pids), h.redisCommands()
 	out, err := exec.Command("wrk", "--latency", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns),
 		"-d", d.String(), "-s", script, t.base+e.path).CombinedOutput()
 	if err != nil {
 		return sample{}, fmt.Errorf("wrk: %v\n%s", err, out)
 	}
-	after := cpuTicks(pids)
+	after, commandsAfter := cpuTicks(pids), h.redisCommands()
 	s, total, err := parseWrk(string(out))
 	if err != nil {
 		return sample{}, err
@@ -321,6 +334,7 @@ func (h *harness) run(t *target, e endpoint, conns, threads int, d time.Duration
 		return float64(after[i]-before[i]) * (1e6 / ticksPerSecond) / float64(total)
 	}
 	s.proxyCPU, s.upstreamCPU, s.redisCPU = perReq(0), perReq(1), perReq(2)
+	s.redisCalls = float64(commandsAfter-commandsBefore-1) / float64(total) // less our own INFO
 	if t.pid != 0 {
 		s.rssMiB = rssMiB(t.pid)
 	}
@@ -328,6 +342,22 @@ func (h *harness) run(t *target, e endpoint, conns, threads int, d time.Duration
 		fmt.Fprintf(os.Stderr, "warning: %s %s: %d answers were not 2xx\n", t.name, e.name, s.non2xx)
 	}
 	return s, nil
+}
+
+// redisCommands is how many commands redis-server has processed.
+func (h *harness) redisCommands() int64 {
+	info, err := h.redis.Info(context.Background(), "stats").Result()
+	if err != nil {
+		log.Fatalf("redis INFO: %v", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	log.Fatal("redis INFO stats has no total_commands_processed")
+	return 0
 }
 
 // parseWrk reads wrk --latency's report: requests/s, the 50% and 99%
@@ -434,8 +464,8 @@ func report(w io.Writer, targets []*target, conns []int, results map[string][]sa
 		rounds, d, numCPU())
 	for _, c := range conns {
 		fmt.Fprintf(w, "\n### -c%d\n\n", c)
-		fmt.Fprintln(w, "| target | quote POST rps | quote p50 / p99 ms | config GET rps | config p50 / p99 ms | proxy CPU µs/req (quote / config) | payout CPU µs/req | redis µs/req | proxy RSS MiB |")
-		fmt.Fprintln(w, "| - | - | - | - | - | - | - | - | - |")
+		fmt.Fprintln(w, "| target | quote POST rps | quote p50 / p99 ms | config GET rps | config p50 / p99 ms | proxy CPU µs/req (quote / config) | payout CPU µs/req | redis CPU µs/req (quote / config) | redis calls/req (quote / config) | proxy RSS MiB |")
+		fmt.Fprintln(w, "| - | - | - | - | - | - | - | - | - | - |")
 		for _, t := range targets {
 			q, g := results[t.name+"|quote|"+strconv.Itoa(c)], results[t.name+"|config|"+strconv.Itoa(c)]
 			cpu := "—"
@@ -446,11 +476,12 @@ func report(w io.Writer, targets []*target, conns []int, results map[string][]sa
 			if t.pid != 0 {
 				rss = fmt.Sprintf("%.1f", max(med(q, func(s sample) float64 { return s.rssMiB }), med(g, func(s sample) float64 { return s.rssMiB })))
 			}
-			fmt.Fprintf(w, "| %s | %.0f | %.2f / %.2f | %.0f | %.2f / %.2f | %s | %.0f | %.1f | %s |\n", t.label,
+			fmt.Fprintf(w, "| %s | %.0f | %.2f / %.2f | %.0f | %.2f / %.2f | %s | %.0f | %.1f / %.1f | %.2f / %.2f | %s |\n", t.label,
 				med(q, func(s sample) float64 { return s.rps }), med(q, func(s sample) float64 { return s.p50 }), med(q, func(s sample) float64 { return s.p99 }),
 				med(g, func(s sample) float64 { return s.rps }), med(g, func(s sample) float64 { return s.p50 }), med(g, func(s sample) float64 { return s.p99 }),
 				cpu, med(q, func(s sample) float64 { return s.upstreamCPU }),
-				med(q, func(s sample) float64 { return s.redisCPU }), rss)
+				med(q, func(s sample) float64 { return s.redisCPU }), med(g, func(s sample) float64 { return s.redisCPU }),
+				med(q, func(s sample) float64 { return s.redisCalls }), med(g, func(s sample) float64 { return s.redisCalls }), rss)
 		}
 		gw := func(e string) []sample { return results["gateway|"+e+"|"+strconv.Itoa(c)] }
 		for _, ref := range []string{"bare", "caddy"} {
@@ -462,6 +493,14 @@ func report(w io.Writer, targets []*target, conns []int, results map[string][]sa
 					med(results[ref+"|"+e+"|"+strconv.Itoa(c)], func(s sample) float64 { return s.rps })
 			}
 			fmt.Fprintf(w, "\ngateway / %s: quote %.2f×, config %.2f×", ref, ratio("quote"), ratio("config"))
+		}
+		if bare := results["bare|config|"+strconv.Itoa(c)]; bare != nil && gw("config") != nil {
+			// The config GET touches Redis only to limit: what the gateway
+			// adds there over the bare proxy is the limiter's cost.
+			f := func(ss []sample, v func(sample) float64) float64 { return med(ss, v) }
+			fmt.Fprintf(w, "\nlimiting in Redis (gateway − bare, config GET): %.1f µs CPU and %.3f commands per request",
+				f(gw("config"), func(s sample) float64 { return s.redisCPU })-f(bare, func(s sample) float64 { return s.redisCPU }),
+				f(gw("config"), func(s sample) float64 { return s.redisCalls })-f(bare, func(s sample) float64 { return s.redisCalls }))
 		}
 		fmt.Fprintln(w)
 	}
