@@ -130,30 +130,18 @@ func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
 // makes no span, yet its outgoing calls carry the caller's trace onward.
 func TestWithoutAnExporterTheContextStillTravels(t *testing.T) {
 	tr, _ := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" })
-	var onward string
-	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		onward = r.Header.Get("traceparent")
-	}))
-	defer downstream.Close()
-	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
-	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-	}), "test")
+	h, onward := callsOnward(t, tr)
 	const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("traceparent", caller)
 	h.ServeHTTP(httptest.NewRecorder(), r)
-	if onward != caller {
-		t.Errorf("the call onward carried %q, want the caller's %q", onward, caller)
+	if *onward != caller {
+		t.Errorf("the call onward carried %q, want the caller's %q", *onward, caller)
 	}
-	onward = "unset"
+	*onward = "unset"
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
-	if onward != "" {
-		t.Errorf("a request without trace context sent %q onward", onward)
+	if *onward != "" {
+		t.Errorf("a request without trace context sent %q onward", *onward)
 	}
 }
 
@@ -207,25 +195,32 @@ func TestSpansCarryWhatAnOperatorSearchesBy(t *testing.T) {
 func TestAnUnsampledCallerCostsNoSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	var onward string
-	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		onward = r.Header.Get("traceparent")
-	}))
-	defer downstream.Close()
-	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
-	h := tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}), "test")
+	h, onward := callsOnward(t, tr)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	if n := len(rec.Ended()); n != 0 {
 		t.Errorf("%d spans recorded for an unsampled caller", n)
 	}
-	if !strings.HasPrefix(onward, "00-0af7651916cd43dd8448eb211c80319c-") || !strings.HasSuffix(onward, "-00") {
-		t.Errorf("onward traceparent %q, want the caller's trace, unsampled", onward)
+	if !strings.HasPrefix(*onward, "00-0af7651916cd43dd8448eb211c80319c-") || !strings.HasSuffix(*onward, "-00") {
+		t.Errorf("onward traceparent %q, want the caller's trace, unsampled", *onward)
 	}
+}
+
+// callsOnward is a traced service whose every request makes one traced call
+// to a downstream server; onward is the traceparent that call carried.
+func callsOnward(t *testing.T, tr *Tracing) (h http.Handler, onward *string) {
+	onward = new(string)
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*onward = r.Header.Get("traceparent")
+	}))
+	t.Cleanup(downstream.Close)
+	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
+	h = tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", downstream.URL, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}), "test")
+	return h, onward
 }

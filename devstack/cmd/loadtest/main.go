@@ -171,7 +171,7 @@ func start(bin, caddy string) (*harness, error) {
 	keys := filepath.Join(dir, "keys.json")
 	// A key whose rate is never reached: the limiter decides every request
 	// (and is measured) but never refuses one. At this rate it leases its
-	// tokens from Redis (100 at a time; see the ratelimit package).
+	// tokens from Redis (1000 at a time; see the ratelimit package).
 	key, err := output(filepath.Join(bin, "gateway"), "keys", "issue", "--file", keys, "--id", keyID,
 		"--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "25000")
 	if err != nil {

@@ -55,15 +55,13 @@ func readBody(r *http.Request) *envelope.Error {
 	return nil
 }
 
-// inMemoryBody gives the outgoing request a fresh reader of the buffered
-// body. httputil.ReverseProxy wraps the body in a type net/http does not
-// know is in memory, and then the transport sends the headers and the body
-// in two writes; a *bytes.Reader (behind io.NopCloser) goes in one.
+// inMemoryBody hands the outgoing request the buffered body itself.
+// httputil.ReverseProxy wraps the body in a type net/http does not know is
+// in memory, and then the transport sends the headers and the body in two
+// writes; a *bytes.Reader (behind io.NopCloser) goes in one. Nothing has
+// read the incoming copy (readBody made it); a retry takes GetBody's.
 func inMemoryBody(pr *httputil.ProxyRequest) {
-	if pr.Out.Body == nil || pr.In.GetBody == nil {
-		return
-	}
-	if body, err := pr.In.GetBody(); err == nil {
-		pr.Out.Body = body
+	if pr.Out.Body != nil && pr.In.GetBody != nil {
+		pr.Out.Body = pr.In.Body
 	}
 }

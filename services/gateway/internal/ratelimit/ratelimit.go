@@ -57,7 +57,7 @@ type Backend interface {
 const (
 	LeaseMinRate = 100                    // keys at or above this rate lease tokens
 	leaseDivisor = 50                     // a lease is rate/50 tokens: ~50 Redis calls a second at full rate
-	LeaseMax     = 100                    // and at most this many
+	LeaseMax     = 1000                   // and at most this many (a lease lasts ~20 ms at full rate, whatever the rate)
 	LeaseTTL     = 100 * time.Millisecond // unspent leased tokens are given up after this
 )
 
