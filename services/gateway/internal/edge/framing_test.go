@@ -108,11 +108,15 @@ func FuzzFraming(f *testing.F) {
 			stream.WriteString(request(cl, te, body, 1+r.IntN(5)))
 			want = append(want, cl && te)
 		}
-		if n := len(goFraming([]byte(stream.String()))); n != len(want) {
+		if n := len(goFraming([]byte(stream.String()))); n < len(want) {
 			t.Skipf("Go reads %d of %d requests (a body it refuses)", n, len(want))
 		}
+		// A body sent without Content-Length or Transfer-Encoding is read as
+		// the next request: the observer counts it, Go refuses it (400,
+		// connection closed; no handler runs) or reads it too. Either way
+		// the requests Go hands to handlers are the first len(want).
 		flags, n, lost := observe([]byte(stream.String()), 1+int(pieces))
-		if lost || n != len(want) {
+		if lost || n < len(want) {
 			t.Fatalf("observed %d requests (lost %v), Go reads %d", n, lost, len(want))
 		}
 		for i := range want {
