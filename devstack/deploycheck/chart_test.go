@@ -226,6 +226,12 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec, longestGrace time.D
 		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/ready" || c.ReadinessProbe.HTTPGet.Port.String() != "admin" {
 			t.Errorf("%s: no readiness probe on the admin /ready that shutdown turns off", name)
 		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+				e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" && e.ValueFrom.ResourceFieldRef.Divisor.String() == "1"
+		}) {
+			t.Errorf("%s: GOMEMLIMIT does not follow the container's memory limit (in bytes)", name)
+		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("%s: no CPU request or memory limit", name)
 		}
