@@ -155,10 +155,12 @@ func TestPayoutExecution(t *testing.T) {
 }
 
 func TestExpiredQuoteIsRefusedNeverRepriced(t *testing.T) {
-	s := startStack(t, withEnv("QUOTE_TTL", "1s"))
+	// Two seconds: the new instance below must still be open when it is
+	// executed, on a loaded CI machine too.
+	s := startStack(t, withEnv("QUOTE_TTL", "2s"))
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	q := s.quoteID(key, eur("10"))
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	r := s.post(executePath, key, executeBody(q, "DE89370400440532013000"))
 	want := errorBody("quote_expired", "This quote has expired; request a new quote. Expired quotes are never repriced.")
 	if r.Status != 410 || r.Body != want {
@@ -169,10 +171,10 @@ func TestExpiredQuoteIsRefusedNeverRepriced(t *testing.T) {
 	if again == q {
 		t.Fatalf("re-quoting after expiry brought back %s: whoever holds it would execute at the new price", q)
 	}
+	payoutID(t, s.post(executePath, key, executeBody(again, "DE89370400440532013000")), again)
 	if r := s.post(executePath, key, executeBody(q, "DE89370400440532013000")); r.Status != 410 || r.Body != want {
 		t.Fatalf("the old id after a re-quote: %d %s", r.Status, r.Body)
 	}
-	payoutID(t, s.post(executePath, key, executeBody(again, "DE89370400440532013000")), again)
 }
 
 // A second, identical payout is a new quote and a new payout, never the
