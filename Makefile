@@ -39,6 +39,7 @@ deploy-check:
 	@echo "== deploy"
 	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x BANK_PROVIDER_KEY=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
 		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 6 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
+		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 5 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
 		echo "docker-compose.yml: valid"
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
 	@for v in sandbox production; do \

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,10 +51,11 @@ type Options struct {
 
 // Stack is a running stack.
 type Stack struct {
-	GatewayURL string
-	SandboxKey string // set when the stack issued a first key
-	RedisURL   string
-	Services   map[string]*Process
+	GatewayURL    string
+	SandboxKey    string // set when the stack issued a first key
+	InternalToken string // the services' shared X-Internal-Token
+	RedisURL      string
+	Services      map[string]*Process
 
 	opts    Options
 	env     []string
@@ -151,7 +151,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	for k, v := range env {
 		s.env = append(s.env, k+"="+v)
 	}
-	s.GatewayURL = gatewayURL
+	s.GatewayURL, s.InternalToken = gatewayURL, env["INTERNAL_TOKEN"]
 
 	if _, err := os.Stat(opts.KeysFile); errors.Is(err, os.ErrNotExist) {
 		key, err := s.issueSandboxKey(ctx)
@@ -185,10 +185,12 @@ func (s *Stack) startRedis() error {
 		return nil
 	}
 	if path, err := exec.LookPath("redis-server"); err == nil {
-		port, err := freePort()
+		addrs, err := FreeAddrs(1)
 		if err != nil {
 			return err
 		}
+		addr := addrs[0]
+		_, port, _ := net.SplitHostPort(addr)
 		// Durable, as every Redis of the product (DESIGN §6): records
 		// survive a restart of make run, and a kill -9 of Redis.
 		dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "redis"))
@@ -198,9 +200,8 @@ func (s *Stack) startRedis() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
 		p := &Process{Service: Service{Name: "redis", Addr: addr}, stack: s}
-		p.cmd = exec.Command(path, redistest.Args(strconv.Itoa(port), dir)...)
+		p.cmd = exec.Command(path, redistest.Args(port, dir)...)
 		if err := p.start(); err != nil {
 			return err
 		}
@@ -434,13 +435,19 @@ func loadSecrets(path string) (map[string]string, error) {
 // secretNames are the secrets the services share in a local stack.
 var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "BANK_PROVIDER_KEY"}
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// FreeAddrs returns n distinct loopback addresses that were free a moment
+// ago: every listener stays open until all are chosen, so none repeats.
+func FreeAddrs(n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return out, nil
 }
 
 // prefixWriter relays a process's output line by line, each prefixed with

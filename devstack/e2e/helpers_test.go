@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -178,21 +177,15 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 	return st
 }
 
-// freeAddrs returns n distinct loopback addresses that were free a moment
-// ago: every listener stays open until all are chosen, so none repeats.
 // startRedis starts a redis-server for one test and returns its URL.
 func startRedis(t *testing.T) string { return redistest.Start(t).URL() }
 
+// freeAddrs is devstack.FreeAddrs for a test.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	out := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
+	out, err := devstack.FreeAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

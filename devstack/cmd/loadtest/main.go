@@ -177,9 +177,8 @@ func start(bin, caddy string) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	token := randomHex()
 	ports := map[string]string{}
-	addrs, err := freeAddrs(12)
+	addrs, err := devstack.FreeAddrs(12) // five services and their admin ports, the bare proxy, Caddy
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +187,7 @@ func start(bin, caddy string) (*harness, error) {
 	}
 	s, err := devstack.Start(context.Background(), devstack.Options{
 		BinDir: bin, StateDir: dir, KeysFile: keys, Ports: ports,
-		Env:  map[string]string{"INTERNAL_TOKEN": token, "SHUTDOWN_DRAIN": "0s"},
+		Env:  map[string]string{"SHUTDOWN_DRAIN": "0s"},
 		Logs: io.Discard, Out: io.Discard,
 	})
 	if err != nil {
@@ -207,7 +206,7 @@ func start(bin, caddy string) (*harness, error) {
 	// to the targets that are not the gateway, so the payout service does
 	// the same work for all of them.
 	internal := map[string]string{
-		partner.HeaderInternalToken: token,
+		partner.HeaderInternalToken: s.InternalToken,
 		partner.HeaderKeyID:         keyID,
 		partner.HeaderGrants:        string(grants),
 	}
@@ -570,31 +569,4 @@ func output(name string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
-}
-
-func randomHex() string {
-	b := make([]byte, 24)
-	f, _ := os.Open("/dev/urandom")
-	defer f.Close()
-	_, _ = io.ReadFull(f, b)
-	return fmt.Sprintf("%x", b)
 }

@@ -176,7 +176,7 @@ func (l *Limiter) remote(ctx context.Context, key string, rate int) (Decision, b
 		if !ok {
 			return Decision{}, false
 		}
-		return decision(rate, res, 0, res.ResetAfter), true
+		return decision(rate, res), true
 	}
 	return l.leased(ctx, key, rate, n)
 }
@@ -265,10 +265,9 @@ func (l *Limiter) refill(le *lease, key string, rate, n int) {
 
 func (l *Limiter) down() bool { return l.now().UnixNano() < l.downTill.Load() }
 
-// decision is the answer to one request from a Redis result, with held
-// tokens still to spend.
-func decision(rate int, res *redis_rate.Result, held int, resetAfter time.Duration) Decision {
-	d := Decision{Allowed: res.Allowed > 0, Limit: rate, Remaining: res.Remaining + held, ResetAfter: resetAfter}
+// decision is the answer to one request from a Redis result.
+func decision(rate int, res *redis_rate.Result) Decision {
+	d := Decision{Allowed: res.Allowed > 0, Limit: rate, Remaining: res.Remaining, ResetAfter: res.ResetAfter}
 	if !d.Allowed {
 		d.RetryAfter = res.RetryAfter
 	}

@@ -239,6 +239,13 @@ func (b *countingBackend) AllowN(ctx context.Context, key string, limit redis_ra
 	return b.Backend.AllowN(ctx, key, limit, n)
 }
 
+// startRedis is a client of a redis-server of the test's own.
+func startRedis(t *testing.T) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 func newRedisLimiter(t *testing.T, rdb *redis.Client, now func() time.Time) (*Limiter, *countingBackend) {
 	b := &countingBackend{Backend: redis_rate.NewLimiter(rdb)}
 	return New(b, Options{Timeout: time.Second, Now: now}, slog.New(slog.DiscardHandler), nil), b
@@ -247,9 +254,7 @@ func newRedisLimiter(t *testing.T, rdb *redis.Client, now func() time.Time) (*Li
 // TestAHighRateKeyLeasesItsTokens: a 1000/s key asks Redis once per 20
 // requests; a 2/s and a 99/s key ask for every one, exactly.
 func TestAHighRateKeyLeasesItsTokens(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
+	rdb := startRedis(t)
 	ctx := context.Background()
 	for _, c := range []struct {
 		rate, requests, calls int
@@ -278,11 +283,8 @@ func TestAHighRateKeyLeasesItsTokens(t *testing.T) {
 // TestUnspentLeasedTokensAreGivenUp: tokens held longer than LeaseTTL are
 // not spent; the next request asks Redis again.
 func TestUnspentLeasedTokensAreGivenUp(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
 	c := &fakeClock{t: time.Now()}
-	l, b := newRedisLimiter(t, rdb, c.now)
+	l, b := newRedisLimiter(t, startRedis(t), c.now)
 	ctx := context.Background()
 	d := l.Allow(ctx, "k", 1000) // takes 20, spends 1
 	if !d.Allowed || b.calls.Load() != 1 || d.Remaining != 999 {
@@ -389,11 +391,8 @@ func TestARequestDoesNotWaitForTheNextLease(t *testing.T) {
 // refused a leasing key, requests until the bucket's next token are refused
 // in-process, with the right Retry-After (until the next lease exists).
 func TestAnEmptyBucketIsNotAskedAgainBeforeItsRetryAfter(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
 	c := &fakeClock{t: time.Now()}
-	l, b := newRedisLimiter(t, rdb, c.now)
+	l, b := newRedisLimiter(t, startRedis(t), c.now)
 	ctx := context.Background()
 	const rate = 100 // leases of 2
 	admitted := 0
