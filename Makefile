@@ -100,9 +100,11 @@ images:
 			-t $(IMAGE_PREFIX)/$$s:$(VERSION) . || exit 1; \
 	done
 
-# Regenerate the Go client (clients/go) from the OpenAPI document, with
-# oapi-codegen pinned in devstack/go.mod; a test fails when they differ.
+# Regenerate what is made from the OpenAPI document: the JSON form and the
+# reference page the gateway embeds, and the Go client (clients/go, with
+# oapi-codegen pinned in devstack/go.mod); tests fail when they differ.
 generate:
+	@cd services/gateway/internal/apidocs && $(GO) generate .
 	@cd devstack && $(GO) tool oapi-codegen -config ../clients/go/oapi-codegen.yaml \
 		-o ../clients/go/partnerapi.gen.go ../services/gateway/internal/apidocs/openapi.yaml
 

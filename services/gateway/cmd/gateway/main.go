@@ -79,10 +79,6 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	}, s.Log, metrics)
 
-	docs, err := apidocs.New()
-	if err != nil {
-		return err
-	}
 	gw, err := edge.New(edge.Config{
 		Env:           s.Env,
 		Keys:          keys,
@@ -90,7 +86,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Upstreams:     cfg.upstreams(),
 		Transport:     s.Kit.Tracing.Transport(edge.NewTransport()),
 		InternalToken: s.InternalToken,
-		Docs:          docs,
+		Docs:          apidocs.New(),
 		Log:           s.Log,
 		Metrics:       metrics,
 	})

@@ -1,45 +1,38 @@
 // Package apidocs serves the OpenAPI document the gateway answers to: as
-// YAML (the source), as JSON (converted once at boot, key order kept), and
-// as a readable HTML reference rendered on the server from the same
-// document, so /docs needs no script or asset from anywhere.
+// YAML (the source), as JSON (key order kept), and as a readable HTML
+// reference, so /docs needs no script or asset from anywhere. The JSON and
+// the page are made from the YAML by make generate (package render) and
+// embedded; a test fails when they are not the source's.
 package apidocs
 
 import (
-	"bytes"
 	_ "embed"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
-
-	"go.yaml.in/yaml/v3"
 )
+
+//go:generate go run ./gen
 
 // Source is the OpenAPI document.
 //
 //go:embed openapi.yaml
 var Source []byte
 
+var (
+	//go:embed openapi.json
+	generatedJSON []byte
+	//go:embed docs.html
+	generatedPage []byte
+)
+
 // Docs holds the document in every form the gateway serves.
 type Docs struct {
 	yaml, json, html []byte
 }
 
-// New parses the document and renders its JSON and HTML forms.
-func New() (*Docs, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(Source, &root); err != nil {
-		return nil, fmt.Errorf("apidocs: %w", err)
-	}
-	var buf bytes.Buffer
-	if err := writeJSON(&buf, &root); err != nil {
-		return nil, fmt.Errorf("apidocs: %w", err)
-	}
-	page, err := render(buf.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("apidocs: %w", err)
-	}
-	return &Docs{yaml: Source, json: buf.Bytes(), html: page}, nil
+// New returns the document's forms.
+func New() *Docs {
+	return &Docs{yaml: Source, json: generatedJSON, html: generatedPage}
 }
 
 // JSON is the document as JSON.
@@ -72,54 +65,4 @@ func (d *Docs) Handle(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	_, _ = w.Write(body)
 	return true
-}
-
-// writeJSON converts a YAML node to JSON, keeping mapping order (a reader of
-// openapi.json sees the document in the order it was written) and resolving
-// anchors.
-func writeJSON(buf *bytes.Buffer, n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		return writeJSON(buf, n.Content[0])
-	case yaml.AliasNode:
-		return writeJSON(buf, n.Alias)
-	case yaml.MappingNode:
-		buf.WriteByte('{')
-		for i := 0; i < len(n.Content); i += 2 {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			k, _ := json.Marshal(n.Content[i].Value)
-			buf.Write(k)
-			buf.WriteByte(':')
-			if err := writeJSON(buf, n.Content[i+1]); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	case yaml.SequenceNode:
-		buf.WriteByte('[')
-		for i, c := range n.Content {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := writeJSON(buf, c); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		buf.Write(b)
-	default:
-		return fmt.Errorf("line %d: unexpected YAML node", n.Line)
-	}
-	return nil
 }

@@ -1,13 +1,38 @@
-package apidocs
+// Package render makes the served forms of the OpenAPI document: JSON from
+// the YAML source, and the HTML reference page from the JSON. It runs at
+// build time (make generate), never in the gateway: html/template's
+// reflection would keep every method of every type in the gateway's binary
+// (the Redis client's hundreds of commands among them), 12 MB more
+// executable and more of it resident.
+package render
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"regexp"
 	"sort"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
+
+// JSON converts the YAML document to JSON, keeping its key order.
+func JSON(source []byte) ([]byte, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(source, &root); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, &root); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Page renders the reference page from the JSON form.
+func Page(jsonDoc []byte) ([]byte, error) { return render(jsonDoc) }
 
 // The subset of OpenAPI the reference page shows. Paths are read in order
 // from the JSON form, which keeps the YAML's order.
@@ -444,3 +469,53 @@ th{font-size:12px;text-transform:uppercase;color:#5a6270}
 </body>
 </html>
 `))
+
+// writeJSON converts a YAML node to JSON, keeping mapping order (a reader of
+// openapi.json sees the document in the order it was written) and resolving
+// anchors.
+func writeJSON(buf *bytes.Buffer, n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		return writeJSON(buf, n.Content[0])
+	case yaml.AliasNode:
+		return writeJSON(buf, n.Alias)
+	case yaml.MappingNode:
+		buf.WriteByte('{')
+		for i := 0; i < len(n.Content); i += 2 {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			k, _ := json.Marshal(n.Content[i].Value)
+			buf.Write(k)
+			buf.WriteByte(':')
+			if err := writeJSON(buf, n.Content[i+1]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case yaml.SequenceNode:
+		buf.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeJSON(buf, c); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		buf.Write(b)
+	default:
+		return fmt.Errorf("line %d: unexpected YAML node", n.Line)
+	}
+	return nil
+}
