@@ -153,8 +153,8 @@ func TestAProxiedPOSTLeavesInOneWrite(t *testing.T) {
 			}
 			var writes atomic.Int64
 			transport := NewTransport()
-			dial := transport.DialContext
-			transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dial := transport.Dial
+			transport.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := dial(ctx, network, addr)
 				if err != nil {
 					return nil, err

@@ -3,31 +3,14 @@ package edge
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
 )
-
-// NewTransport is the upstream transport: keep-alive pools sized for a busy
-// gateway (Go's default keeps only 2 idle connections per host) and tight
-// dial and header deadlines, so a stuck service shows as an error quickly.
-func NewTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:                 nil, // services are reached directly, never through an egress proxy
-		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: LongestTimeout + 5*time.Second, // each route's own timeout comes first
-		ExpectContinueTimeout: time.Second,
-	}
-}
 
 // newProxy forwards to one upstream. A keyed route's answer gets
 // "environment" spliced in first; a public (browser) route's answer — a

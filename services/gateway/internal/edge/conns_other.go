@@ -1,0 +1,9 @@
+//go:build !unix
+
+package edge
+
+import "net"
+
+// stillOpen cannot peek here; a closed connection shows when it is used,
+// and a request that is safe to send again is.
+func stillOpen(net.Conn) bool { return true }

@@ -1,0 +1,333 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawUpstream accepts connections and runs serve on each, in order: a
+// service that misbehaves exactly as a test needs.
+type rawUpstream struct {
+	addr  string
+	dials atomic.Int64
+	seen  atomic.Int64 // requests read
+}
+
+func startRaw(t *testing.T, serve func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream)) *rawUpstream {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	u := &rawUpstream{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := int(u.dials.Add(1))
+			go func() {
+				defer c.Close()
+				serve(n, c, bufio.NewReader(c), u)
+			}()
+		}
+	}()
+	return u
+}
+
+// readRequest reads one request and its body.
+func (u *rawUpstream) readRequest(br *bufio.Reader) (*http.Request, bool) {
+	r, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, false
+	}
+	io.Copy(io.Discard, r.Body)
+	u.seen.Add(1)
+	return r, true
+}
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+// keepServing answers every request on the connection with okAnswer.
+func keepServing(_ int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+	for {
+		if _, ok := u.readRequest(br); !ok {
+			return
+		}
+		io.WriteString(c, okAnswer)
+	}
+}
+
+func send(t *testing.T, tr http.RoundTripper, method, url string, header ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var body io.Reader
+	if method == "POST" {
+		body = strings.NewReader(`{"a":1}`)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, url, body)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, b), err
+}
+
+func TestTransportReusesOneConnection(t *testing.T) {
+	u := startRaw(t, keepServing)
+	tr := NewTransport()
+	for i := range 5 {
+		if got, err := send(t, tr, "GET", "http://"+u.addr+"/v1/config"); err != nil || got != "200 ok" {
+			t.Fatalf("request %d: %q %v", i, got, err)
+		}
+	}
+	if u.dials.Load() != 1 {
+		t.Errorf("%d connections for 5 requests in a row, want 1", u.dials.Load())
+	}
+}
+
+// A service that closed an idle connection (its idle timeout, a restart)
+// costs nothing: the pool notices before writing, even a POST without an
+// Idempotency-Key goes out once, on a new connection.
+func TestTransportNoticesAConnectionClosedWhileIdle(t *testing.T) {
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		if _, ok := u.readRequest(br); ok {
+			io.WriteString(c, okAnswer) // then close: the deferred Close
+		}
+	})
+	tr := NewTransport()
+	if got, err := send(t, tr, "POST", "http://"+u.addr+"/v1/bank/payout/quote"); err != nil || got != "200 ok" {
+		t.Fatalf("%q %v", got, err)
+	}
+	time.Sleep(50 * time.Millisecond) // the close reaches the gateway's side
+	if got, err := send(t, tr, "POST", "http://"+u.addr+"/v1/bank/payout/quote"); err != nil || got != "200 ok" {
+		t.Fatalf("after the idle close: %q %v", got, err)
+	}
+	if u.dials.Load() != 2 || u.seen.Load() != 2 {
+		t.Errorf("%d connections, %d requests seen; want 2 and 2", u.dials.Load(), u.seen.Load())
+	}
+}
+
+// A reused connection that fails before any byte of an answer: sent again
+// only when that cannot do twice what was asked once.
+func TestTransportSendsAgainOnlyWhatIsSafeToSendAgain(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		header []string
+		again  bool
+	}{
+		{"GET", nil, true},
+		{"POST", nil, false},
+		{"POST", []string{"Idempotency-Key", "k-1"}, true},
+	} {
+		t.Run(tc.method+fmt.Sprint(tc.header), func(t *testing.T) {
+			// The first connection answers one request, then reads the
+			// next and closes without answering (a crash, or the idle
+			// close racing the request). Later connections behave.
+			u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+				if n > 1 {
+					keepServing(n, c, br, u)
+					return
+				}
+				if _, ok := u.readRequest(br); ok {
+					io.WriteString(c, okAnswer)
+				}
+				u.readRequest(br)
+			})
+			tr := NewTransport()
+			if _, err := send(t, tr, "GET", "http://"+u.addr+"/warm"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := send(t, tr, tc.method, "http://"+u.addr+"/v1/bank/payout", tc.header...)
+			if tc.again && (err != nil || got != "200 ok" || u.seen.Load() != 3) {
+				t.Errorf("want it sent again and answered: %q %v, %d requests seen", got, err, u.seen.Load())
+			}
+			if !tc.again && (err == nil || u.seen.Load() != 2) {
+				t.Errorf("want an error and no second try: %q %v, %d requests seen", got, err, u.seen.Load())
+			}
+		})
+	}
+}
+
+func TestTransportEndsTheWaitWithTheContext(t *testing.T) {
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		u.readRequest(br)
+		time.Sleep(3 * time.Second) // no answer
+	})
+	tr := NewTransport()
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 100*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		ctx, cancel := tc.ctx()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+u.addr+"/slow", nil)
+		start := time.Now()
+		_, err := tr.RoundTrip(req)
+		cancel()
+		if !errors.Is(err, tc.want) || time.Since(start) > 2*time.Second {
+			t.Errorf("%s: after %v: %v", tc.name, time.Since(start), err)
+		}
+	}
+}
+
+// A connection is pooled only when its answer was read to the end and
+// nothing else came.
+func TestTransportPoolsOnlyCleanConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer string
+		readAll      bool
+	}{
+		{"body not read to the end", okAnswer, false},
+		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", true},
+		{"bytes after the answer", okAnswer + "HTTP/1.1 200 OK\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+				for {
+					if _, ok := u.readRequest(br); !ok {
+						return
+					}
+					io.WriteString(c, tc.answer)
+				}
+			})
+			tr := NewTransport()
+			for range 2 {
+				req, _ := http.NewRequest("GET", "http://"+u.addr+"/", nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.readAll {
+					io.ReadAll(resp.Body)
+				}
+				resp.Body.Close()
+			}
+			if u.dials.Load() != 2 {
+				t.Errorf("%d connections for 2 requests, want 2 (none reused)", u.dials.Load())
+			}
+		})
+	}
+}
+
+func TestTransportReadsPastInformationalAnswers(t *testing.T) {
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		u.readRequest(br)
+		io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"+okAnswer)
+	})
+	if got, err := send(t, NewTransport(), "POST", "http://"+u.addr+"/"); err != nil || got != "200 ok" {
+		t.Errorf("%q %v", got, err)
+	}
+}
+
+func TestTransportRefusesAnEndlessHeader(t *testing.T) {
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		u.readRequest(br)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+		line := "X-Filler: " + strings.Repeat("a", 1000) + "\r\n"
+		for range 1100 {
+			if _, err := io.WriteString(c, line); err != nil {
+				return
+			}
+		}
+	})
+	if _, err := send(t, NewTransport(), "GET", "http://"+u.addr+"/"); !errors.Is(err, errHeaderTooLarge) {
+		t.Errorf("want %v, got %v", errHeaderTooLarge, err)
+	}
+}
+
+func TestTransportClosesConnectionsIdleTooLong(t *testing.T) {
+	u := startRaw(t, keepServing)
+	tr := NewTransport()
+	tr.IdleTimeout = 50 * time.Millisecond
+	if _, err := send(t, tr, "GET", "http://"+u.addr+"/"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for tr.idleCount() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := tr.idleCount(); n != 0 {
+		t.Fatalf("%d idle connections left after the idle timeout", n)
+	}
+	if _, err := send(t, tr, "GET", "http://"+u.addr+"/"); err != nil || u.dials.Load() != 2 {
+		t.Errorf("%v; %d connections, want a new one", err, u.dials.Load())
+	}
+}
+
+func (t *Transport) idleCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, l := range t.idle {
+		n += len(l)
+	}
+	return n
+}
+
+// Many callers at once, each answer on the right caller: the service
+// echoes each request's id, and connections are shared through the pool.
+func TestTransportUnderConcurrency(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", r.Header.Get("X-Request-Id"))
+		fmt.Fprintf(w, "%s:%s", r.Header.Get("X-Request-Id"), b)
+	}))
+	defer srv.Close()
+	tr := NewTransport()
+	tr.MaxIdlePerHost = 8
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				req, _ := http.NewRequest("POST", srv.URL+"/", strings.NewReader(id))
+				req.Header.Set("X-Request-Id", id)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != id+":"+id || resp.Header.Get("X-Echo") != id {
+					t.Errorf("request %s got %q", id, b)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := tr.idleCount(); n > 8 {
+		t.Errorf("%d idle connections kept, at most 8", n)
+	}
+}

@@ -1,0 +1,30 @@
+//go:build unix
+
+package edge
+
+import (
+	"net"
+	"syscall"
+)
+
+// stillOpen reports whether an idle connection is open with nothing to
+// read, by peeking without waiting: a service that closed it while it was
+// idle has left an end of file (or a reset) to read.
+func stillOpen(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	open := false
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		open = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK // nothing yet: open and quiet
+		return true                                                  // never wait
+	})
+	return err == nil && open
+}
