@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 )
@@ -30,9 +29,10 @@ import (
 // has no body or a buffered one, and its method is idempotent or it
 // carries an Idempotency-Key.
 //
-// Every request has a deadline on its connection: its context's (each
-// route's timeout), or HeaderTimeout. A context cancelled early (the
-// client went away) ends the wait at once.
+// Every wait ends when the request's context does: at its deadline (each
+// route's timeout; HeaderTimeout when it has none) or when it is cancelled
+// (the client went away). The connection gets a passed deadline then; no
+// deadline is set or cleared on the way of a request that ends well.
 type Transport struct {
 	Dial           func(ctx context.Context, network, addr string) (net.Conn, error)
 	MaxIdlePerHost int           // idle connections kept per service
@@ -106,30 +106,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		host = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(t.HeaderTimeout)
+	cancel := context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, cancel = context.WithTimeout(ctx, t.HeaderTimeout)
 	}
+	resp, err := t.roundTrip(ctx, host, req, cancel)
+	if err != nil {
+		cancel()
+	}
+	return resp, err
+}
+
+func (t *Transport) roundTrip(ctx context.Context, host string, req *http.Request, cancel context.CancelFunc) (*http.Response, error) {
 	for retried := false; ; retried = true {
-		pc, err := t.conn(ctx, host, deadline)
+		pc, err := t.conn(ctx, host)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		resp, err, answered := t.exchange(ctx, pc, req)
+		resp, err, answered := t.exchange(ctx, pc, req, cancel)
 		if err == nil {
 			return resp, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("%w (%v)", cerr, err)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// The connection's deadline is the context's, and may fire a
-			// moment before the context says it is done.
-			if _, ok := ctx.Deadline(); ok {
-				return nil, fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-			}
-			return nil, err
 		}
 		if retried || !pc.reused || answered || !replayable(req) {
 			return nil, err
@@ -146,10 +146,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // exchange writes req on pc and reads the answer's header. answered is
 // whether any byte of an answer arrived: after that, sending the request
 // again could do it twice.
-func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request) (resp *http.Response, err error, answered bool) {
-	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
+//
+// The connection is hooked to ctx until the answer has been read: unhook
+// returns false when ctx ended first, and the connection cannot be
+// trusted then. Once the answer is read, cancel ends the transport's own
+// timeout, if it made one.
+func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request, cancel context.CancelFunc) (resp *http.Response, err error, answered bool) {
+	unhook := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
 	fail := func(err error, answered bool) (*http.Response, error, bool) {
-		stop()
+		unhook()
 		pc.conn.Close()
 		return nil, err, answered
 	}
@@ -184,19 +189,21 @@ func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request)
 	pc.limit.remaining = 1<<63 - 1
 	reuse := !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
-		t.release(pc, stop, reuse)
+		t.release(pc, unhook, cancel, reuse)
 		return resp, nil, true
 	}
-	resp.Body = &upstreamBody{body: resp.Body, pc: pc, t: t, stop: stop, reuse: reuse}
+	resp.Body = &upstreamBody{body: resp.Body, pc: pc, t: t, unhook: unhook, cancel: cancel, reuse: reuse}
 	return resp, nil, true
 }
 
 // release returns pc to the pool when it can carry another request.
-func (t *Transport) release(pc *upConn, stop func() bool, reuse bool) {
-	// stop false: the context ended meanwhile and its deadline may be on
-	// the connection; a buffered byte: the service sent more than its
+func (t *Transport) release(pc *upConn, unhook func() bool, cancel context.CancelFunc, reuse bool) {
+	hooked := unhook()
+	cancel()
+	// Not hooked: the context ended meanwhile and its passed deadline may
+	// be on the connection. A buffered byte: the service sent more than its
 	// answer.
-	if !stop() || !reuse || pc.br.Buffered() > 0 {
+	if !hooked || !reuse || pc.br.Buffered() > 0 {
 		pc.conn.Close()
 		return
 	}
@@ -245,9 +252,8 @@ func (t *Transport) expire() {
 	}
 }
 
-// conn is an idle connection to host that is still open, or a new one; its
-// deadline set.
-func (t *Transport) conn(ctx context.Context, host string, deadline time.Time) (*upConn, error) {
+// conn is an idle connection to host that is still open, or a new one.
+func (t *Transport) conn(ctx context.Context, host string) (*upConn, error) {
 	for {
 		t.mu.Lock()
 		l := t.idle[host]
@@ -258,17 +264,13 @@ func (t *Transport) conn(ctx context.Context, host string, deadline time.Time) (
 		pc := l[len(l)-1]
 		t.idle[host] = l[:len(l)-1]
 		t.mu.Unlock()
-		if time.Since(pc.idleFrom) <= t.IdleTimeout && pc.conn.SetDeadline(deadline) == nil && stillOpen(pc.conn) {
+		if time.Since(pc.idleFrom) <= t.IdleTimeout && stillOpen(pc.conn) {
 			return pc, nil
 		}
 		pc.conn.Close()
 	}
 	conn, err := t.Dial(ctx, "tcp", host)
 	if err != nil {
-		return nil, err
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		conn.Close()
 		return nil, err
 	}
 	pc := &upConn{conn: conn, host: host}
@@ -311,12 +313,13 @@ func closeBody(req *http.Request) {
 // upstreamBody is an answer's body; read to its end, it gives its
 // connection back to the pool.
 type upstreamBody struct {
-	body  io.ReadCloser
-	pc    *upConn
-	t     *Transport
-	stop  func() bool
-	reuse bool
-	done  bool
+	body   io.ReadCloser
+	pc     *upConn
+	t      *Transport
+	unhook func() bool
+	cancel context.CancelFunc
+	reuse  bool
+	done   bool
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -327,9 +330,10 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if err != nil {
 		b.done = true
 		if err == io.EOF {
-			b.t.release(b.pc, b.stop, b.reuse)
+			b.t.release(b.pc, b.unhook, b.cancel, b.reuse)
 		} else {
-			b.stop()
+			b.unhook()
+			b.cancel()
 			b.pc.conn.Close()
 		}
 	}
@@ -341,7 +345,8 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 func (b *upstreamBody) Close() error {
 	if !b.done {
 		b.done = true
-		b.stop()
+		b.unhook()
+		b.cancel()
 		b.pc.conn.Close()
 	}
 	return nil

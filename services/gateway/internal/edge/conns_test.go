@@ -130,15 +130,17 @@ func TestTransportNoticesAConnectionClosedWhileIdle(t *testing.T) {
 // only when that cannot do twice what was asked once.
 func TestTransportSendsAgainOnlyWhatIsSafeToSendAgain(t *testing.T) {
 	for _, tc := range []struct {
-		method string
-		header []string
-		again  bool
+		method     string
+		header     []string
+		again      bool
+		noDeadline bool
 	}{
-		{"GET", nil, true},
-		{"POST", nil, false},
-		{"POST", []string{"Idempotency-Key", "k-1"}, true},
+		{"GET", nil, true, false},
+		{"GET", nil, true, true},
+		{"POST", nil, false, false},
+		{"POST", []string{"Idempotency-Key", "k-1"}, true, false},
 	} {
-		t.Run(tc.method+fmt.Sprint(tc.header), func(t *testing.T) {
+		t.Run(fmt.Sprint(tc.method, tc.header, tc.noDeadline), func(t *testing.T) {
 			// The first connection answers one request, then reads the
 			// next and closes without answering (a crash, or the idle
 			// close racing the request). Later connections behave.
@@ -156,7 +158,20 @@ func TestTransportSendsAgainOnlyWhatIsSafeToSendAgain(t *testing.T) {
 			if _, err := send(t, tr, "GET", "http://"+u.addr+"/warm"); err != nil {
 				t.Fatal(err)
 			}
-			got, err := send(t, tr, tc.method, "http://"+u.addr+"/v1/bank/payout", tc.header...)
+			var got string
+			var err error
+			if !tc.noDeadline {
+				got, err = send(t, tr, tc.method, "http://"+u.addr+"/v1/bank/payout", tc.header...)
+			}
+			if tc.noDeadline { // the transport's own timeout is not spent on the first try
+				req, _ := http.NewRequest(tc.method, "http://"+u.addr+"/v1/config", nil)
+				resp, rerr := tr.RoundTrip(req)
+				if err = rerr; err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					got = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				}
+			}
 			if tc.again && (err != nil || got != "200 ok" || u.seen.Load() != 3) {
 				t.Errorf("want it sent again and answered: %q %v, %d requests seen", got, err, u.seen.Load())
 			}
@@ -173,17 +188,21 @@ func TestTransportEndsTheWaitWithTheContext(t *testing.T) {
 		time.Sleep(3 * time.Second) // no answer
 	})
 	tr := NewTransport()
+	tr.HeaderTimeout = 200 * time.Millisecond
 	for _, tc := range []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)
 		want error
 	}{
+		{"no deadline: the transport's own", func() (context.Context, context.CancelFunc) {
+			return context.Background(), func() {}
+		}, context.DeadlineExceeded},
 		{"deadline", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 100*time.Millisecond)
 		}, context.DeadlineExceeded},
 		{"cancel", func() (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(100*time.Millisecond, cancel)
+			time.AfterFunc(50*time.Millisecond, cancel)
 			return ctx, cancel
 		}, context.Canceled},
 	} {
