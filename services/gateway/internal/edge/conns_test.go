@@ -350,3 +350,54 @@ func TestTransportUnderConcurrency(t *testing.T) {
 		t.Errorf("%d idle connections kept, at most 8", n)
 	}
 }
+
+// Bodies bigger than every buffer on the way, both directions: a 1 MiB
+// request (the gateway's cap) and a 3 MiB chunked answer; the connection
+// is reused after each.
+func TestTransportCarriesLargeBodies(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		if r.Method == "GET" {
+			chunk := strings.Repeat("x", 1000)
+			for range 3 << 10 {
+				io.WriteString(w, chunk) // no Content-Length: chunked
+			}
+			return
+		}
+		fmt.Fprintf(w, "%d", n)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	tr := NewTransport()
+	for range 2 {
+		body := strings.Repeat("b", 1<<20)
+		req, _ := http.NewRequest("POST", srv.URL+"/", strings.NewReader(body))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != "1048576" {
+			t.Errorf("the service read %s bytes of 1048576", got)
+		}
+		req, _ = http.NewRequest("GET", srv.URL+"/", nil)
+		if resp, err = tr.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || n != 3000<<10 || len(resp.TransferEncoding) == 0 {
+			t.Errorf("read %d of %d bytes (%v), transfer encoding %v", n, 3000<<10, err, resp.TransferEncoding)
+		}
+	}
+	if conns.Load() != 1 {
+		t.Errorf("%d connections for 4 requests, want 1", conns.Load())
+	}
+}
