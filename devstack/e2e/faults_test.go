@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -246,6 +248,33 @@ func TestAFrozenServiceFailsFast(t *testing.T) {
 	}
 	payout.Signal(syscall.SIGCONT)
 	s.waitForWithin(10*time.Second, func() bool { return s.get("/v1/limits", key).Status == 200 })
+}
+
+// A service that restarts closes the gateway's idle connections to it; the
+// next requests, even POSTs without an Idempotency-Key (never sent twice),
+// go out on new connections and none fails.
+func TestARestartedServiceCostsNoRequest(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	quote := fmt.Sprintf(eurQuote, "10")
+	for _, r := range s.concurrently(16, func() response { return s.post("/v1/bank/payout/quote", key, quote) }) {
+		if r.Status != 200 {
+			t.Fatalf("before the restart: %d %s", r.Status, r.Body)
+		}
+	}
+	payout := s.Services["payout"]
+	payout.Stop() // graceful: it closes every idle connection, the gateway's pool among them
+	if err := payout.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := payout.WaitHealthy(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.concurrently(16, func() response { return s.post("/v1/bank/payout/quote", key, quote) }) {
+		if r.Status != 200 {
+			t.Errorf("after the restart: %d %s", r.Status, r.Body)
+		}
+	}
 }
 
 // SIGTERM with requests in flight that take longer than 10 s: none is cut.
