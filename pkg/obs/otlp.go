@@ -33,8 +33,9 @@ import (
 // the official generated types.
 //
 // It reads the OTLP exporter variables a deployment sets:
-// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT and _COMPRESSION
-// (gzip or none). A batch the collector refuses for the moment (429, 502,
+// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION
+// (gzip or none) and _PROTOCOL (http/protobuf only: a grpc or http/json
+// setting is refused at boot rather than exported to in the wrong form). A batch the collector refuses for the moment (429, 502,
 // 503, 504, or no connection) is sent again, with backoff and Retry-After,
 // within the timeout; any other refusal is an error at once.
 type otlpExporter struct {
@@ -56,6 +57,9 @@ func newOTLPExporter(getenv func(string) string) (*otlpExporter, error) {
 			return v
 		}
 		return getenv("OTEL_EXPORTER_OTLP_" + name)
+	}
+	if p := setting("PROTOCOL"); p != "" && p != "http/protobuf" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is spoken, not %q", p)
 	}
 	e := &otlpExporter{headers: http.Header{}, timeout: otlpDefaultTimeout, shutdown: make(chan struct{})}
 	// The traces endpoint is used as it is; the general one is a base to

@@ -188,6 +188,7 @@ func TestOTLPExporterPostsToTheCollectorAsConfigured(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT":    c.URL + "/", // a base: /v1/traces is added
 		"OTEL_EXPORTER_OTLP_HEADERS":     "api-key=s%3Dcret, X-Tenant = acme",
 		"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+		"OTEL_EXPORTER_OTLP_PROTOCOL":    "http/protobuf",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +273,8 @@ func TestOTLPExporterRefusesAMisconfiguration(t *testing.T) {
 		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "grpc://collector:4317"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "10s"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "authorization"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer%zzsecret"},
 	} {
