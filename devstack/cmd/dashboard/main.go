@@ -181,6 +181,8 @@ func Dashboard() map[string]any {
 		[2]string{`sum by (job) (partnerapi_http_requests_in_flight{` + jobs() + `})`, "{{job}}"})
 	b.series(0, 8, "Log lines dropped", "Lines a binary dropped because its log buffer was full: whatever reads its output is stuck or too slow. Requests never wait for the log.", "none",
 		[2]string{`sum by (job) (increase(partnerapi_log_lines_dropped_total{` + jobs() + `}[$__rate_interval]))`, "{{job}}"})
+	b.series(8, 8, "Upstream connections opened", "New connections from the gateway to each service. Pooled connections carry request after request; a rate near the request rate means they are not being reused.", "cps",
+		[2]string{`sum by (upstream) (rate(partnerapi_gateway_upstream_connections_opened_total{job="gateway"}[$__rate_interval]))`, "{{upstream}}"})
 	b.y += 8
 	b.row("operations")
 	for i, svc := range Operated {

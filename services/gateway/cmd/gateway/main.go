@@ -79,12 +79,14 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	}, s.Log, metrics)
 
+	transport := edge.NewTransport()
+	transport.Dialed = metrics.UpstreamDialed(cfg.upstreams())
 	gw, err := edge.New(edge.Config{
 		Env:           s.Env,
 		Keys:          keys,
 		Limiter:       limiter,
 		Upstreams:     cfg.upstreams(),
-		Transport:     s.Kit.Tracing.Transport(edge.NewTransport()),
+		Transport:     s.Kit.Tracing.Transport(transport),
 		InternalToken: s.InternalToken,
 		Docs:          apidocs.New(),
 		Log:           s.Log,

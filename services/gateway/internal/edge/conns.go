@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -35,9 +36,10 @@ import (
 // deadline is set or cleared on the way of a request that ends well.
 type Transport struct {
 	Dial           func(ctx context.Context, network, addr string) (net.Conn, error)
-	MaxIdlePerHost int           // idle connections kept per service
-	IdleTimeout    time.Duration // an idle connection older than this is closed
-	HeaderTimeout  time.Duration // the deadline of a request whose context has none
+	MaxIdlePerHost int               // idle connections kept per service
+	IdleTimeout    time.Duration     // an idle connection older than this is closed
+	HeaderTimeout  time.Duration     // the deadline of a request whose context has none
+	Dialed         func(host string) // called for each new connection (metrics); may be nil
 
 	mu    sync.Mutex
 	idle  map[string][]*upConn // by host:port, the most recently used last
@@ -102,10 +104,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("upstream scheme %q: only http", req.URL.Scheme)
 	}
 	ctx := req.Context()
-	host := req.URL.Host
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(req.URL.Hostname(), "80")
-	}
+	host := HostPort(req.URL)
 	cancel := context.CancelFunc(func() {})
 	if _, ok := ctx.Deadline(); !ok {
 		ctx, cancel = context.WithTimeout(ctx, t.HeaderTimeout)
@@ -273,6 +272,9 @@ func (t *Transport) conn(ctx context.Context, host string) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.Dialed != nil {
+		t.Dialed(host)
+	}
 	pc := &upConn{conn: conn, host: host}
 	pc.limit.r = conn
 	pc.br = bufio.NewReaderSize(&pc.limit, 4<<10)
@@ -289,6 +291,15 @@ func (t *Transport) CloseIdleConnections() {
 		}
 		delete(t.idle, host)
 	}
+}
+
+// HostPort is where the transport connects for u: its host and port, 80
+// when it names none.
+func HostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 // replayable: sending req again cannot do twice what the caller asked once

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
@@ -62,5 +63,30 @@ func TestA429CountsItsKey(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(g.metrics.limitedKeys.WithLabelValues("acme")); v != 2 {
 		t.Errorf("limited_total{key_id=acme} = %v, want 2", v)
+	}
+}
+
+// TestOpenedConnectionsAreCountedByUpstream: a new connection counts for
+// its upstream, a reused one does not, and every upstream reads 0 first.
+func TestOpenedConnectionsAreCountedByUpstream(t *testing.T) {
+	u := startRaw(t, keepServing)
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	payout, _ := url.Parse("http://" + u.addr)
+	fiat, _ := url.Parse("http://fiat.internal") // port 80
+	tr := NewTransport()
+	tr.Dialed = m.UpstreamDialed(map[string]*url.URL{UpstreamPayout: payout, UpstreamFiat: fiat})
+	for range 3 {
+		if _, err := send(t, tr, "GET", payout.String()+"/v1/config"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const head = "# HELP partnerapi_gateway_upstream_connections_opened_total Connections the gateway opened to an upstream. Pooled connections carry request after request: a rate near the request rate means they are not reused.\n" +
+		"# TYPE partnerapi_gateway_upstream_connections_opened_total counter\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(head+
+		"partnerapi_gateway_upstream_connections_opened_total{upstream=\"fiat\"} 0\n"+
+		"partnerapi_gateway_upstream_connections_opened_total{upstream=\"payout\"} 1\n"),
+		"partnerapi_gateway_upstream_connections_opened_total"); err != nil {
+		t.Error(err)
 	}
 }
