@@ -304,14 +304,16 @@ func appendExportRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 			byResource[key] = rg
 			resources = append(resources, rg)
 		}
+		scope := s.InstrumentationScope()
 		var g *group
 		for _, c := range rg.scopes {
-			if c.scope == s.InstrumentationScope() {
+			if c.scope == scope {
 				g = c
+				break
 			}
 		}
 		if g == nil {
-			g = &group{scope: s.InstrumentationScope()}
+			g = &group{scope: scope}
 			rg.scopes = append(rg.scopes, g)
 		}
 		g.spans = append(g.spans, s)
@@ -441,40 +443,29 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(b, anyBytes, protowire.BytesType), v.AsByteSlice())
 	case attribute.MAP:
 		return appendMessage(b, anyKVList, func(b []byte) []byte { return appendAttributes(b, listValues, v.AsMap()) })
-	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE, attribute.STRINGSLICE, attribute.SLICE:
-		return appendMessage(b, anyArray, func(b []byte) []byte {
-			for _, e := range sliceValues(v) {
-				b = appendMessage(b, listValues, func(b []byte) []byte { return appendAnyValue(b, e) })
-			}
-			return b
-		})
+	case attribute.BOOLSLICE:
+		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
+	case attribute.INT64SLICE:
+		return appendArray(b, v.AsInt64Slice(), attribute.Int64Value)
+	case attribute.FLOAT64SLICE:
+		return appendArray(b, v.AsFloat64Slice(), attribute.Float64Value)
+	case attribute.STRINGSLICE:
+		return appendArray(b, v.AsStringSlice(), attribute.StringValue)
+	case attribute.SLICE:
+		return appendArray(b, v.AsSlice(), func(e attribute.Value) attribute.Value { return e })
 	}
 	return b
 }
 
-func sliceValues(v attribute.Value) []attribute.Value {
-	var out []attribute.Value
-	switch v.Type() {
-	case attribute.BOOLSLICE:
-		for _, x := range v.AsBoolSlice() {
-			out = append(out, attribute.BoolValue(x))
+// appendArray writes xs as AnyValue's array_value, each element as value
+// makes it.
+func appendArray[T any](b []byte, xs []T, value func(T) attribute.Value) []byte {
+	return appendMessage(b, anyArray, func(b []byte) []byte {
+		for _, x := range xs {
+			b = appendMessage(b, listValues, func(b []byte) []byte { return appendAnyValue(b, value(x)) })
 		}
-	case attribute.INT64SLICE:
-		for _, x := range v.AsInt64Slice() {
-			out = append(out, attribute.Int64Value(x))
-		}
-	case attribute.FLOAT64SLICE:
-		for _, x := range v.AsFloat64Slice() {
-			out = append(out, attribute.Float64Value(x))
-		}
-	case attribute.STRINGSLICE:
-		for _, x := range v.AsStringSlice() {
-			out = append(out, attribute.StringValue(x))
-		}
-	case attribute.SLICE:
-		out = v.AsSlice()
-	}
-	return out
+		return b
+	})
 }
 
 // appendMessage writes field n as a length-delimited message whose fields

@@ -79,13 +79,14 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	}, s.Log, metrics)
 
+	upstreams := cfg.upstreams()
 	transport := edge.NewTransport()
-	transport.Dialed = metrics.UpstreamDialed(cfg.upstreams())
+	transport.Dialed = metrics.UpstreamDialed(upstreams)
 	gw, err := edge.New(edge.Config{
 		Env:           s.Env,
 		Keys:          keys,
 		Limiter:       limiter,
-		Upstreams:     cfg.upstreams(),
+		Upstreams:     upstreams,
 		Transport:     s.Kit.Tracing.Transport(transport),
 		InternalToken: s.InternalToken,
 		Docs:          apidocs.New(),

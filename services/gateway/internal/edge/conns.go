@@ -104,7 +104,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("upstream scheme %q: only http", req.URL.Scheme)
 	}
 	ctx := req.Context()
-	host := HostPort(req.URL)
+	host := hostPort(req.URL)
 	cancel := context.CancelFunc(func() {})
 	if _, ok := ctx.Deadline(); !ok {
 		ctx, cancel = context.WithTimeout(ctx, t.HeaderTimeout)
@@ -281,21 +281,9 @@ func (t *Transport) conn(ctx context.Context, host string) (*upConn, error) {
 	return pc, nil
 }
 
-// CloseIdleConnections closes every connection in the pool.
-func (t *Transport) CloseIdleConnections() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for host, l := range t.idle {
-		for _, pc := range l {
-			pc.conn.Close()
-		}
-		delete(t.idle, host)
-	}
-}
-
-// HostPort is where the transport connects for u: its host and port, 80
+// hostPort is where the transport connects for u: its host and port, 80
 // when it names none.
-func HostPort(u *url.URL) string {
+func hostPort(u *url.URL) string {
 	if u.Port() != "" {
 		return u.Host
 	}

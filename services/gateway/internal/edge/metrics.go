@@ -195,7 +195,7 @@ func (m *Metrics) circuitChanged(upstream string, to gobreaker.State) {
 func (m *Metrics) UpstreamDialed(upstreams map[string]*url.URL) func(host string) {
 	byHost := make(map[string]prometheus.Counter, len(upstreams))
 	for name, u := range upstreams {
-		byHost[HostPort(u)] = m.upstreamDials.WithLabelValues(name)
+		byHost[hostPort(u)] = m.upstreamDials.WithLabelValues(name)
 	}
 	return func(host string) {
 		if c := byHost[host]; c != nil {
