@@ -44,7 +44,7 @@ const (
 
 // Logger returns the JSON logger every binary uses.
 func Logger(w io.Writer, service string) *slog.Logger {
-	h := slog.NewJSONHandler(&lineCap{w: w}, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: capValue})
+	h := newPlainJSON(&lineCap{w: w}, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: capValue})
 	return slog.New(h).With("service", service)
 }
 
