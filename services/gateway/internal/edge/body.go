@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"os"
 	"sync"
 
@@ -53,15 +52,4 @@ func readBody(r *http.Request) *envelope.Error {
 	r.TransferEncoding = nil
 	r.Header.Del("Transfer-Encoding")
 	return nil
-}
-
-// inMemoryBody hands the outgoing request the buffered body itself.
-// httputil.ReverseProxy wraps the body in a type net/http does not know is
-// in memory, and then the transport sends the headers and the body in two
-// writes; a *bytes.Reader (behind io.NopCloser) goes in one. Nothing has
-// read the incoming copy (readBody made it); a retry takes GetBody's.
-func inMemoryBody(pr *httputil.ProxyRequest) {
-	if pr.Out.Body != nil && pr.In.GetBody != nil {
-		pr.Out.Body = pr.In.Body
-	}
 }

@@ -123,8 +123,10 @@ func TestSplicesEnvironmentFirst(t *testing.T) {
 	}
 }
 
+// internalAnswer is what a client gets when the gateway's upstream failed.
+const internalAnswer = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
+
 func TestRefusesUpstreamAnswersItCannotVouchFor(t *testing.T) {
-	const internal = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
 	tests := []struct {
 		name     string
 		upstream upstreamFunc
@@ -142,7 +144,7 @@ func TestRefusesUpstreamAnswersItCannotVouchFor(t *testing.T) {
 			var logs bytes.Buffer
 			g := newGateway(t, keySet("bank"), tt.upstream, slog.New(slog.NewJSONHandler(&logs, nil)))
 			w := serveOne(g, "GET", "/v1/limits", "")
-			if w.Code != 500 || w.Body.String() != internal {
+			if w.Code != 500 || w.Body.String() != internalAnswer {
 				t.Fatalf("got %d %s", w.Code, w.Body)
 			}
 			if !strings.Contains(logs.String(), tt.logged) {

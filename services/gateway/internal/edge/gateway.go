@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"time"
 
@@ -61,7 +60,7 @@ type Gateway struct {
 type route struct {
 	Route
 	pattern string
-	proxy   *httputil.ReverseProxy
+	proxy   *relay
 }
 
 type ctxKey struct{}
@@ -86,9 +85,9 @@ func New(cfg Config) (*Gateway, error) {
 		routes: make(map[string]map[string]*route),
 		public: make(map[string]*route),
 	}
-	keyed := make(map[string]*httputil.ReverseProxy)
+	keyed := make(map[string]*relay)
 	guarded := make(map[string]http.RoundTripper)
-	proxy := func(r Route, public bool) (*httputil.ReverseProxy, error) {
+	proxy := func(r Route, public bool) (*relay, error) {
 		target, ok := cfg.Upstreams[r.Upstream]
 		if !ok || target == nil {
 			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
@@ -99,10 +98,10 @@ func New(cfg Config) (*Gateway, error) {
 			guarded[r.Upstream] = rt
 		}
 		if public {
-			return g.newProxy(r.Upstream, target, rt, true), nil
+			return g.newRelay(r.Upstream, target, rt, true), nil
 		}
 		if keyed[r.Upstream] == nil {
-			keyed[r.Upstream] = g.newProxy(r.Upstream, target, rt, false)
+			keyed[r.Upstream] = g.newRelay(r.Upstream, target, rt, false)
 		}
 		return keyed[r.Upstream], nil
 	}
@@ -157,6 +156,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("request_id", requestID),
 		slog.String("trace_id", obs.TraceID(r.Context())),
 	)
+	if code == codeAnswerCut {
+		// What the client has looks whole unless its connection is cut.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func (g *Gateway) count(f func(*Metrics)) {

@@ -1,0 +1,142 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestRelayForwardsNoConnectionHeaders: what is about the client's
+// connection (hop-by-hop headers, those its Connection header names) and
+// what only the gateway may say (Forwarded, X-Forwarded-*) never reaches a
+// service; the rest, User-Agent included, does, over the wire; a request
+// without User-Agent gets none added.
+func TestRelayForwardsNoConnectionHeaders(t *testing.T) {
+	seen := make(chan *http.Request, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{}`)
+	}))
+	defer up.Close()
+	g := newGatewayTo(t, up.URL, quiet())
+
+	w := serveOne(g, "GET", "/v1/config", "",
+		"Connection", "X-Secret-Hop, keep-alive", "X-Secret-Hop", "1", "Keep-Alive", "timeout=5", "Te", "trailers",
+		"Upgrade", "websocket", "Proxy-Authorization", "Basic eDp5", "Proxy-Connection", "keep-alive",
+		"Forwarded", "for=203.0.113.9", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "evil.example",
+		"X-Forwarded-Proto", "https", "User-Agent", "partner-sdk/1.0", "Accept-Language", "de")
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	r := <-seen
+	for _, name := range []string{"X-Secret-Hop", "Keep-Alive", "Te", "Upgrade", "Proxy-Authorization", "Proxy-Connection",
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Authorization"} {
+		if v, ok := r.Header[name]; ok {
+			t.Errorf("the service got %s: %q", name, v)
+		}
+	}
+	if r.UserAgent() != "partner-sdk/1.0" || r.Header.Get("Accept-Language") != "de" || r.Host != strings.TrimPrefix(up.URL, "http://") {
+		t.Errorf("the service got User-Agent %q, Accept-Language %q, Host %q", r.UserAgent(), r.Header.Get("Accept-Language"), r.Host)
+	}
+
+	serveOne(g, "GET", "/v1/config", "")
+	if r := <-seen; len(r.Header["User-Agent"]) != 0 {
+		t.Errorf("a request without User-Agent reached the service with %q", r.Header["User-Agent"])
+	}
+}
+
+// TestRelayPassesQueriesOneWay: a plain query reaches the service as the
+// client wrote it; one a parser could split two ways (a ';', a broken
+// escape) is re-encoded without the ambiguous pairs.
+func TestRelayPassesQueriesOneWay(t *testing.T) {
+	var got string
+	up := upstreamFunc(func(r *http.Request) *http.Response {
+		got = r.URL.RawQuery
+		return answer(200, "sandbox", `{}`)(r)
+	})
+	g := newGateway(t, keySet("bank"), up, quiet())
+	for query, want := range map[string]string{
+		"":                         "",
+		"b=2&a=1&c=%C3%A9":         "b=2&a=1&c=%C3%A9",
+		"a=1;b=2":                  "",
+		"a=1&b=2;c=3":              "a=1",
+		"a=%zz&b=1":                "b=1",
+		"country=DE&currency=EUR%": "country=DE",
+	} {
+		serveOne(g, "GET", "/v1/rates?"+query, "")
+		if got != want {
+			t.Errorf("query %q reached the service as %q, want %q", query, got, want)
+		}
+	}
+}
+
+// TestRelayAnswersWithoutConnectionHeaders: the service's hop-by-hop
+// headers stop at the gateway; every value of the others passes.
+func TestRelayAnswersWithoutConnectionHeaders(t *testing.T) {
+	up := upstreamFunc(func(r *http.Request) *http.Response {
+		resp := answer(200, "sandbox", `{}`, "Connection", "X-Hop", "X-Hop", "1", "Keep-Alive", "timeout=1",
+			"Cache-Control", "no-store")(r)
+		resp.Header["Set-Cookie"] = []string{"a=1", "b=2"}
+		return resp
+	})
+	g := newGateway(t, keySet("bank"), up, quiet())
+	w := serveOne(g, "GET", "/v1/config", "")
+	h := w.Header()
+	if h.Get("X-Hop") != "" || h.Get("Keep-Alive") != "" || h.Get("Connection") != "" {
+		t.Errorf("hop-by-hop headers reached the client: %v", h)
+	}
+	if h.Get("Cache-Control") != "no-store" || strings.Join(h["Set-Cookie"], " ") != "a=1 b=2" {
+		t.Errorf("Cache-Control %q, Set-Cookie %q", h.Get("Cache-Control"), h["Set-Cookie"])
+	}
+	if w.Body.String() != `{"environment":"sandbox"}` {
+		t.Errorf("body %s", w.Body)
+	}
+}
+
+// TestRelayRefusesAProtocolSwitch: the gateway proxies no upgrade; a
+// service that answers 101 is a failure (500 internal), not a tunnel.
+func TestRelayRefusesAProtocolSwitch(t *testing.T) {
+	g := newGateway(t, keySet("bank"), answer(101, "sandbox", ``, "Upgrade", "websocket"), quiet())
+	w := serveOne(g, "GET", "/v1/config", "", "Upgrade", "websocket", "Connection", "Upgrade")
+	if w.Code != 500 || w.Body.String() != internalAnswer {
+		t.Errorf("%d %s", w.Code, w.Body)
+	}
+}
+
+// TestACutAnswerCutsTheClient: a service's answer that breaks off after
+// its header reaches the client as a broken connection, never as a whole
+// (shorter) answer; the request line says answer_cut.
+func TestACutAnswerCutsTheClient(t *testing.T) {
+	u := startRaw(t, func(_ int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		if _, ok := u.readRequest(br); !ok {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\n"+
+			"Transfer-Encoding: chunked\r\n\r\n9\r\n{\"quoteId\r\n")
+	})
+	var logs bytes.Buffer
+	srv := httptest.NewServer(newGatewayTo(t, "http://"+u.addr, slog.New(slog.NewJSONHandler(&logs, nil))))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/config", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	// The client sees no answer or a broken one, as where the cut falls.
+	if resp, err := srv.Client().Do(req); err == nil {
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Errorf("the client read a whole answer: %d %s", resp.StatusCode, body)
+		}
+	}
+	srv.Close() // the log line is written before the connection is cut
+	if !strings.Contains(logs.String(), `"code":"answer_cut"`) {
+		t.Errorf("log: %s", logs.String())
+	}
+}
