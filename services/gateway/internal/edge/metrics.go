@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"upstream", "code"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_errors_total",
-			Help: "Upstream calls that failed (unreachable, timed out, or an answer the gateway refused to pass on), by upstream.",
+			Help: "Upstream calls that failed (unreachable, timed out, an answer the gateway refused to pass on or one that broke off), by upstream.",
 		}, []string{"upstream"}),
 		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_state",

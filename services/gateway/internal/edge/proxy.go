@@ -77,6 +77,10 @@ func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	if code := copyAnswer(w, resp.Body); code != "" {
 		c.code = code
+		if code == codeAnswerCut {
+			p.g.count(func(m *Metrics) { m.upstreamErrors.WithLabelValues(p.upstream).Inc() })
+			p.g.log.Error("upstream answer broke off", "upstream", p.upstream, "request_id", c.requestID)
+		}
 	}
 	resp.Body.Close()
 }

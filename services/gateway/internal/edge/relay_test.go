@@ -136,7 +136,7 @@ func TestACutAnswerCutsTheClient(t *testing.T) {
 		}
 	}
 	srv.Close() // the log line is written before the connection is cut
-	if !strings.Contains(logs.String(), `"code":"answer_cut"`) {
+	if !strings.Contains(logs.String(), `"code":"answer_cut"`) || !strings.Contains(logs.String(), `"msg":"upstream answer broke off","upstream":"payout"`) {
 		t.Errorf("log: %s", logs.String())
 	}
 }
