@@ -72,7 +72,11 @@ func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 		if hopByHop(name) || listed(resp.Header["Connection"], name) {
 			continue
 		}
-		h[name] = append(h[name], values...)
+		if prev, ok := h[name]; ok {
+			h[name] = append(prev, values...)
+		} else {
+			h[name] = values // the answer's own slice: nothing else holds it
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
 	if code := copyAnswer(w, resp.Body); code != "" {
