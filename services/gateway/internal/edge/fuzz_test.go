@@ -54,3 +54,50 @@ func FuzzSplice(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOutboundHeader: whatever headers a client sends, a service gets the
+// gateway's identity headers alone (never the client's X-Partner-*,
+// X-Internal-* or Authorization), no hop-by-hop header, none the
+// Connection header names, and no Forwarded or X-Forwarded-*.
+func FuzzOutboundHeader(f *testing.F) {
+	f.Add("X-Partner-Key-Id", "mallory", "Connection", "X-Partner-Key-Id")
+	f.Add("Keep-Alive", "1", "Connection", "close, X-Custom")
+	f.Add("X-Custom", "v", "X-Forwarded-For", "1.2.3.4")
+	f.Add("Authorization", "Bearer x", "Te", "trailers")
+	g := &Gateway{token: []string{"internal-token-0123456789"}}
+	f.Fuzz(func(t *testing.T, n1, v1, n2, v2 string) {
+		in := http.Header{}
+		in.Add(n1, v1)
+		in.Add(n2, v2)
+		out := g.outboundHeader(in, &call{requestID: "r-1"})
+		for name := range out {
+			switch {
+			case name == "X-Internal-Token" || name == "X-Request-Id" || name == "User-Agent":
+			case hopByHop(name), clientMustNotSet(name), listed(in["Connection"], name):
+				t.Fatalf("%q reached the service (in %v)", name, in)
+			}
+		}
+		if strings.Join(out["X-Internal-Token"], ",") != "internal-token-0123456789" || strings.Join(out["X-Request-Id"], ",") != "r-1" {
+			t.Fatalf("identity headers %v", out)
+		}
+	})
+}
+
+// FuzzCleanQuery: a query reaches a service with no ';' and no broken
+// escape, and a clean one as it was.
+func FuzzCleanQuery(f *testing.F) {
+	for _, seed := range []string{"a=1&b=2", "a=1;b=2", "a=%zz", "a=%4", "%", "c=%C3%A9"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		got := cleanQuery(q)
+		for i := 0; i < len(got); i++ {
+			if got[i] == ';' || got[i] == '%' && (i+2 >= len(got) || !isHex(got[i+1]) || !isHex(got[i+2])) {
+				t.Fatalf("%q → %q", q, got)
+			}
+		}
+		if !strings.ContainsAny(q, ";%") && got != q {
+			t.Fatalf("the clean query %q became %q", q, got)
+		}
+	})
+}
