@@ -48,7 +48,7 @@ func (h *plainJSON) WithGroup(name string) slog.Handler { return h.json.WithGrou
 var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 func (h *plainJSON) Handle(ctx context.Context, r slog.Record) error {
-	if !h.plain || r.Time.IsZero() || r.Time.Year() >= 10000 || !plainString(r.Message) {
+	if y := r.Time.Year(); !h.plain || r.Time.IsZero() || y < 0 || y >= 10000 || !plainString(r.Message) {
 		return h.json.Handle(ctx, r)
 	}
 	bp := lineBufs.Get().(*[]byte)

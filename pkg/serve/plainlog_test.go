@@ -81,7 +81,7 @@ func TestPlainLinesAreSlogs(t *testing.T) {
 	keys := []string{"key", "", `k"ey`, "snake_case.key", "ключ"}
 	messages := []string{"request", "", "listening", `say "hi"`, "über", strings.Repeat("m", MaxLogValue+1)}
 	levels := []slog.Level{slog.LevelInfo, slog.LevelWarn, slog.LevelError, slog.LevelInfo + 2, slog.LevelDebug}
-	times := []time.Time{at, at.UTC(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), {}}
+	times := []time.Time{at, at.UTC(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), {}, time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 
 	withs := [][]slog.Attr{
 		{slog.String("service", "gateway")},

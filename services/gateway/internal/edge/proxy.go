@@ -24,6 +24,8 @@ import (
 // re-encoded; no User-Agent is added; an answer that breaks off after its
 // header aborts the client's connection, so a cut body never looks whole.
 //
+// The upstream URL's path, if it has one, goes before the request's.
+//
 // A keyed route's answer gets "environment" spliced in first; a public
 // (browser) route's answer — a page or a redirect — passes through as the
 // service made it. Both are refused unless the service says it is in the
@@ -32,6 +34,7 @@ type relay struct {
 	g            *Gateway
 	upstream     string
 	scheme, host string
+	prefix       string // the upstream URL's path, before the request's
 	rt           http.RoundTripper
 	public       bool
 }
@@ -40,14 +43,15 @@ func (g *Gateway) newRelay(upstream string, target *url.URL, rt http.RoundTrippe
 	if g.metrics != nil {
 		rt = g.metrics.instrumentUpstream(upstream, rt)
 	}
-	return &relay{g: g, upstream: upstream, scheme: target.Scheme, host: target.Host, rt: rt, public: public}
+	return &relay{g: g, upstream: upstream, scheme: target.Scheme, host: target.Host,
+		prefix: strings.TrimSuffix(target.Path, "/"), rt: rt, public: public}
 }
 
 func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 	c := in.Context().Value(ctxKey{}).(*call)
 	out := (&http.Request{
 		Method:     in.Method,
-		URL:        &url.URL{Scheme: p.scheme, Host: p.host, Path: in.URL.Path, RawQuery: cleanQuery(in.URL.RawQuery)},
+		URL:        &url.URL{Scheme: p.scheme, Host: p.host, Path: p.prefix + in.URL.Path, RawQuery: cleanQuery(in.URL.RawQuery)},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
@@ -67,9 +71,10 @@ func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 		p.g.proxyError(w, in, p.upstream, err)
 		return
 	}
+	dropListed(resp.Header, resp.Header["Connection"])
 	h := w.Header()
 	for name, values := range resp.Header {
-		if hopByHop(name) || listed(resp.Header["Connection"], name) {
+		if hopByHop(name) {
 			continue
 		}
 		if prev, ok := h[name]; ok {
@@ -140,11 +145,12 @@ func (p *relay) check(resp *http.Response) error {
 func (g *Gateway) outboundHeader(in http.Header, c *call) http.Header {
 	h := make(http.Header, len(in)+5)
 	for name, values := range in {
-		if hopByHop(name) || clientMustNotSet(name) || listed(in["Connection"], name) {
+		if hopByHop(name) || clientMustNotSet(name) {
 			continue
 		}
 		h[name] = values
 	}
+	dropListed(h, in["Connection"])
 	if c.entry != nil {
 		h[partner.HeaderKeyID] = c.entry.IDValue
 		h[partner.HeaderGrants] = c.entry.GrantsValue
@@ -169,16 +175,14 @@ func hopByHop(name string) bool {
 	return false
 }
 
-// listed: a Connection header (its values) names name as hop-by-hop.
-func listed(connection []string, name string) bool {
+// dropListed removes from h the headers a Connection header (its values)
+// names as hop-by-hop. Most requests have none: nothing to do.
+func dropListed(h http.Header, connection []string) {
 	for _, v := range connection {
-		for _, token := range strings.Split(v, ",") {
-			if http.CanonicalHeaderKey(strings.TrimSpace(token)) == name {
-				return true
-			}
+		for token := range strings.SplitSeq(v, ",") {
+			delete(h, http.CanonicalHeaderKey(strings.TrimSpace(token)))
 		}
 	}
-	return false
 }
 
 // clientMustNotSet: identity the gateway vouches for, or the key itself.

@@ -140,3 +140,23 @@ func TestACutAnswerCutsTheClient(t *testing.T) {
 		t.Errorf("log: %s", logs.String())
 	}
 }
+
+// TestRelayKeepsTheUpstreamPath: an upstream URL with a path (a service
+// behind a path-routing proxy) gets it before the request's.
+func TestRelayKeepsTheUpstreamPath(t *testing.T) {
+	seen := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.URL.RequestURI()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{}`)
+	}))
+	defer up.Close()
+	g := newGatewayTo(t, up.URL+"/payout/", quiet())
+	if w := serveOne(g, "GET", "/v1/rates?from=EUR", ""); w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if got := <-seen; got != "/payout/v1/rates?from=EUR" {
+		t.Errorf("the service got %s", got)
+	}
+}
