@@ -331,6 +331,19 @@ func TestEveryRouteNeedsItsUpstream(t *testing.T) {
 	}
 }
 
+// An upstream the transport cannot reach as asked stops the boot, rather
+// than failing every request.
+func TestUpstreamsArePlainHTTP(t *testing.T) {
+	for _, raw := range []string{"https://payout.internal", "http://payout.internal/?a=1", "http://payout.internal/#x"} {
+		u := upstreams()
+		u[UpstreamPayout], _ = url.Parse(raw)
+		_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: u, Log: quiet()})
+		if err == nil || !strings.Contains(err.Error(), `upstream "payout" must be an http:// URL without a query`) {
+			t.Errorf("upstream %s: %v", raw, err)
+		}
+	}
+}
+
 // BenchmarkQuotePath measures the gateway's whole per-request path for a
 // quote: request id, route lookup, key fingerprint and lookup, limiter call
 // (in-process), RateLimit headers, product and content checks, the reverse

@@ -92,6 +92,11 @@ func New(cfg Config) (*Gateway, error) {
 		if !ok || target == nil {
 			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
 		}
+		if target.Scheme != "http" || target.RawQuery != "" || target.Fragment != "" {
+			// The transport speaks plain HTTP/1.1 to services inside the
+			// deployment; a query would be the request's, not the upstream's.
+			return nil, fmt.Errorf("edge: upstream %q must be an http:// URL without a query, not %s", r.Upstream, target.Redacted())
+		}
 		rt := guarded[r.Upstream]
 		if rt == nil {
 			rt = g.guard(r.Upstream, cfg.Transport) // one breaker per upstream
