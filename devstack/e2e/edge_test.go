@@ -235,9 +235,20 @@ func TestKeyLifecycle(t *testing.T) {
 
 	t.Run("a keys file that fails to parse keeps the last good set", func(t *testing.T) {
 		good, _ := os.ReadFile(s.keysFile)
-		if err := os.WriteFile(s.keysFile, []byte(`{"keys":[{"id":`), 0o600); err != nil {
-			t.Fatal(err)
+		// Replaced in one step, as the key tool does: a file truncated,
+		// then written, could be read empty at one reload and broken at
+		// the next (two failures).
+		replace := func(data []byte) {
+			t.Helper()
+			tmp := s.keysFile + ".tmp"
+			if err := os.WriteFile(tmp, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, s.keysFile); err != nil {
+				t.Fatal(err)
+			}
 		}
+		replace([]byte(`{"keys":[{"id":`))
 		time.Sleep(500 * time.Millisecond)
 		if r := s.get("/v1/config", old); r.Status != 200 {
 			t.Errorf("after a broken reload the last good key is refused: %d", r.Status)
@@ -245,9 +256,7 @@ func TestKeyLifecycle(t *testing.T) {
 		if m := s.metrics("gateway"); !strings.Contains(m, "partnerapi_gateway_keys_reload_failures_total 1") {
 			t.Errorf("reload failure not counted")
 		}
-		if err := os.WriteFile(s.keysFile, good, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		replace(good)
 	})
 
 	t.Run("list shows fingerprints, never keys", func(t *testing.T) {
