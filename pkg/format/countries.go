@@ -3,6 +3,7 @@ package format
 import (
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/text/currency"
 	"golang.org/x/text/language"
@@ -25,7 +26,9 @@ type ISOCountry struct {
 	Name string `json:"name"`
 }
 
-var countries = func() []ISOCountry {
+// countries is built on first use, not at init: a binary that never asks
+// (the gateway) never reads x/text's display tables, nor keeps the list.
+var countries = sync.OnceValue(func() []ISOCountry {
 	var out []ISOCountry
 	names := display.English.Regions()
 	for a := 'A'; a <= 'Z'; a++ {
@@ -38,15 +41,15 @@ var countries = func() []ISOCountry {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
 	return out
-}()
+})
 
-var countrySet = func() map[string]bool {
-	m := make(map[string]bool, len(countries))
-	for _, c := range countries {
+var countrySet = sync.OnceValue(func() map[string]bool {
+	m := make(map[string]bool, len(countries()))
+	for _, c := range countries() {
 		m[c.Code] = true
 	}
 	return m
-}()
+})
 
 func region(code string) (language.Region, bool) {
 	r, err := language.ParseRegion(code)
@@ -57,7 +60,7 @@ func region(code string) (language.Region, bool) {
 }
 
 // Countries lists every ISO 3166-1 alpha-2 country, sorted by code.
-func Countries() []ISOCountry { return countries }
+func Countries() []ISOCountry { return countries() }
 
 // CanonicalCountry upper-cases an alpha-2 code and reports whether it names an
 // assigned country. Aliases such as UK are refused, not rewritten: the partner
@@ -67,7 +70,7 @@ func CanonicalCountry(code string) (string, bool) {
 		return "", false
 	}
 	c := strings.ToUpper(code)
-	return c, countrySet[c]
+	return c, countrySet()[c]
 }
 
 // CanonicalCurrency upper-cases an ISO 4217 code and reports whether it is one.
