@@ -73,7 +73,8 @@ FUZZ_TARGETS := pkg:./jsonbody:FuzzBytes pkg:./iban:FuzzValidate pkg:./format:Fu
 	services/gateway:./internal/apikey:FuzzFromAuthorization services/gateway:./internal/apikey:FuzzParse \
 	services/gateway:./internal/edge:FuzzRequestID services/gateway:./internal/edge:FuzzSplice \
 	services/gateway:./internal/edge:FuzzFraming services/gateway:./internal/edge:FuzzOutboundHeader \
-	services/gateway:./internal/edge:FuzzCleanQuery services/payout:./internal/quote:FuzzParse
+	services/gateway:./internal/edge:FuzzCleanQuery services/gateway:./internal/edge:FuzzWriteRequest \
+	services/payout:./internal/quote:FuzzParse
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

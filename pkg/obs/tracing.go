@@ -164,11 +164,24 @@ type injectContext struct {
 }
 
 func (i injectContext) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(r.Header["Traceparent"]) == 0 && trace.SpanContextFromContext(r.Context()).IsValid() {
-		r = r.Clone(r.Context()) // a RoundTripper must not change its request
-		i.p.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	if len(r.Header["Traceparent"]) == 0 {
+		r = i.inject(r)
 	}
 	return i.next.RoundTrip(r)
+}
+
+// inject is r with the trace context of its context, if it has one (a
+// copy: a RoundTripper must not change its request). Out of line, so its
+// locals are not on the stack of a caller waiting for the answer.
+//
+//go:noinline
+func (i injectContext) inject(r *http.Request) *http.Request {
+	if !trace.SpanContextFromContext(r.Context()).IsValid() {
+		return r
+	}
+	r = r.Clone(r.Context())
+	i.p.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	return r
 }
 
 // Shutdown flushes spans not yet exported.

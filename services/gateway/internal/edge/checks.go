@@ -11,93 +11,112 @@ import (
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
-// serve applies the edge's checks in the contract's order, then forwards:
+// serve applies the edge's checks, then forwards what passes them. It
+// returns the key id once known and the wire code of a refusal.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) (keyID, code string) {
+	rt, c, keyID, code := g.admit(w, r, requestID)
+	if rt == nil {
+		return keyID, code
+	}
+	g.forward(w, r, rt, c)
+	return keyID, c.code
+}
+
+// admit applies the edge's checks in the contract's order:
 //
 //	framing a front proxy could read differently (400, connection closed)
 //	→ CORS preflight, /health, the documents and public routes (no key)
 //	→ not_configured → not_found → unauthorized → rate_limited
 //	→ permission_denied → body: Content-Type, size, read in time → forward
 //
-// It returns the key id once known and the wire code of a refusal.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) (keyID, code string) {
+// It returns the route and call of a request to forward; with no route,
+// the request was answered here (a refusal's wire code, the key id once
+// known). Out of line: see logRequest.
+//
+//go:noinline
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string) (rt *route, c *call, keyID, code string) {
 	if msg := ambiguity(r); msg != "" {
 		w.Header().Set("Connection", "close")
-		return "", g.refuse(w, envelope.InvalidRequest(msg))
+		return nil, nil, "", g.refuse(w, envelope.InvalidRequest(msg))
 	}
 	path := r.URL.Path
 	if isPreflight(r) && g.routes[path] != nil {
 		preflight(w, r)
-		return "", ""
+		return nil, nil, "", ""
 	}
 	if path == "/health" && r.Method == http.MethodGet {
 		r.Pattern = "GET /health"
 		serve.Health(w, r)
-		return "", ""
+		return nil, nil, "", ""
 	}
 	if path != "/v1" && !strings.HasPrefix(path, "/v1/") {
 		if g.docs != nil && g.docs.Handle(w, r) {
-			return "", ""
+			return nil, nil, "", ""
 		}
 		if pr := g.public[r.Method+" "+path]; pr != nil {
 			r.Pattern = pr.pattern
-			c := &call{requestID: requestID}
-			g.forward(w, r, pr, c)
-			return "", c.code
+			return pr, &call{requestID: requestID}, "", ""
 		}
-		return "", g.refuse(w, envelope.NotFound())
+		return nil, nil, "", g.refuse(w, envelope.NotFound())
 	}
 	keys := g.keys.Current()
 	if keys.Len() == 0 {
-		return "", g.refuse(w, envelope.New(envelope.CodeNotConfigured, "This deployment has no partner keys configured."))
+		return nil, nil, "", g.refuse(w, envelope.New(envelope.CodeNotConfigured, "This deployment has no partner keys configured."))
 	}
-	rt := g.routes[path][r.Method]
+	rt = g.routes[path][r.Method]
 	if rt == nil {
-		return "", g.refuse(w, envelope.NotFound())
+		return nil, nil, "", g.refuse(w, envelope.NotFound())
 	}
 	r.Pattern = rt.pattern
 
 	entry, ok := g.authenticate(keys, r.Header.Get("Authorization"))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="partner-api"`)
-		return "", g.refuse(w, envelope.Unauthorized())
+		return nil, nil, "", g.refuse(w, envelope.Unauthorized())
 	}
 
 	d := g.limiter.Allow(r.Context(), entry.ID, entry.RatePerSecond)
 	d.WriteHeaders(w.Header(), entry.PolicyValue)
 	if !d.Allowed {
 		g.count(func(m *Metrics) { m.limited(entry.ID) })
-		return entry.ID, g.refuse(w, envelope.New(envelope.CodeRateLimited, "Too many requests for this key; retry after the time in Retry-After."))
+		return nil, nil, entry.ID, g.refuse(w, envelope.New(envelope.CodeRateLimited, "Too many requests for this key; retry after the time in Retry-After."))
 	}
 
 	if rt.Product != "" && !entry.HasProduct(rt.Product) {
 		g.count(func(m *Metrics) { m.refusedProduct.Inc() })
-		return entry.ID, g.refuse(w, envelope.New(envelope.CodePermissionDenied, "This key does not carry the "+rt.Product+" product."))
+		return nil, nil, entry.ID, g.refuse(w, envelope.New(envelope.CodePermissionDenied, "This key does not carry the "+rt.Product+" product."))
 	}
 
 	if r.Method == http.MethodPost {
 		if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
-			return entry.ID, g.refuse(w, jsonbody.ErrContentType)
+			return nil, nil, entry.ID, g.refuse(w, jsonbody.ErrContentType)
 		}
 		if r.ContentLength > jsonbody.MaxBytes {
-			return entry.ID, g.refuse(w, envelope.TooLarge())
+			return nil, nil, entry.ID, g.refuse(w, envelope.TooLarge())
 		}
 		if refusal := readBody(r); refusal != nil {
 			w.Header().Set("Connection", "close") // what is left of the body is unread
-			return entry.ID, g.refuse(w, refusal)
+			return nil, nil, entry.ID, g.refuse(w, refusal)
 		}
 	}
-
-	c := &call{entry: entry, requestID: requestID}
-	g.forward(w, r, rt, c)
-	return entry.ID, c.code
+	return rt, &call{entry: entry, requestID: requestID}, entry.ID, ""
 }
 
 // forward proxies r to its route's upstream within the route's timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call) {
+	r, cancel := bound(r, rt, c)
+	defer cancel()
+	rt.proxy.ServeHTTP(w, r)
+}
+
+// bound is r with c in its context and the route's deadline. Out of line:
+// see logRequest.
+//
+//go:noinline
+func bound(r *http.Request, rt *route, c *call) (*http.Request, context.CancelFunc) {
 	c.client = r.Context()
 	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ctxKey{}, c), rt.Timeout)
-	defer cancel()
-	rt.proxy.ServeHTTP(w, r.WithContext(ctx))
+	return r.WithContext(ctx), cancel
 }
 
 // ambiguity says what in r a front proxy could read differently from us,

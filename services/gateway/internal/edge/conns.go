@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -63,15 +64,27 @@ const maxHeaderBytes = 1 << 20
 
 type upConn struct {
 	conn     net.Conn
-	limit    limitedReader // what br reads: the connection, with a cap while a header is read
-	br       *bufio.Reader
+	limit    limitedReader // what br reads: the answer's first bytes, then the connection, with a cap while a header is read
+	br       *bufio.Reader // only while an answer is read
 	host     string
 	reused   bool
 	idleFrom time.Time
+
+	// The wait for an answer's first bytes, on a socket (see awaitAnswer).
+	raw       syscall.RawConn
+	readFirst func(fd uintptr) bool
+	firstN    int
+	firstErr  error
 }
+
+// firstReads hold the first bytes of an answer, taken when they have
+// arrived: a request waiting for its service holds no read buffer.
+var firstReads = sync.Pool{New: func() any { return new([4 << 10]byte) }}
 
 type limitedReader struct {
 	r         io.Reader
+	first     *[4 << 10]byte // the answer's first bytes, read by awaitAnswer …
+	pending   []byte         // … and the part of them not yet read
 	remaining int64
 }
 
@@ -82,16 +95,62 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > l.remaining {
 		p = p[:l.remaining]
 	}
+	if len(l.pending) > 0 {
+		n := copy(p, l.pending)
+		l.pending = l.pending[n:]
+		if len(l.pending) == 0 {
+			firstReads.Put(l.first)
+			l.first = nil
+		}
+		l.remaining -= int64(n)
+		return n, nil
+	}
 	n, err := l.r.Read(p)
 	l.remaining -= int64(n)
 	return n, err
 }
 
+// awaitAnswer waits until the answer's first bytes have arrived and reads
+// them. On a socket it waits for the connection to be readable and only
+// then takes a buffer (readFirst, set by watchReadable); elsewhere it
+// reads into one as it waits.
+func (pc *upConn) awaitAnswer() error {
+	var err error
+	if pc.readFirst != nil {
+		err = pc.raw.Read(pc.readFirst)
+	} else {
+		b := firstReads.Get().(*[4 << 10]byte)
+		pc.firstN, pc.firstErr = pc.conn.Read(b[:])
+		pc.limit.first = b
+	}
+	if err == nil {
+		err = pc.firstErr
+		if err == nil && pc.firstN == 0 {
+			err = io.EOF
+		}
+	}
+	if err != nil {
+		if pc.limit.first != nil {
+			firstReads.Put(pc.limit.first)
+			pc.limit.first = nil
+		}
+		return err
+	}
+	pc.limit.pending = pc.limit.first[:pc.firstN]
+	return nil
+}
+
 var errHeaderTooLarge = errors.New("upstream answer header over 1 MiB")
 
-// writers are the buffers requests are written through: one per request
-// in flight, not one per connection.
-var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+// writers are the buffers requests are written through, and readers the
+// ones answers are read through: one per request being written or read,
+// not one per connection. An idle connection, or one waiting for its
+// answer, holds neither (4 KiB each, times every connection to every
+// service).
+var (
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+)
 
 // aLongTimeAgo is a deadline that has passed: setting it ends any wait.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -159,7 +218,7 @@ func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request,
 	}
 	bw := writers.Get().(*bufio.Writer)
 	bw.Reset(pc.conn)
-	err = req.Write(bw) // the request line, Host, headers and body; closes the body
+	err = writeRequest(bw, req) // the request line, Host, headers and body; closes the body
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -169,9 +228,11 @@ func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request,
 		return fail(fmt.Errorf("upstream write: %w", err), false)
 	}
 	pc.limit.remaining = maxHeaderBytes
-	if _, err := pc.br.Peek(1); err != nil {
+	if err := pc.awaitAnswer(); err != nil {
 		return fail(fmt.Errorf("no answer from upstream: %w", err), false)
 	}
+	pc.br = readers.Get().(*bufio.Reader)
+	pc.br.Reset(&pc.limit)
 	for {
 		resp, err = http.ReadResponse(pc.br, req)
 		if err != nil {
@@ -191,7 +252,13 @@ func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request,
 		t.release(pc, unhook, cancel, reuse)
 		return resp, nil, true
 	}
-	resp.Body = &upstreamBody{body: resp.Body, pc: pc, t: t, unhook: unhook, cancel: cancel, reuse: reuse}
+	body := &upstreamBody{pc: pc, t: t, unhook: unhook, cancel: cancel, reuse: reuse}
+	if resp.ContentLength > 0 && len(resp.TransferEncoding) == 0 {
+		body.left = resp.ContentLength // read from the connection's buffer, no copy
+	} else {
+		body.body = resp.Body // chunked, or until the service closes
+	}
+	resp.Body = body
 	return resp, nil, true
 }
 
@@ -202,10 +269,13 @@ func (t *Transport) release(pc *upConn, unhook func() bool, cancel context.Cance
 	// Not hooked: the context ended meanwhile and its passed deadline may
 	// be on the connection. A buffered byte: the service sent more than its
 	// answer.
-	if !hooked || !reuse || pc.br.Buffered() > 0 {
+	if !hooked || !reuse || pc.br.Buffered() > 0 || len(pc.limit.pending) > 0 {
 		pc.conn.Close()
 		return
 	}
+	pc.br.Reset(nil)
+	readers.Put(pc.br)
+	pc.br = nil
 	pc.reused, pc.idleFrom = true, time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -277,7 +347,7 @@ func (t *Transport) conn(ctx context.Context, host string) (*upConn, error) {
 	}
 	pc := &upConn{conn: conn, host: host}
 	pc.limit.r = conn
-	pc.br = bufio.NewReaderSize(&pc.limit, 4<<10)
+	watchReadable(pc)
 	return pc, nil
 }
 
@@ -310,9 +380,13 @@ func closeBody(req *http.Request) {
 }
 
 // upstreamBody is an answer's body; read to its end, it gives its
-// connection back to the pool.
+// connection back to the pool. An answer with a Content-Length (every
+// answer of ours up to 2 KiB, where net/http stops buffering) is read
+// straight from the connection's buffer, and WriteTo writes it from there:
+// no copy buffer, no copy.
 type upstreamBody struct {
-	body   io.ReadCloser
+	body   io.ReadCloser // net/http's reader of a chunked answer; nil for a Content-Length one
+	left   int64         // … or the bytes of it still to read
 	pc     *upConn
 	t      *Transport
 	unhook func() bool
@@ -325,18 +399,74 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	n, err := b.body.Read(p)
-	if err != nil {
-		b.done = true
-		if err == io.EOF {
-			b.t.release(b.pc, b.unhook, b.cancel, b.reuse)
-		} else {
-			b.unhook()
-			b.cancel()
-			b.pc.conn.Close()
+	if b.body != nil {
+		n, err := b.body.Read(p)
+		if err != nil {
+			b.end(err)
 		}
+		return n, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.pc.br.Read(p)
+	b.left -= int64(n)
+	switch {
+	case b.left == 0:
+		err = io.EOF
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		b.end(err)
 	}
 	return n, err
+}
+
+// WriteTo writes the rest of the answer to w. A write error is w's (the
+// client's); a read error is the service's answer breaking off.
+func (b *upstreamBody) WriteTo(w io.Writer) (int64, error) {
+	if b.body != nil {
+		return copyBuffered(w, readerOnly{b})
+	}
+	var written int64
+	for !b.done {
+		if b.left == 0 {
+			b.end(io.EOF)
+			break
+		}
+		br := b.pc.br
+		if br.Buffered() == 0 {
+			if _, err := br.Peek(1); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				b.end(err)
+				return written, err
+			}
+		}
+		chunk, _ := br.Peek(int(min(int64(br.Buffered()), b.left)))
+		n, err := w.Write(chunk)
+		_, _ = br.Discard(n)
+		b.left -= int64(n)
+		written += int64(n)
+		if err != nil {
+			b.Close()
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// end finishes the body at err: io.EOF gives the connection back; anything
+// else closes it.
+func (b *upstreamBody) end(err error) {
+	if err != io.EOF {
+		b.Close()
+		return
+	}
+	b.done = true
+	b.t.release(b.pc, b.unhook, b.cancel, b.reuse)
 }
 
 // Close before the end closes the connection: what is left unread would
@@ -350,3 +480,6 @@ func (b *upstreamBody) Close() error {
 	}
 	return nil
 }
+
+// readerOnly hides a reader's WriteTo from io.CopyBuffer.
+type readerOnly struct{ io.Reader }

@@ -401,3 +401,80 @@ func TestTransportCarriesLargeBodies(t *testing.T) {
 		t.Errorf("%d connections for 4 requests, want 1", conns.Load())
 	}
 }
+
+// A Content-Length answer is read from the connection's own buffer, a
+// byte at a time or written out whole; one cut short is an unexpected end,
+// never a short answer, and its connection is not reused. An idle
+// connection holds no read buffer.
+func TestTransportReadsContentLengthAnswers(t *testing.T) {
+	body := strings.Repeat("0123456789", 1000) // over two read buffers
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		for {
+			r, ok := u.readRequest(br)
+			if !ok {
+				return
+			}
+			if r.URL.Path == "/cut" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n0123456789")
+				return
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
+	})
+	tr := NewTransport()
+	get := func(path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+u.addr+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	resp := get("/")
+	var got []byte
+	one := make([]byte, 1)
+	for {
+		n, err := resp.Body.Read(one)
+		got = append(got, one[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(got) != body {
+		t.Errorf("read byte by byte: %d bytes, want %d", len(got), len(body))
+	}
+
+	resp = get("/")
+	var out strings.Builder
+	n, err := resp.Body.(io.WriterTo).WriteTo(&out)
+	if err != nil || n != int64(len(body)) || out.String() != body {
+		t.Errorf("written out: %d bytes (%v), want %d", n, err, len(body))
+	}
+	tr.mu.Lock()
+	for _, pc := range tr.idle[u.addr] {
+		if pc.br != nil {
+			t.Errorf("an idle connection holds a %d-byte read buffer", pc.br.Size())
+		}
+	}
+	tr.mu.Unlock()
+	if u.dials.Load() != 1 {
+		t.Errorf("%d connections for 2 answers read to the end, want 1", u.dials.Load())
+	}
+
+	resp = get("/cut")
+	if b, err := io.ReadAll(resp.Body); err != io.ErrUnexpectedEOF {
+		t.Errorf("a cut answer read as %q, %v; want io.ErrUnexpectedEOF", b, err)
+	}
+	resp = get("/cut")
+	if _, err := resp.Body.(io.WriterTo).WriteTo(io.Discard); err != io.ErrUnexpectedEOF {
+		t.Errorf("a cut answer written out: %v; want io.ErrUnexpectedEOF", err)
+	}
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d connections pooled after cut answers", n)
+	}
+}

@@ -28,3 +28,30 @@ func stillOpen(c net.Conn) bool {
 	})
 	return err == nil && open
 }
+
+// watchReadable lets awaitAnswer wait for pc's answer without a buffer:
+// readFirst takes one only when a read does not find the socket empty.
+func watchReadable(pc *upConn) {
+	sc, ok := pc.conn.(syscall.Conn)
+	if !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	pc.raw = raw
+	pc.readFirst = func(fd uintptr) bool {
+		b := firstReads.Get().(*[4 << 10]byte)
+		n, err := syscall.Read(int(fd), b[:])
+		for err == syscall.EINTR {
+			n, err = syscall.Read(int(fd), b[:])
+		}
+		if err == syscall.EAGAIN || err == syscall.EWOULDBLOCK {
+			firstReads.Put(b) // nothing yet: wait for readability without it
+			return false
+		}
+		pc.firstN, pc.firstErr, pc.limit.first = max(n, 0), err, b
+		return true
+	}
+}

@@ -1,9 +1,12 @@
 package edge
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,4 +110,72 @@ func FuzzCleanQuery(f *testing.F) {
 			t.Fatalf("the clean query %q became %q", q, got)
 		}
 	})
+}
+
+// FuzzWriteRequest: the transport's request writer sends what
+// Request.Write sends (header lines in any order), or fails where it
+// fails; a request it does not handle goes to Request.Write itself.
+func FuzzWriteRequest(f *testing.F) {
+	f.Add(uint8(0), "/v1/config", "", "X-Custom", "v", uint8(0), "")
+	f.Add(uint8(1), "/v1/bank/payout/quote", "a=1&b=2", "Idempotency-Key", "k-1", uint8(1), `{"a":1}`)
+	f.Add(uint8(2), "/v1/x y", "q=%zz", "X-Two", " line\r\nsplit ", uint8(2), "")
+	f.Add(uint8(3), "/p%2Fq/é", "", "User-Agent", "sdk\n/1", uint8(3), "body")
+	f.Add(uint8(4), "/bad\x7fpath", "", "Content-Length", "9", uint8(4), "x")
+	f.Add(uint8(1), "/", "", "Transfer-Encoding", "chunked", uint8(5), "xyz")
+	methods := []string{"GET", "POST", "DELETE", "PUT", "HEAD", "PATCH", "OPTIONS"}
+	f.Fuzz(func(t *testing.T, m uint8, path, query, name, value string, mode uint8, body string) {
+		build := func() *http.Request {
+			req := &http.Request{
+				Method: methods[int(m)%len(methods)],
+				URL:    &url.URL{Scheme: "http", Host: "payout:8081", Path: path, RawQuery: query},
+				Header: http.Header{"X-Request-Id": {"r-1"}}, Host: "payout:8081",
+				Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			}
+			req.Header[name] = []string{value, value + "2"}
+			switch mode % 6 {
+			case 1:
+				req.Header["User-Agent"] = []string{""}
+			case 2:
+				req.Header["User-Agent"] = []string{"  "}
+			case 3:
+				req.Header["User-Agent"] = nil
+			case 4:
+				req.ContentLength = 1 // a length its body does not have
+			case 5:
+				req.ContentLength = -1 // unknown: chunked, Request.Write's
+			}
+			if body != "" {
+				req.Body = io.NopCloser(strings.NewReader(body))
+				if req.ContentLength == 0 {
+					req.ContentLength = int64(len(body))
+				}
+			}
+			return req
+		}
+		var want, got bytes.Buffer
+		werr := build().Write(&want)
+		bw := bufio.NewWriter(&got)
+		gerr := writeRequest(bw, build())
+		if gerr == nil {
+			gerr = bw.Flush()
+		}
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("Request.Write: %v; writeRequest: %v\n%q", werr, gerr, got.String())
+		}
+		if werr != nil {
+			return
+		}
+		if w, g := sortedHead(want.String()), sortedHead(got.String()); w != g {
+			t.Fatalf("Request.Write sent\n%q\nwriteRequest sent\n%q", w, g)
+		}
+	})
+}
+
+// sortedHead is a request with its header lines (not the request line)
+// sorted.
+func sortedHead(s string) string {
+	head, body, _ := strings.Cut(s, "\r\n\r\n")
+	lines := strings.Split(head, "\r\n")
+	slices.Sort(lines[1:])
+	return strings.Join(lines, "\r\n") + "\r\n\r\n" + body
 }

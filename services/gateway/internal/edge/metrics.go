@@ -3,10 +3,11 @@ package edge
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/partnerpay/api/pkg/obs"
@@ -209,6 +210,34 @@ func (m *Metrics) UpstreamDialed(upstreams map[string]*url.URL) func(host string
 func (m *Metrics) instrumentUpstream(upstream string, rt http.RoundTripper) http.RoundTripper {
 	m.upstreamErrors.WithLabelValues(upstream)
 	m.circuitOpened.WithLabelValues(upstream)
-	return promhttp.InstrumentRoundTripperDuration(
-		m.upstreamDuration.MustCurryWith(prometheus.Labels{"upstream": upstream}), rt)
+	t := &timed{next: rt, byCode: m.upstreamDuration.MustCurryWith(prometheus.Labels{"upstream": upstream})}
+	t.ok = t.byCode.WithLabelValues("200")
+	return t
+}
+
+// timed observes how long an upstream took to answer (its header), by
+// status code, as promhttp.InstrumentRoundTripperDuration does, without a
+// label map per call; a call that failed is not observed (the error
+// counter has it).
+type timed struct {
+	next   http.RoundTripper
+	byCode prometheus.ObserverVec
+	ok     prometheus.Observer // code 200, the usual one
+}
+
+func (t *timed) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	if err == nil {
+		t.observe(resp.StatusCode, time.Since(start))
+	}
+	return resp, err
+}
+
+func (t *timed) observe(code int, d time.Duration) {
+	o := t.ok
+	if code != http.StatusOK {
+		o = t.byCode.WithLabelValues(strconv.Itoa(code))
+	}
+	o.Observe(d.Seconds())
 }

@@ -1,6 +1,9 @@
 package edge
 
 import (
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -88,5 +91,49 @@ func TestOpenedConnectionsAreCountedByUpstream(t *testing.T) {
 		"partnerapi_gateway_upstream_connections_opened_total{upstream=\"payout\"} 1\n"),
 		"partnerapi_gateway_upstream_connections_opened_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestUpstreamCallsAreTimedByCode: every answer is observed once under its
+// upstream and status code; a call that failed is not (the error counter
+// has it).
+func TestUpstreamCallsAreTimedByCode(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	codes := map[string]int{"/ok": 200, "/missing": 404, "/down": 503}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(codes[r.URL.Path])
+	}))
+	defer srv.Close()
+	rt := m.instrumentUpstream(UpstreamPayout, NewTransport())
+	for _, path := range []string{"/ok", "/ok", "/missing", "/down"} {
+		if _, err := send(t, rt, "GET", srv.URL+path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Close()
+	if _, err := send(t, rt, "GET", srv.URL+"/ok"); err == nil {
+		t.Fatal("a call to a closed server succeeded")
+	}
+	counts := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "partnerapi_gateway_upstream_request_duration_seconds" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			labels := ""
+			for _, l := range s.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + " "
+			}
+			counts[labels] = s.GetHistogram().GetSampleCount()
+		}
+	}
+	want := map[string]uint64{"code=200 upstream=payout ": 2, "code=404 upstream=payout ": 1, "code=503 upstream=payout ": 1}
+	if !maps.Equal(counts, want) {
+		t.Errorf("duration series %v, want %v", counts, want)
 	}
 }

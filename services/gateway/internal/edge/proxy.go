@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
@@ -49,6 +50,14 @@ func (g *Gateway) newRelay(upstream string, target *url.URL, rt http.RoundTrippe
 
 func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 	c := in.Context().Value(ctxKey{}).(*call)
+	resp, err := p.rt.RoundTrip(p.outbound(in, c))
+	p.answer(w, in, c, resp, err)
+}
+
+// outbound is the request to the service. Out of line: see logRequest.
+//
+//go:noinline
+func (p *relay) outbound(in *http.Request, c *call) *http.Request {
 	out := (&http.Request{
 		Method:     in.Method,
 		URL:        &url.URL{Scheme: p.scheme, Host: p.host, Path: p.prefix + in.URL.Path, RawQuery: cleanQuery(in.URL.RawQuery)},
@@ -61,7 +70,14 @@ func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 	if in.ContentLength != 0 { // a GET's http.NoBody is no body at all
 		out.Body, out.GetBody, out.ContentLength = in.Body, in.GetBody, in.ContentLength
 	}
-	resp, err := p.rt.RoundTrip(out)
+	return out
+}
+
+// answer writes the service's answer, or the gateway's refusal of it.
+// Out of line: see logRequest.
+//
+//go:noinline
+func (p *relay) answer(w http.ResponseWriter, in *http.Request, c *call, resp *http.Response, err error) {
 	if err == nil {
 		if err = p.check(resp); err != nil {
 			resp.Body.Close()
@@ -84,7 +100,8 @@ func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	if code := copyAnswer(w, resp.Body); code != "" {
+	c.out.w = w
+	if code := copyAnswer(&c.out, resp.Body); code != "" {
 		c.code = code
 		if code == codeAnswerCut {
 			p.g.count(func(m *Metrics) { m.upstreamErrors.WithLabelValues(p.upstream).Inc() })
@@ -100,26 +117,57 @@ const (
 	codeClientGone = "client_gone" // the client went away
 )
 
-// copyAnswer copies an answer's body to the client through a pooled
-// buffer; it says which side broke off, if one did.
-func copyAnswer(w io.Writer, body io.Reader) string {
-	buf := bufferPool.Get()
-	defer bufferPool.Put(buf)
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return codeClientGone
-			}
-		}
-		if err == io.EOF {
-			return ""
-		}
-		if err != nil {
-			return codeAnswerCut
-		}
+// copyAnswer writes an answer's body to the client: from the upstream
+// connection's own buffer when the body can lend it (io.WriterTo), else
+// through a pooled buffer. It says which side broke off, if one did.
+func copyAnswer(w *clientWriter, body io.Reader) string {
+	var err error
+	if wt, ok := body.(io.WriterTo); ok {
+		_, err = wt.WriteTo(w)
+	} else {
+		_, err = copyBuffered(w, body)
 	}
+	switch {
+	case w.err != nil:
+		return codeClientGone
+	case err != nil:
+		return codeAnswerCut
+	}
+	return ""
 }
+
+// clientWriter is the client's side of a copy: it keeps the client's write
+// error, so a copy's error can be told apart from the service's.
+type clientWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func (c *clientWriter) WriteString(s string) (int, error) {
+	n, err := io.WriteString(c.w, s)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// copyBuffered copies through a pooled buffer. 8 KiB, not ReverseProxy's
+// 32: an answer that needs one (a chunked one, over 2 KiB) is a few KiB.
+func copyBuffered(w io.Writer, r io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(w, r, *buf)
+}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
 
 // check refuses an answer the gateway cannot vouch for, and makes the
 // partner's answer of the service's.
@@ -257,31 +305,4 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, upstream st
 		g.log.Error("upstream failed", "upstream", upstream, "err", err, "request_id", c.requestID)
 	}
 	c.code = g.refuse(w, envelope.Internal())
-}
-
-// bufferPool recycles the proxy's copy buffers through a channel: unlike
-// sync.Pool, putting a []byte back costs no allocation. 8 KiB, not
-// ReverseProxy's 32: a service's answer is a few hundred bytes to a few KiB
-// (a longer one takes more reads), and at 256 connections the difference is
-// 6 MiB of the gateway's memory.
-var bufferPool = &chanPool{ch: make(chan []byte, 512)}
-
-const copyBuffer = 8 << 10
-
-type chanPool struct{ ch chan []byte }
-
-func (p *chanPool) Get() []byte {
-	select {
-	case b := <-p.ch:
-		return b
-	default:
-		return make([]byte, copyBuffer)
-	}
-}
-
-func (p *chanPool) Put(b []byte) {
-	select {
-	case p.ch <- b:
-	default:
-	}
 }

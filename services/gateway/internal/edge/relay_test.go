@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -113,31 +115,90 @@ func TestRelayRefusesAProtocolSwitch(t *testing.T) {
 
 // TestACutAnswerCutsTheClient: a service's answer that breaks off after
 // its header reaches the client as a broken connection, never as a whole
-// (shorter) answer; the request line says answer_cut.
+// (shorter) answer; the request line says answer_cut. Chunked, or short
+// of its Content-Length (relayed from the connection's buffer).
 func TestACutAnswerCutsTheClient(t *testing.T) {
-	u := startRaw(t, func(_ int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
-		if _, ok := u.readRequest(br); !ok {
-			return
+	for name, answer := range map[string]string{
+		"chunked":        "Transfer-Encoding: chunked\r\n\r\n9\r\n{\"quoteId\r\n",
+		"content length": "Content-Length: 100\r\n\r\n{\"quoteId",
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := startRaw(t, func(_ int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+				if _, ok := u.readRequest(br); !ok {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\n"+answer)
+			})
+			var logs bytes.Buffer
+			srv := httptest.NewServer(newGatewayTo(t, "http://"+u.addr, slog.New(slog.NewJSONHandler(&logs, nil))))
+			defer srv.Close()
+			req, _ := http.NewRequest("GET", srv.URL+"/v1/config", nil)
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			// The client sees no answer or a broken one, as where the cut falls.
+			if resp, err := srv.Client().Do(req); err == nil {
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil {
+					t.Errorf("the client read a whole answer: %d %s", resp.StatusCode, body)
+				}
+			}
+			srv.Close() // the log line is written before the connection is cut
+			if !strings.Contains(logs.String(), `"code":"answer_cut"`) || !strings.Contains(logs.String(), `"msg":"upstream answer broke off","upstream":"payout"`) {
+				t.Errorf("log: %s", logs.String())
+			}
+		})
+	}
+}
+
+// TestRelayWritesWholeAnswers: answers of every size and framing reach the
+// client whole, "environment" first, the connection to the service reused:
+// a Content-Length answer straight from the connection's buffer (one that
+// fits it, one several times its size), a chunked one through a copy
+// buffer, an empty object.
+func TestRelayWritesWholeAnswers(t *testing.T) {
+	big := `{"items":"` + strings.Repeat("x", 10<<10) + `"}`
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		switch r.URL.Query().Get("size") {
+		case "small":
+			w.Header().Set("Content-Length", "15")
+			io.WriteString(w, `{"quoteId":"q"}`)
+		case "big":
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+			io.WriteString(w, big)
+		case "chunked":
+			io.WriteString(w, big) // over 2 KiB without a length: chunked
+		case "empty":
+			io.WriteString(w, `{}`)
 		}
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\n"+
-			"Transfer-Encoding: chunked\r\n\r\n9\r\n{\"quoteId\r\n")
-	})
-	var logs bytes.Buffer
-	srv := httptest.NewServer(newGatewayTo(t, "http://"+u.addr, slog.New(slog.NewJSONHandler(&logs, nil))))
-	defer srv.Close()
-	req, _ := http.NewRequest("GET", srv.URL+"/v1/config", nil)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	// The client sees no answer or a broken one, as where the cut falls.
-	if resp, err := srv.Client().Do(req); err == nil {
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil {
-			t.Errorf("the client read a whole answer: %d %s", resp.StatusCode, body)
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
 		}
 	}
-	srv.Close() // the log line is written before the connection is cut
-	if !strings.Contains(logs.String(), `"code":"answer_cut"`) || !strings.Contains(logs.String(), `"msg":"upstream answer broke off","upstream":"payout"`) {
-		t.Errorf("log: %s", logs.String())
+	up.Start()
+	defer up.Close()
+	g := newGatewayTo(t, up.URL, quiet())
+	for _, tc := range []struct{ size, want string }{
+		{"small", `{"environment":"sandbox","quoteId":"q"}`},
+		{"big", `{"environment":"sandbox","items":"` + strings.Repeat("x", 10<<10) + `"}`},
+		{"chunked", `{"environment":"sandbox","items":"` + strings.Repeat("x", 10<<10) + `"}`},
+		{"empty", `{"environment":"sandbox"}`},
+		{"big", `{"environment":"sandbox","items":"` + strings.Repeat("x", 10<<10) + `"}`},
+	} {
+		w := serveOne(g, "GET", "/v1/rates?size="+tc.size, "")
+		if w.Code != 200 || w.Body.String() != tc.want {
+			t.Errorf("%s: %d %.80s… (%d bytes), want %d bytes", tc.size, w.Code, w.Body, w.Body.Len(), len(tc.want))
+		}
+		if cl := w.Header().Get("Content-Length"); tc.size != "chunked" && cl != strconv.Itoa(len(tc.want)) {
+			t.Errorf("%s: Content-Length %q, body %d bytes", tc.size, cl, len(tc.want))
+		}
+	}
+	if conns.Load() != 1 {
+		t.Errorf("%d connections to the service for 5 answers, want 1", conns.Load())
 	}
 }
 
