@@ -10,9 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"regexp"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/partnerpay/api/pkg/envelope"
 )
@@ -20,10 +18,6 @@ import (
 // MaxChainID is the largest chain id: the largest integer a JSON number
 // holds exactly (the contract's ChainId maximum).
 const MaxChainID = 1<<53 - 1
-
-// MaxQuoted is how many characters of anything a client sent a message may
-// quote back.
-const MaxQuoted = 64
 
 // ChainID checks a ChainId field: sent (JSON has no zero chain), positive
 // and at most MaxChainID.
@@ -125,20 +119,6 @@ func letters(s string, n int) bool {
 		}
 	}
 	return true
-}
-
-// Quote returns s quoted for a message, cut to MaxQuoted characters: enough
-// for a partner to recognise what they sent, never a way to make us echo
-// a payload.
-func Quote(s string) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if utf8.RuneCountInString(s) > MaxQuoted {
-		r := []rune(s)
-		return strconv.Quote(string(r[:MaxQuoted-1])) + "…"
-	}
-	return strconv.Quote(s)
 }
 
 // idHexLen is the length of the random part of the ids the API issues for

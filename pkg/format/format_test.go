@@ -89,19 +89,6 @@ func TestFieldChecks(t *testing.T) {
 
 func second(_ string, err error) error { return err }
 
-func TestQuoteIsShort(t *testing.T) {
-	if got := Quote("memo"); got != `"memo"` {
-		t.Errorf("Quote(memo) = %s", got)
-	}
-	long := Quote(strings.Repeat("x", 900<<10))
-	if n := len([]rune(long)); n > MaxQuoted+3 {
-		t.Errorf("a 900 KiB value quoted as %d characters", n)
-	}
-	if got := Quote("a\xffb"); got != "\"a\uFFFDb\"" {
-		t.Errorf("invalid UTF-8 quoted as %s, want the replacement character", got)
-	}
-}
-
 func TestCanonicalDecimal(t *testing.T) {
 	good := map[string]string{"100": "100", "100.50": "100.5", "0100.00": "100", "0.01": "0.01", "0": "0", "000": "0"}
 	for in, want := range good {

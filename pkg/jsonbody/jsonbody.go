@@ -15,13 +15,14 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/partnerpay/api/pkg/envelope"
-	"github.com/partnerpay/api/pkg/format"
 )
 
 // MaxBytes is the largest request body the API accepts.
@@ -128,7 +129,26 @@ func field(p jsontext.Pointer) string {
 	for tok := range p.Tokens() {
 		parts = append(parts, tok)
 	}
-	return format.Quote(strings.Join(parts, "."))
+	return quote(strings.Join(parts, "."))
+}
+
+// maxQuoted is how many characters of anything a client sent a message may
+// quote back.
+const maxQuoted = 64
+
+// quote returns s quoted for a message, cut to maxQuoted characters: enough
+// for a partner to recognise what they sent, never a way to make us echo
+// a payload. (Here, not in pkg/format: the gateway links this package, and
+// pkg/format's country and currency tables are 2.5 MB of its executable.)
+func quote(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if utf8.RuneCountInString(s) > maxQuoted {
+		r := []rune(s)
+		return strconv.Quote(string(r[:maxQuoted-1])) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func kind(t reflect.Type) string {

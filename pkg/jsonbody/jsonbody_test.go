@@ -74,3 +74,18 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
+
+// A member's name is quoted in a message, cut to 64 characters, invalid
+// UTF-8 replaced: a 900 KiB name is not echoed.
+func TestQuoteIsShort(t *testing.T) {
+	if got := quote("memo"); got != `"memo"` {
+		t.Errorf("quote(memo) = %s", got)
+	}
+	long := quote(strings.Repeat("x", 900<<10))
+	if n := len([]rune(long)); n != maxQuoted+2 || !strings.HasSuffix(long, `"…`) {
+		t.Errorf("a 900 KiB value quoted as %d characters: %.20s…", n, long)
+	}
+	if got := quote("a\xffb"); got != "\"a\uFFFDb\"" {
+		t.Errorf("invalid UTF-8 quoted as %s, want the replacement character", got)
+	}
+}

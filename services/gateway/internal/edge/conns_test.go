@@ -478,3 +478,37 @@ func TestTransportReadsContentLengthAnswers(t *testing.T) {
 		t.Errorf("%d connections pooled after cut answers", n)
 	}
 }
+
+// A connection that is not a socket (a dialer that wraps it) is waited on
+// with a read: the same answers, reuse and failures.
+func TestTransportOverAWrappedConnection(t *testing.T) {
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		for {
+			r, ok := u.readRequest(br)
+			if !ok {
+				return
+			}
+			if r.URL.Path == "/close" {
+				return
+			}
+			io.WriteString(c, okAnswer)
+		}
+	})
+	tr := NewTransport()
+	dial := tr.Dial
+	tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		return struct{ net.Conn }{c}, err // no SyscallConn
+	}
+	for i := range 3 {
+		if got, err := send(t, tr, "GET", "http://"+u.addr+"/"); err != nil || got != "200 ok" {
+			t.Fatalf("request %d: %q %v", i, got, err)
+		}
+	}
+	if u.dials.Load() != 1 {
+		t.Errorf("%d connections for 3 requests, want 1", u.dials.Load())
+	}
+	if _, err := send(t, tr, "POST", "http://"+u.addr+"/close"); err == nil || !strings.Contains(err.Error(), "no answer from upstream") {
+		t.Errorf("a connection closed without an answer: %v", err)
+	}
+}
