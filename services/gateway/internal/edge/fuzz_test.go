@@ -55,6 +55,19 @@ func FuzzSplice(f *testing.F) {
 		if string(out) != want || resp.Header.Get("Content-Length") != strconv.Itoa(len(want)) {
 			t.Fatalf("%q → %q (Content-Length %s), want %q", body, out, resp.Header.Get("Content-Length"), want)
 		}
+		// Written out (how the relay sends it) rather than read: the same
+		// bytes, from a body that can write itself and from one that cannot.
+		for _, rest := range []io.Reader{bytes.NewReader(body), struct{ io.Reader }{bytes.NewReader(body)}} {
+			resp := &http.Response{Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(rest), ContentLength: int64(len(body))}
+			if err := s.stamp(resp); err != nil {
+				t.Fatalf("stamped once, refused once: %v", err)
+			}
+			var w bytes.Buffer
+			if n, err := resp.Body.(io.WriterTo).WriteTo(&w); err != nil || w.String() != want || n != int64(len(want)) {
+				t.Fatalf("%q written out as %q (%d, %v), want %q", body, w.String(), n, err, want)
+			}
+		}
 	})
 }
 
