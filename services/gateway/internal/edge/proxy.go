@@ -117,16 +117,10 @@ const (
 	codeClientGone = "client_gone" // the client went away
 )
 
-// copyAnswer writes an answer's body to the client: from the upstream
-// connection's own buffer when the body can lend it (io.WriterTo), else
-// through a pooled buffer. It says which side broke off, if one did.
+// copyAnswer writes an answer's body to the client (copyBuffered) and says
+// which side broke off, if one did.
 func copyAnswer(w *clientWriter, body io.Reader) string {
-	var err error
-	if wt, ok := body.(io.WriterTo); ok {
-		_, err = wt.WriteTo(w)
-	} else {
-		_, err = copyBuffered(w, body)
-	}
+	_, err := copyBuffered(w, body)
 	switch {
 	case w.err != nil:
 		return codeClientGone
@@ -159,9 +153,14 @@ func (c *clientWriter) WriteString(s string) (int, error) {
 	return n, err
 }
 
-// copyBuffered copies through a pooled buffer. 8 KiB, not ReverseProxy's
-// 32: an answer that needs one (a chunked one, over 2 KiB) is a few KiB.
+// copyBuffered writes r to w: by r's WriteTo when it has one (an upstream
+// body writes from its connection's buffer: no copy buffer), else through
+// a pooled buffer. 8 KiB, not ReverseProxy's 32: an answer that needs one
+// (a chunked one, over 2 KiB) is a few KiB.
 func copyBuffered(w io.Writer, r io.Reader) (int64, error) {
+	if wt, ok := r.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	return io.CopyBuffer(w, r, *buf)

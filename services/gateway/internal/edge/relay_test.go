@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 )
 
 // TestRelayForwardsNoConnectionHeaders: what is about the client's
@@ -221,3 +223,40 @@ func TestRelayKeepsTheUpstreamPath(t *testing.T) {
 		t.Errorf("the service got %s", got)
 	}
 }
+
+// TestCopyAnswerSaysWhoBrokeOff: a client that stops taking the answer is
+// client_gone, a service answer that breaks off is answer_cut, whether
+// the body writes itself (the stamped upstream body) or is copied.
+func TestCopyAnswerSaysWhoBrokeOff(t *testing.T) {
+	stamped := func(r io.Reader) io.Reader {
+		resp := &http.Response{Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(r), ContentLength: -1}
+		if err := newSplicer("sandbox").stamp(resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Body
+	}
+	cut := func() io.Reader {
+		return io.MultiReader(strings.NewReader(`{"a":`), iotest.ErrReader(io.ErrUnexpectedEOF))
+	}
+	for _, tc := range []struct {
+		name   string
+		body   io.Reader
+		client io.Writer
+		want   string
+	}{
+		{"whole, copied", struct{ io.Reader }{strings.NewReader(`{"a":1}`)}, io.Discard, ""},
+		{"whole, written out", stamped(strings.NewReader(`{"a":1}`)), io.Discard, ""},
+		{"client gone, copied", struct{ io.Reader }{strings.NewReader(`{"a":1}`)}, failingWriter{}, codeClientGone},
+		{"client gone, written out", stamped(strings.NewReader(`{"a":1}`)), failingWriter{}, codeClientGone},
+		{"service cut, copied", cut(), io.Discard, codeAnswerCut},
+		{"service cut, written out", stamped(cut()), io.Discard, codeAnswerCut},
+	} {
+		if got := copyAnswer(&clientWriter{w: tc.client}, tc.body); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }

@@ -89,12 +89,7 @@ func (b *stampedBody) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return int64(n), err
 	}
-	var m int64
-	if wt, ok := b.rest.(io.WriterTo); ok {
-		m, err = wt.WriteTo(w)
-	} else {
-		m, err = copyBuffered(w, b.rest)
-	}
+	m, err := copyBuffered(w, b.rest)
 	return int64(n) + m, err
 }
 
