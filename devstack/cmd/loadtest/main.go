@@ -5,8 +5,10 @@
 // rotates, so no target always goes first), for the quote POST and the
 // config GET, at each concurrency; the table is the median over rounds of
 // each target's requests per second, p50 and p99 latency, the CPU each
-// process spent per request (the proxy, the payout service, redis-server)
-// and the proxy's resident memory.
+// process spent per request (the proxy, the payout service, redis-server),
+// the proxy's read and write system calls and context switches per request
+// (counts, which a noisy machine hardly moves, unlike CPU time) and its
+// resident memory.
 //
 //	make loadtest                                  # builds, then runs this
 //	go run ./devstack/cmd/loadtest -rounds 7 -duration 5s -conns 32,256
@@ -298,6 +300,8 @@ type sample struct {
 	redisCPU      float64 // … in redis-server
 	redisCalls    float64 // commands redis-server processed per request
 	rssMiB        float64 // the proxy's resident memory after the run
+	reads, writes float64 // the proxy's read and write system calls per request
+	switches      float64 // … and its threads' context switches per request
 	non2xx        int
 }
 
@@ -315,13 +319,13 @@ func (h *harness) run(t *target, e endpoint, conns, threads int, d time.Duration
 		return sample{}, err
 	}
 	pids := []int{t.pid, h.stack.Services["payout"].Pid(), h.stack.RedisPid()}
-	before, commandsBefore := cpuTicks(pids), h.redisCommands()
+	before, commandsBefore, workBefore := cpuTicks(pids), h.redisCommands(), kernelWork(t.pid)
 	out, err := exec.Command("wrk", "--latency", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns),
 		"-d", d.String(), "-s", script, t.base+e.path).CombinedOutput()
 	if err != nil {
 		return sample{}, fmt.Errorf("wrk: %v\n%s", err, out)
 	}
-	after, commandsAfter := cpuTicks(pids), h.redisCommands()
+	after, commandsAfter, workAfter := cpuTicks(pids), h.redisCommands(), kernelWork(t.pid)
 	s, total, err := parseWrk(string(out))
 	if err != nil {
 		return sample{}, err
@@ -336,6 +340,9 @@ func (h *harness) run(t *target, e endpoint, conns, threads int, d time.Duration
 	s.redisCalls = float64(commandsAfter-commandsBefore-1) / float64(total) // less our own INFO
 	if t.pid != 0 {
 		s.rssMiB = rssMiB(t.pid)
+		n := float64(total)
+		s.reads, s.writes = float64(workAfter.reads-workBefore.reads)/n, float64(workAfter.writes-workBefore.writes)/n
+		s.switches = float64(workAfter.switches-workBefore.switches) / n
 	}
 	if s.non2xx > 0 {
 		fmt.Fprintf(os.Stderr, "warning: %s %s: %d answers were not 2xx\n", t.name, e.name, s.non2xx)
@@ -423,6 +430,43 @@ func cpuTicks(pids []int) []int64 {
 	return out
 }
 
+// work is what the kernel did for a process: its read and write system
+// calls (any file or socket; a read that found nothing counts) and its
+// threads' context switches. Unlike CPU time, these counts hardly move
+// with a noisy machine.
+type work struct{ reads, writes, switches int64 }
+
+// kernelWork reads /proc/<pid>/io (the whole process) and each thread's
+// context switches; zero for pid 0.
+func kernelWork(pid int) work {
+	var w work
+	if pid == 0 {
+		return w
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		w.reads, w.writes = procField(string(b), "syscr:"), procField(string(b), "syscw:")
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		if b, err := os.ReadFile(t); err == nil {
+			w.switches += procField(string(b), "voluntary_ctxt_switches:") + procField(string(b), "nonvoluntary_ctxt_switches:")
+		}
+	}
+	return w
+}
+
+// procField is the number after name at the start of a line of a /proc
+// file, or 0.
+func procField(text, name string) int64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 func rssMiB(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -463,22 +507,25 @@ func report(w io.Writer, targets []*target, conns []int, results map[string][]sa
 		rounds, d, numCPU())
 	for _, c := range conns {
 		fmt.Fprintf(w, "\n### -c%d\n\n", c)
-		fmt.Fprintln(w, "| target | quote POST rps | quote p50 / p99 ms | config GET rps | config p50 / p99 ms | proxy CPU µs/req (quote / config) | payout CPU µs/req | redis CPU µs/req (quote / config) | redis calls/req (quote / config) | proxy RSS MiB |")
-		fmt.Fprintln(w, "| - | - | - | - | - | - | - | - | - | - |")
+		fmt.Fprintln(w, "| target | quote POST rps | quote p50 / p99 ms | config GET rps | config p50 / p99 ms | proxy CPU µs/req (quote / config) | proxy reads + writes /req (quote / config) | proxy switches /req (quote / config) | payout CPU µs/req | redis CPU µs/req (quote / config) | redis calls/req (quote / config) | proxy RSS MiB |")
+		fmt.Fprintln(w, "| - | - | - | - | - | - | - | - | - | - | - | - |")
 		for _, t := range targets {
 			q, g := results[t.name+"|quote|"+strconv.Itoa(c)], results[t.name+"|config|"+strconv.Itoa(c)]
 			cpu := "—"
 			if t.pid != 0 {
 				cpu = fmt.Sprintf("%.0f / %.0f", med(q, func(s sample) float64 { return s.proxyCPU }), med(g, func(s sample) float64 { return s.proxyCPU }))
 			}
-			rss := "—"
+			rss, calls, switches := "—", "—", "—"
 			if t.pid != 0 {
 				rss = fmt.Sprintf("%.1f", max(med(q, func(s sample) float64 { return s.rssMiB }), med(g, func(s sample) float64 { return s.rssMiB })))
+				calls = fmt.Sprintf("%.1f + %.1f / %.1f + %.1f", med(q, func(s sample) float64 { return s.reads }), med(q, func(s sample) float64 { return s.writes }),
+					med(g, func(s sample) float64 { return s.reads }), med(g, func(s sample) float64 { return s.writes }))
+				switches = fmt.Sprintf("%.1f / %.1f", med(q, func(s sample) float64 { return s.switches }), med(g, func(s sample) float64 { return s.switches }))
 			}
-			fmt.Fprintf(w, "| %s | %.0f | %.2f / %.2f | %.0f | %.2f / %.2f | %s | %.0f | %.1f / %.1f | %.2f / %.2f | %s |\n", t.label,
+			fmt.Fprintf(w, "| %s | %.0f | %.2f / %.2f | %.0f | %.2f / %.2f | %s | %s | %s | %.0f | %.1f / %.1f | %.2f / %.2f | %s |\n", t.label,
 				med(q, func(s sample) float64 { return s.rps }), med(q, func(s sample) float64 { return s.p50 }), med(q, func(s sample) float64 { return s.p99 }),
 				med(g, func(s sample) float64 { return s.rps }), med(g, func(s sample) float64 { return s.p50 }), med(g, func(s sample) float64 { return s.p99 }),
-				cpu, med(q, func(s sample) float64 { return s.upstreamCPU }),
+				cpu, calls, switches, med(q, func(s sample) float64 { return s.upstreamCPU }),
 				med(q, func(s sample) float64 { return s.redisCPU }), med(g, func(s sample) float64 { return s.redisCPU }),
 				med(q, func(s sample) float64 { return s.redisCalls }), med(g, func(s sample) float64 { return s.redisCalls }), rss)
 		}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+func TestProcField(t *testing.T) {
+	io := "rchar: 120\nwchar: 4\nsyscr: 17\nsyscw: 3\n"
+	for name, want := range map[string]int64{"syscr:": 17, "syscw:": 3, "read_bytes:": 0} {
+		if got := procField(io, name); got != want {
+			t.Errorf("procField(%q) = %d, want %d", name, got, want)
+		}
+	}
+	status := "Name:\tgateway\nvoluntary_ctxt_switches:\t40\nnonvoluntary_ctxt_switches:\t2\n"
+	if got := procField(status, "voluntary_ctxt_switches:"); got != 40 {
+		t.Errorf("voluntary switches = %d, want 40 (not the nonvoluntary line)", got)
+	}
+}
+
+// kernelWork counts this process's own system calls: three reads of a file
+// and two writes show as at least that many.
+func TestKernelWorkCountsSystemCalls(t *testing.T) {
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skip("this kernel keeps no per-process I/O counts (/proc/self/io)")
+	}
+	f, err := os.CreateTemp(t.TempDir(), "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := kernelWork(os.Getpid())
+	for range 2 {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := make([]byte, 1)
+	for range 3 {
+		_, _ = f.ReadAt(b, 0)
+	}
+	after := kernelWork(os.Getpid())
+	if after.reads-before.reads < 3 || after.writes-before.writes < 2 {
+		t.Errorf("reads %d → %d, writes %d → %d: want at least +3 and +2", before.reads, after.reads, before.writes, after.writes)
+	}
+	if after.switches < before.switches {
+		t.Errorf("context switches went down: %d → %d", before.switches, after.switches)
+	}
+	if w := kernelWork(0); w != (work{}) {
+		t.Errorf("kernelWork(0) = %+v, want zero", w)
+	}
+}
