@@ -19,9 +19,10 @@ import (
 // one sends none); Host, User-Agent, Content-Length, Transfer-Encoding and
 // Trailer only as the request's fields say, never from the header map; a
 // Content-Length for a body, and a zero one for a bodiless POST, PUT or
-// PATCH; a CR or LF in a header value sent as a space, the
-// value trimmed; a header whose name is not a token dropped; a control byte in the request URI refused; a body that is
-// not its Content-Length refused.
+// PATCH; a CR or LF in a header value sent as a space, the value trimmed;
+// a header whose name is not a token dropped; a control byte in the
+// request URI refused; a body that is not its Content-Length refused, with
+// nothing past that length written.
 func writeRequest(w *bufio.Writer, req *http.Request) error {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if req.ContentLength < 0 || hasBody && req.ContentLength == 0 || !hasBody && req.ContentLength != 0 ||
@@ -31,10 +32,15 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	}
 	err := writeHead(w, req)
 	if err == nil && hasBody {
+		// No more than Content-Length bytes go out: what followed would
+		// be read by the service as another request.
 		var n int64
-		n, err = io.Copy(w, req.Body)
-		if err == nil && n != req.ContentLength {
+		n, err = io.CopyN(w, req.Body, req.ContentLength)
+		switch {
+		case err == io.EOF:
 			err = fmt.Errorf("http: ContentLength=%d with Body length %d", req.ContentLength, n)
+		case err == nil && bodyGoesOn(req.Body):
+			err = fmt.Errorf("http: ContentLength=%d with a longer Body", req.ContentLength)
 		}
 	}
 	if hasBody {
@@ -43,6 +49,13 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 		}
 	}
 	return err
+}
+
+// bodyGoesOn: body has a byte after what was read.
+func bodyGoesOn(body io.Reader) bool {
+	var b [1]byte
+	n, _ := io.ReadFull(body, b[:])
+	return n > 0
 }
 
 func writeHead(w *bufio.Writer, req *http.Request) error {
