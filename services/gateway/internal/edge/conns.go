@@ -22,14 +22,22 @@ import (
 // about a quarter less of the gateway's CPU per config GET (a seventh per
 // quote POST) and two goroutines fewer per connection (make loadtest).
 //
+// A request up to 4 KiB (all of ours but a large POST body) is written
+// into a buffer before a connection is taken, then sent and its answer
+// awaited in one wait on the socket (sendAwait): the look at a pooled
+// connection, the write, and a read only once the answer is there —
+// three system calls where a peek, a write, a read that finds nothing and
+// the read of the answer would be four. A larger request goes out as it
+// is written, on a connection looked at first.
+//
 // A connection is reused only when its answer was read to the end, asked
 // for no close, and left nothing unread. One that waited in the pool is
-// looked at first (a non-blocking peek): a service that closed it (its
-// idle timeout, a restart) is noticed before a request is written. If a
-// reused connection still fails before any byte of an answer, the request
-// is sent once more on a new one when that is safe, as net/http does: it
-// has no body or a buffered one, and its method is idempotent or it
-// carries an Idempotency-Key.
+// looked at (a non-blocking peek) before anything is written on it: a
+// service that closed it (its idle timeout, a restart) is noticed, and the
+// request goes out on another. If a reused connection still fails before
+// any byte of an answer, the request is sent once more on a new one when
+// that is safe, as net/http does: it has no body or a buffered one, and
+// its method is idempotent or it carries an Idempotency-Key.
 //
 // Every wait ends when the request's context does: at its deadline (each
 // route's timeout; HeaderTimeout when it has none) or when it is cancelled
@@ -70,11 +78,19 @@ type upConn struct {
 	reused   bool
 	idleFrom time.Time
 
-	// The wait for an answer's first bytes, on a socket (see awaitAnswer).
+	unhook func() bool // ends the hook of the request's context; false if the context ended first
+
+	// The wait for an answer's first bytes, on a socket (see awaitAnswer
+	// and sendAwait; set by watchReadable).
 	raw       syscall.RawConn
-	readFirst func(fd uintptr) bool
+	readFirst func(fd uintptr) bool // reads the answer's first bytes, or says to wait
+	sendFirst func(fd uintptr) bool // sends unsent, then does readFirst's part
 	firstN    int
 	firstErr  error
+	unsent    []byte // sendFirst's: the request's bytes, until they are written
+	sending   bool   // sendFirst has not written yet
+	stale     bool   // sendFirst found the pooled connection closed (or not quiet), and wrote nothing
+	sendErr   error  // why sendFirst stopped writing; EAGAIN: the rest goes by conn.Write
 }
 
 // firstReads hold the first bytes of an answer, taken when they have
@@ -115,19 +131,24 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // then takes a buffer (readFirst, set by watchReadable); elsewhere it
 // reads into one as it waits.
 func (pc *upConn) awaitAnswer() error {
-	var err error
 	if pc.readFirst != nil {
-		err = pc.raw.Read(pc.readFirst)
+		if err := pc.raw.Read(pc.readFirst); err != nil {
+			return err
+		}
 	} else {
 		b := firstReads.Get().(*[4 << 10]byte)
 		pc.firstN, pc.firstErr = pc.conn.Read(b[:])
 		pc.limit.first = b
 	}
-	if err == nil {
-		err = pc.firstErr
-		if err == nil && pc.firstN == 0 {
-			err = io.EOF
-		}
+	return pc.answerRead()
+}
+
+// answerRead makes the first read's bytes the answer's beginning, or says
+// why there are none.
+func (pc *upConn) answerRead() error {
+	err := pc.firstErr
+	if err == nil && pc.firstN == 0 {
+		err = io.EOF
 	}
 	if err != nil {
 		if pc.limit.first != nil {
@@ -142,15 +163,84 @@ func (pc *upConn) awaitAnswer() error {
 
 var errHeaderTooLarge = errors.New("upstream answer header over 1 MiB")
 
+// sendAwait sends p, a whole request, on pc and waits for the answer's
+// first bytes. stale: pc came from the pool and was found closed (or
+// talking) before anything was written; the request can go on another.
+// sent: all of p was written.
+//
+// On a socket it is one RawConn.Read: sendFirst looks at a pooled
+// connection, writes, and asks to wait; readFirst reads once the socket
+// is readable. No wakeup is lost: the poller's readiness is reset before
+// sendFirst runs, so an answer that arrives after the write, even before
+// the wait, ends it.
+func (pc *upConn) sendAwait(p []byte) (stale, sent bool, err error) {
+	if pc.sendFirst == nil {
+		if _, err := pc.conn.Write(p); err != nil {
+			return false, false, err
+		}
+		return false, true, pc.awaitAnswer()
+	}
+	pc.unsent, pc.sending, pc.stale, pc.sendErr = p, true, false, nil
+	err = pc.raw.Read(pc.sendFirst)
+	rest, sendErr := pc.unsent, pc.sendErr
+	pc.unsent = nil
+	switch {
+	case pc.stale:
+		return true, false, nil
+	case pc.sending: // the wait ended (the context did) before sendFirst ran
+		return false, false, err
+	case sendErr == syscall.EAGAIN || sendErr == syscall.EWOULDBLOCK: // the socket took part of it
+		if _, err := pc.conn.Write(rest); err != nil {
+			return false, false, err
+		}
+		return false, true, pc.awaitAnswer()
+	case sendErr != nil:
+		return false, false, sendErr
+	}
+	if err == nil {
+		err = pc.answerRead()
+	}
+	return false, true, err
+}
+
 // writers are the buffers requests are written through, and readers the
 // ones answers are read through: one per request being written or read,
 // not one per connection. An idle connection, or one waiting for its
 // answer, holds neither (4 KiB each, times every connection to every
 // service).
 var (
-	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+	writers = sync.Pool{New: func() any { o := new(requestOut); o.bw = bufio.NewWriterSize(o, 4<<10); return o }}
 	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 )
+
+// requestOut is what a request is written through. Its buffer (bw) holds
+// a request up to 4 KiB whole: the flush hands those bytes to held, for
+// sendAwait. A larger request's bytes come here as the buffer fills, and
+// go out on a connection taken (and looked at) at the first of them.
+type requestOut struct {
+	bw      *bufio.Writer // writes here
+	t       *Transport
+	ctx     context.Context
+	host    string
+	holding bool   // the flush: hold the bytes
+	held    []byte // bw's own bytes, valid until bw is written again
+	pc      *upConn
+	err     error // taking a connection failed
+}
+
+func (o *requestOut) Write(p []byte) (int, error) {
+	if o.holding {
+		o.held = p
+		return len(p), nil
+	}
+	if o.pc == nil {
+		if o.pc, o.err = o.t.conn(o.ctx, o.host, true); o.err != nil {
+			return 0, o.err
+		}
+		o.pc.hook(o.ctx)
+	}
+	return o.pc.conn.Write(p)
+}
 
 // aLongTimeAgo is a deadline that has passed: setting it ends any wait.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -177,19 +267,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (t *Transport) roundTrip(ctx context.Context, host string, req *http.Request, cancel context.CancelFunc) (*http.Response, error) {
 	for retried := false; ; retried = true {
-		pc, err := t.conn(ctx, host)
-		if err != nil {
-			closeBody(req)
-			return nil, err
-		}
-		resp, err, answered := t.exchange(ctx, pc, req, cancel)
+		resp, reused, answered, err := t.exchange(ctx, host, req, cancel)
 		if err == nil {
 			return resp, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("%w (%v)", cerr, err)
 		}
-		if retried || !pc.reused || answered || !replayable(req) {
+		if retried || !reused || answered || !replayable(req) {
 			return nil, err
 		}
 		req = req.WithContext(ctx) // a copy: the caller's request is not changed
@@ -201,34 +286,64 @@ func (t *Transport) roundTrip(ctx context.Context, host string, req *http.Reques
 	}
 }
 
-// exchange writes req on pc and reads the answer's header. answered is
-// whether any byte of an answer arrived: after that, sending the request
-// again could do it twice.
+// exchange writes req on a connection to host and reads the answer's
+// header. reused is whether the connection had carried a request before;
+// answered whether any byte of an answer arrived: after that, sending the
+// request again could do it twice.
 //
-// The connection is hooked to ctx until the answer has been read: unhook
-// returns false when ctx ended first, and the connection cannot be
+// The connection is hooked to ctx until the answer has been read: its
+// unhook returns false when ctx ended first, and the connection cannot be
 // trusted then. Once the answer is read, cancel ends the transport's own
 // timeout, if it made one.
-func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request, cancel context.CancelFunc) (resp *http.Response, err error, answered bool) {
-	unhook := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
-	fail := func(err error, answered bool) (*http.Response, error, bool) {
-		unhook()
-		pc.conn.Close()
-		return nil, err, answered
-	}
-	bw := writers.Get().(*bufio.Writer)
-	bw.Reset(pc.conn)
-	err = writeRequest(bw, req) // the request line, Host, headers and body; closes the body
+func (t *Transport) exchange(ctx context.Context, host string, req *http.Request, cancel context.CancelFunc) (resp *http.Response, reused, answered bool, err error) {
+	o := writers.Get().(*requestOut)
+	o.t, o.ctx, o.host = t, ctx, host
+	err = writeRequest(o.bw, req) // the request line, Host, headers and body; closes the body
 	if err == nil {
-		err = bw.Flush()
+		o.holding = true
+		err = o.bw.Flush()
 	}
-	bw.Reset(nil)
-	writers.Put(bw)
-	if err != nil {
+	pc, held := o.pc, o.held
+	defer func() { // held is o's buffer: o goes back once it is sent
+		o.bw.Reset(o)
+		*o = requestOut{bw: o.bw}
+		writers.Put(o)
+	}()
+	fail := func(err error, answered bool) (*http.Response, bool, bool, error) {
+		pc.unhook()
+		pc.conn.Close()
+		return nil, pc.reused, answered, err
+	}
+	switch {
+	case o.err != nil: // no connection to be had
+		return nil, false, false, o.err
+	case err != nil && pc == nil: // refused before a byte went out
+		return nil, false, false, fmt.Errorf("upstream write: %w", err)
+	case err != nil:
 		return fail(fmt.Errorf("upstream write: %w", err), false)
+	case pc != nil: // a large request, all but its last bytes written
+		if _, err := pc.conn.Write(held); err != nil {
+			return fail(fmt.Errorf("upstream write: %w", err), false)
+		}
+		err = pc.awaitAnswer()
+	default:
+		for {
+			if pc, err = t.conn(ctx, host, false); err != nil {
+				return nil, false, false, err
+			}
+			pc.hook(ctx)
+			var stale, sent bool
+			if stale, sent, err = pc.sendAwait(held); !stale {
+				if !sent && err != nil {
+					return fail(fmt.Errorf("upstream write: %w", err), false)
+				}
+				break
+			}
+			pc.unhook()
+			pc.conn.Close()
+		}
 	}
-	pc.limit.remaining = maxHeaderBytes
-	if err := pc.awaitAnswer(); err != nil {
+	if err != nil {
 		return fail(fmt.Errorf("no answer from upstream: %w", err), false)
 	}
 	pc.br = readers.Get().(*bufio.Reader)
@@ -249,22 +364,28 @@ func (t *Transport) exchange(ctx context.Context, pc *upConn, req *http.Request,
 	pc.limit.remaining = 1<<63 - 1
 	reuse := !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
-		t.release(pc, unhook, cancel, reuse)
-		return resp, nil, true
+		t.release(pc, cancel, reuse)
+		return resp, pc.reused, true, nil
 	}
-	body := &upstreamBody{pc: pc, t: t, unhook: unhook, cancel: cancel, reuse: reuse}
+	body := &upstreamBody{pc: pc, t: t, cancel: cancel, reuse: reuse}
 	if resp.ContentLength > 0 && len(resp.TransferEncoding) == 0 {
 		body.left = resp.ContentLength // read from the connection's buffer, no copy
 	} else {
 		body.body = resp.Body // chunked, or until the service closes
 	}
 	resp.Body = body
-	return resp, nil, true
+	return resp, pc.reused, true, nil
+}
+
+// hook ends pc's waits when ctx ends, until pc.unhook.
+func (pc *upConn) hook(ctx context.Context) {
+	pc.limit.remaining = maxHeaderBytes
+	pc.unhook = context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
 }
 
 // release returns pc to the pool when it can carry another request.
-func (t *Transport) release(pc *upConn, unhook func() bool, cancel context.CancelFunc, reuse bool) {
-	hooked := unhook()
+func (t *Transport) release(pc *upConn, cancel context.CancelFunc, reuse bool) {
+	hooked := pc.unhook()
 	cancel()
 	// Not hooked: the context ended meanwhile and its passed deadline may
 	// be on the connection. A buffered byte: the service sent more than its
@@ -321,8 +442,9 @@ func (t *Transport) expire() {
 	}
 }
 
-// conn is an idle connection to host that is still open, or a new one.
-func (t *Transport) conn(ctx context.Context, host string) (*upConn, error) {
+// conn is an idle connection to host, or a new one. look: only one that is
+// still open (stillOpen); without it the caller looks (sendAwait).
+func (t *Transport) conn(ctx context.Context, host string, look bool) (*upConn, error) {
 	for {
 		t.mu.Lock()
 		l := t.idle[host]
@@ -333,7 +455,7 @@ func (t *Transport) conn(ctx context.Context, host string) (*upConn, error) {
 		pc := l[len(l)-1]
 		t.idle[host] = l[:len(l)-1]
 		t.mu.Unlock()
-		if time.Since(pc.idleFrom) <= t.IdleTimeout && stillOpen(pc.conn) {
+		if time.Since(pc.idleFrom) <= t.IdleTimeout && (!look || stillOpen(pc.conn)) {
 			return pc, nil
 		}
 		pc.conn.Close()
@@ -389,7 +511,6 @@ type upstreamBody struct {
 	left   int64         // … or the bytes of it still to read
 	pc     *upConn
 	t      *Transport
-	unhook func() bool
 	cancel context.CancelFunc
 	reuse  bool
 	done   bool
@@ -466,7 +587,7 @@ func (b *upstreamBody) end(err error) {
 		return
 	}
 	b.done = true
-	b.t.release(b.pc, b.unhook, b.cancel, b.reuse)
+	b.t.release(b.pc, b.cancel, b.reuse)
 }
 
 // Close before the end closes the connection: what is left unread would
@@ -474,7 +595,7 @@ func (b *upstreamBody) end(err error) {
 func (b *upstreamBody) Close() error {
 	if !b.done {
 		b.done = true
-		b.unhook()
+		b.pc.unhook()
 		b.cancel()
 		b.pc.conn.Close()
 	}

@@ -8,5 +8,6 @@ import "net"
 // and a request that is safe to send again is.
 func stillOpen(net.Conn) bool { return true }
 
-// watchReadable: awaitAnswer reads into a buffer as it waits.
+// watchReadable: awaitAnswer reads into a buffer as it waits, and
+// sendAwait writes before it.
 func watchReadable(*upConn) {}

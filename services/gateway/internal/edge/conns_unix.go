@@ -8,8 +8,7 @@ import (
 )
 
 // stillOpen reports whether an idle connection is open with nothing to
-// read, by peeking without waiting: a service that closed it while it was
-// idle has left an end of file (or a reset) to read.
+// read (quietSocket), looking without waiting.
 func stillOpen(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -21,16 +20,27 @@ func stillOpen(c net.Conn) bool {
 	}
 	open := false
 	err = raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK // nothing yet: open and quiet
-		return true                                                  // never wait
+		open = quietSocket(fd)
+		return true // never wait
 	})
 	return err == nil && open
 }
 
-// watchReadable lets awaitAnswer wait for pc's answer without a buffer:
-// readFirst takes one only when a read does not find the socket empty.
+// quietSocket: the socket is open with nothing to read. A service that closed
+// the connection while it was idle has left an end of file (or a reset)
+// to read; one that sent something unasked has said too much.
+func quietSocket(fd uintptr) bool {
+	var b [1]byte
+	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+}
+
+// writeSocket is sendFirst's write (a test's to cut short).
+var writeSocket = syscall.Write
+
+// watchReadable lets awaitAnswer wait for pc's answer without a buffer
+// (readFirst takes one only when a read does not find the socket empty),
+// and sendAwait send a request in the same wait (sendFirst).
 func watchReadable(pc *upConn) {
 	sc, ok := pc.conn.(syscall.Conn)
 	if !ok {
@@ -53,5 +63,27 @@ func watchReadable(pc *upConn) {
 		}
 		pc.firstN, pc.firstErr, pc.limit.first = max(n, 0), err, b
 		return true
+	}
+	pc.sendFirst = func(fd uintptr) bool {
+		if !pc.sending {
+			return pc.readFirst(fd) // sent: readable, or a wakeup from before
+		}
+		pc.sending = false
+		if pc.reused && !quietSocket(fd) {
+			pc.stale = true
+			return true
+		}
+		for len(pc.unsent) > 0 {
+			n, err := writeSocket(int(fd), pc.unsent)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				pc.sendErr = err
+				return true
+			}
+			pc.unsent = pc.unsent[n:]
+		}
+		return false // no read now: the answer cannot be here yet
 	}
 }

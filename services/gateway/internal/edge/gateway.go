@@ -170,7 +170,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //
 //go:noinline
 func (g *Gateway) logRequest(r *http.Request, status int, code, keyID, requestID string, start time.Time) {
-	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	obs.LogLine(r.Context(), g.log, slog.LevelInfo, "request",
 		slog.String("method", obs.Method(r.Method)),
 		slog.String("route", r.Pattern),
 		slog.Int("status", status),
