@@ -87,10 +87,10 @@ type upConn struct {
 	sendFirst func(fd uintptr) bool // sends unsent, then does readFirst's part
 	firstN    int
 	firstErr  error
-	unsent    []byte // sendFirst's: the request's bytes, until they are written
-	sending   bool   // sendFirst has not written yet
-	stale     bool   // sendFirst found the pooled connection closed (or not quiet), and wrote nothing
-	sendErr   error  // why sendFirst stopped writing; EAGAIN: the rest goes by conn.Write
+	out       *requestOut // sendFirst's request, until it is written whole (then released)
+	unsent    []byte      // … and the part of it not written yet
+	stale     bool        // sendFirst found the pooled connection closed (or not quiet), and wrote nothing
+	sendErr   error       // why sendFirst stopped writing; EAGAIN: the rest goes by conn.Write
 }
 
 // firstReads hold the first bytes of an answer, taken when they have
@@ -163,44 +163,54 @@ func (pc *upConn) answerRead() error {
 
 var errHeaderTooLarge = errors.New("upstream answer header over 1 MiB")
 
-// sendAwait sends p, a whole request, on pc and waits for the answer's
-// first bytes. stale: pc came from the pool and was found closed (or
-// talking) before anything was written; the request can go on another.
-// sent: all of p was written.
+// sendAwait sends the request o holds on pc and waits for the answer's
+// first bytes; o goes back to its pool as soon as its bytes are written,
+// so a request waiting for its service holds no write buffer. stale: pc
+// came from the pool and was found closed (or talking) before anything
+// was written; o still holds the request for another connection. sent:
+// all of it was written.
 //
 // On a socket it is one RawConn.Read: sendFirst looks at a pooled
 // connection, writes, and asks to wait; readFirst reads once the socket
 // is readable. No wakeup is lost: the poller's readiness is reset before
 // sendFirst runs, so an answer that arrives after the write, even before
 // the wait, ends it.
-func (pc *upConn) sendAwait(p []byte) (stale, sent bool, err error) {
+func (pc *upConn) sendAwait(o *requestOut) (stale, sent bool, err error) {
 	if pc.sendFirst == nil {
-		if _, err := pc.conn.Write(p); err != nil {
+		_, err := pc.conn.Write(o.held)
+		o.release()
+		if err != nil {
 			return false, false, err
 		}
 		return false, true, pc.awaitAnswer()
 	}
-	pc.unsent, pc.sending, pc.stale, pc.sendErr = p, true, false, nil
+	pc.out, pc.unsent, pc.stale, pc.sendErr = o, o.held, false, nil
 	err = pc.raw.Read(pc.sendFirst)
-	rest, sendErr := pc.unsent, pc.sendErr
-	pc.unsent = nil
 	switch {
 	case pc.stale:
+		pc.out, pc.unsent = nil, nil
 		return true, false, nil
-	case pc.sending: // the wait ended (the context did) before sendFirst ran
-		return false, false, err
-	case sendErr == syscall.EAGAIN || sendErr == syscall.EWOULDBLOCK: // the socket took part of it
-		if _, err := pc.conn.Write(rest); err != nil {
-			return false, false, err
+	case pc.out == nil: // written whole, and o released
+		if err == nil {
+			err = pc.answerRead()
 		}
-		return false, true, pc.awaitAnswer()
+		return false, true, err
+	}
+	// Not written whole: the wait ended (the context did) before sendFirst
+	// ran, the write failed, or the socket took part of it.
+	rest, sendErr := pc.unsent, pc.sendErr
+	pc.out, pc.unsent = nil, nil
+	switch {
+	case sendErr == syscall.EAGAIN || sendErr == syscall.EWOULDBLOCK:
+		_, err = pc.conn.Write(rest)
 	case sendErr != nil:
-		return false, false, sendErr
+		err = sendErr
 	}
-	if err == nil {
-		err = pc.answerRead()
+	o.release()
+	if err != nil {
+		return false, false, err
 	}
-	return false, true, err
+	return false, true, pc.awaitAnswer()
 }
 
 // writers are the buffers requests are written through, and readers the
@@ -227,6 +237,20 @@ type requestOut struct {
 	pc      *upConn
 	err     error // taking a connection failed
 }
+
+// release gives o, and the buffer its held bytes are in, back to the pool.
+func (o *requestOut) release() {
+	o.bw.Reset(o)
+	*o = requestOut{bw: o.bw}
+	writers.Put(o)
+	if released != nil {
+		released()
+	}
+}
+
+// released, when set (by a test), is called as each request's write
+// buffer goes back to the pool.
+var released func()
 
 func (o *requestOut) Write(p []byte) (int, error) {
 	if o.holding {
@@ -303,12 +327,7 @@ func (t *Transport) exchange(ctx context.Context, host string, req *http.Request
 		o.holding = true
 		err = o.bw.Flush()
 	}
-	pc, held := o.pc, o.held
-	defer func() { // held is o's buffer: o goes back once it is sent
-		o.bw.Reset(o)
-		*o = requestOut{bw: o.bw}
-		writers.Put(o)
-	}()
+	pc := o.pc
 	fail := func(err error, answered bool) (*http.Response, bool, bool, error) {
 		pc.unhook()
 		pc.conn.Close()
@@ -316,25 +335,32 @@ func (t *Transport) exchange(ctx context.Context, host string, req *http.Request
 	}
 	switch {
 	case o.err != nil: // no connection to be had
-		return nil, false, false, o.err
-	case err != nil && pc == nil: // refused before a byte went out
-		return nil, false, false, fmt.Errorf("upstream write: %w", err)
+		err = o.err
+		o.release()
+		return nil, false, false, err
 	case err != nil:
+		o.release()
+		if pc == nil { // refused before a byte went out
+			return nil, false, false, fmt.Errorf("upstream write: %w", err)
+		}
 		return fail(fmt.Errorf("upstream write: %w", err), false)
 	case pc != nil: // a large request, all but its last bytes written
-		if _, err := pc.conn.Write(held); err != nil {
+		_, err = pc.conn.Write(o.held)
+		o.release()
+		if err != nil {
 			return fail(fmt.Errorf("upstream write: %w", err), false)
 		}
 		err = pc.awaitAnswer()
 	default:
 		for {
 			if pc, err = t.conn(ctx, host, false); err != nil {
+				o.release()
 				return nil, false, false, err
 			}
 			pc.hook(ctx)
 			var stale, sent bool
-			if stale, sent, err = pc.sendAwait(held); !stale {
-				if !sent && err != nil {
+			if stale, sent, err = pc.sendAwait(o); !stale {
+				if !sent {
 					return fail(fmt.Errorf("upstream write: %w", err), false)
 				}
 				break

@@ -512,3 +512,69 @@ func TestTransportOverAWrappedConnection(t *testing.T) {
 		t.Errorf("a connection closed without an answer: %v", err)
 	}
 }
+
+// A request's write buffer goes back to the pool once its bytes are
+// written, before its answer comes: a request waiting for its service
+// holds none. The service answers only once the buffer is back.
+func TestTransportHoldsNoWriteBufferWhileWaiting(t *testing.T) {
+	back := make(chan struct{}, 1)
+	released = func() {
+		select {
+		case back <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { released = nil })
+	u := startRaw(t, func(n int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
+		for {
+			if _, ok := u.readRequest(br); !ok {
+				return
+			}
+			select {
+			case <-back:
+				io.WriteString(c, okAnswer)
+			case <-time.After(time.Second):
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nheld")
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name    string
+		body    int
+		wrapped bool
+	}{
+		{"a request sent in the wait", 20, false},
+		{"a large request, sent as it is written", 64 << 10, false},
+		{"a connection that is not a socket", 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTransport()
+			if tc.wrapped {
+				dial := tr.Dial
+				tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := dial(ctx, network, addr)
+					return struct{ net.Conn }{c}, err
+				}
+			}
+			for i := range 2 { // a new connection, then a pooled one
+				select { // nothing from the last request
+				case <-back:
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+u.addr+"/v1/bank/payout/quote", strings.NewReader(strings.Repeat("b", tc.body)))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					cancel()
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				cancel()
+				if string(b) != "ok" {
+					t.Errorf("request %d: the service answered %q: the write buffer was still held", i, b)
+				}
+			}
+		})
+	}
+}

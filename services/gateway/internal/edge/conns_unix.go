@@ -65,10 +65,9 @@ func watchReadable(pc *upConn) {
 		return true
 	}
 	pc.sendFirst = func(fd uintptr) bool {
-		if !pc.sending {
+		if pc.out == nil {
 			return pc.readFirst(fd) // sent: readable, or a wakeup from before
 		}
-		pc.sending = false
 		if pc.reused && !quietSocket(fd) {
 			pc.stale = true
 			return true
@@ -84,6 +83,8 @@ func watchReadable(pc *upConn) {
 			}
 			pc.unsent = pc.unsent[n:]
 		}
+		pc.out.release() // written: a request waiting for its answer holds no buffer
+		pc.out = nil
 		return false // no read now: the answer cannot be here yet
 	}
 }
