@@ -70,15 +70,27 @@ func keepServing(_ int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
 	}
 }
 
+// send sends a request (a POST with a small JSON body) and returns the
+// answer as "status body".
 func send(t *testing.T, tr http.RoundTripper, method, url string, header ...string) (string, error) {
+	t.Helper()
+	body := ""
+	if method == "POST" {
+		body = `{"a":1}`
+	}
+	return sendBody(t, tr, method, url, body, header...)
+}
+
+// sendBody is send with the body given ("": none).
+func sendBody(t *testing.T, tr http.RoundTripper, method, url, body string, header ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var body io.Reader
-	if method == "POST" {
-		body = strings.NewReader(`{"a":1}`)
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
 	}
-	req, _ := http.NewRequestWithContext(ctx, method, url, body)
+	req, _ := http.NewRequestWithContext(ctx, method, url, r)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -89,6 +101,16 @@ func send(t *testing.T, tr http.RoundTripper, method, url string, header ...stri
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return fmt.Sprintf("%d %s", resp.StatusCode, b), err
+}
+
+// dialWrapped makes tr's connections ones that are not sockets (no
+// SyscallConn), as a dialer that wraps them would.
+func dialWrapped(tr *Transport) {
+	dial := tr.Dial
+	tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		return struct{ net.Conn }{c}, err
+	}
 }
 
 func TestTransportReusesOneConnection(t *testing.T) {
@@ -495,11 +517,7 @@ func TestTransportOverAWrappedConnection(t *testing.T) {
 		}
 	})
 	tr := NewTransport()
-	dial := tr.Dial
-	tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		return struct{ net.Conn }{c}, err // no SyscallConn
-	}
+	dialWrapped(tr)
 	for i := range 3 {
 		if got, err := send(t, tr, "GET", "http://"+u.addr+"/"); err != nil || got != "200 ok" {
 			t.Fatalf("request %d: %q %v", i, got, err)
@@ -550,29 +568,19 @@ func TestTransportHoldsNoWriteBufferWhileWaiting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := NewTransport()
 			if tc.wrapped {
-				dial := tr.Dial
-				tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-					c, err := dial(ctx, network, addr)
-					return struct{ net.Conn }{c}, err
-				}
+				dialWrapped(tr)
 			}
 			for i := range 2 { // a new connection, then a pooled one
 				select { // nothing from the last request
 				case <-back:
 				default:
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+u.addr+"/v1/bank/payout/quote", strings.NewReader(strings.Repeat("b", tc.body)))
-				resp, err := tr.RoundTrip(req)
+				got, err := sendBody(t, tr, "POST", "http://"+u.addr+"/v1/bank/payout/quote", strings.Repeat("b", tc.body))
 				if err != nil {
-					cancel()
 					t.Fatal(err)
 				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				cancel()
-				if string(b) != "ok" {
-					t.Errorf("request %d: the service answered %q: the write buffer was still held", i, b)
+				if got != "200 ok" {
+					t.Errorf("request %d: the service answered %q: the write buffer was still held", i, got)
 				}
 			}
 		})

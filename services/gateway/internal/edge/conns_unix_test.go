@@ -4,7 +4,6 @@ package edge
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -26,20 +25,6 @@ func echoing(_ int, c net.Conn, br *bufio.Reader, u *rawUpstream) {
 		u.seen.Add(1)
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 	}
-}
-
-func post(t *testing.T, tr http.RoundTripper, url, body string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
 }
 
 // cutWrites makes sendFirst's writes fail as write says, for the test.
@@ -66,7 +51,7 @@ func TestTransportFinishesARequestTheSocketTookInPart(t *testing.T) {
 	})
 	for i := range 3 { // a new connection, then a pooled one
 		body := fmt.Sprintf(`{"request":%d,"amount":"125.00"}`, i)
-		if got, err := post(t, tr, "http://"+u.addr+"/v1/bank/payout/quote", body); err != nil || got != body {
+		if got, err := sendBody(t, tr, "POST", "http://"+u.addr+"/v1/bank/payout/quote", body); err != nil || got != "200 "+body {
 			t.Fatalf("request %d: %q %v; want %q", i, got, err, body)
 		}
 	}
@@ -80,11 +65,11 @@ func TestTransportFinishesARequestTheSocketTookInPart(t *testing.T) {
 func TestTransportReportsAFailedWrite(t *testing.T) {
 	u := startRaw(t, echoing)
 	tr := NewTransport()
-	if got, err := post(t, tr, "http://"+u.addr+"/warm", "a"); err != nil || got != "a" {
+	if got, err := sendBody(t, tr, "POST", "http://"+u.addr+"/warm", "a"); err != nil || got != "200 a" {
 		t.Fatalf("%q %v", got, err)
 	}
 	cutWrites(t, func(call, fd int, p []byte) (int, error) { return 0, syscall.EPIPE })
-	if _, err := post(t, tr, "http://"+u.addr+"/v1/bank/payout", `{"quote_id":"q"}`); err == nil || !strings.Contains(err.Error(), "upstream write") {
+	if _, err := sendBody(t, tr, "POST", "http://"+u.addr+"/v1/bank/payout", `{"quote_id":"q"}`); err == nil || !strings.Contains(err.Error(), "upstream write") {
 		t.Errorf("want the write's error, got %v", err)
 	}
 	if u.seen.Load() != 1 || tr.idleCount() != 0 {
@@ -130,8 +115,8 @@ func TestTransportWritesNothingOnAConnectionThatIsNotQuiet(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond) // the close or the bytes reach the gateway's side
 			body := strings.Repeat("b", tc.body)
-			if got, err := post(t, tr, "http://"+u.addr+"/v1/bank/payout", body); err != nil || got != body {
-				t.Fatalf("%d bytes back, %v; want the %d sent", len(got), err, len(body))
+			if got, err := sendBody(t, tr, "POST", "http://"+u.addr+"/v1/bank/payout", body); err != nil || got != "200 "+body {
+				t.Fatalf("%d bytes back, %v; want 200 and the %d sent", len(got), err, len(body))
 			}
 			if u.dials.Load() != 2 || u.seen.Load() != 2 {
 				t.Errorf("%d connections, %d requests seen; want 2 and 2", u.dials.Load(), u.seen.Load())
