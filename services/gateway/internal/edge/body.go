@@ -24,10 +24,45 @@ var errSlowBody = envelope.New(envelope.CodeRequestTimeout, "The request body di
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // readBody replaces r's body with a copy in memory (Content-Length set,
-// GetBody for retries), or returns the refusal. The copy is the body's own
-// exact-size slice, never a pooled buffer: the transport may still read it
-// after the handler has returned.
+// GetBody for retries), or returns the refusal. A body with a
+// Content-Length (at most jsonbody.MaxBytes: admit checked) is read
+// straight into a slice of its size; a chunked one through a pooled
+// buffer, then copied. The copy is the body's own slice, never a pooled
+// buffer: the transport may still read it after the handler has returned.
 func readBody(r *http.Request) *envelope.Error {
+	data, err := readAll(r)
+	var ne net.Error
+	switch {
+	case err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()):
+		return errSlowBody
+	case err != nil:
+		return envelope.InvalidRequest("Request body could not be read.")
+	case len(data) > jsonbody.MaxBytes:
+		return envelope.TooLarge()
+	}
+	body := new(memBody)
+	body.Reset(data)
+	r.Body = body
+	r.GetBody = func() (io.ReadCloser, error) {
+		again := new(memBody)
+		again.Reset(data)
+		return again, nil
+	}
+	r.ContentLength = int64(len(data))
+	r.TransferEncoding = nil
+	r.Header.Del("Transfer-Encoding")
+	return nil
+}
+
+// readAll reads r's body: one byte more than jsonbody.MaxBytes at most.
+// net/http's body ends at its Content-Length, so a slice of that size
+// takes all of it.
+func readAll(r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= jsonbody.MaxBytes {
+		data := make([]byte, n)
+		_, err := io.ReadFull(r.Body, data)
+		return data, err
+	}
 	buf := bodyPool.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 64<<10 { // keep small buffers; let a rare 1 MiB one go
@@ -36,20 +71,11 @@ func readBody(r *http.Request) *envelope.Error {
 		}
 	}()
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, jsonbody.MaxBytes+1))
-	var ne net.Error
-	switch {
-	case err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()):
-		return errSlowBody
-	case err != nil:
-		return envelope.InvalidRequest("Request body could not be read.")
-	case buf.Len() > jsonbody.MaxBytes:
-		return envelope.TooLarge()
-	}
-	data := bytes.Clone(buf.Bytes())
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	r.ContentLength = int64(len(data))
-	r.TransferEncoding = nil
-	r.Header.Del("Transfer-Encoding")
-	return nil
+	return bytes.Clone(buf.Bytes()), err
 }
+
+// memBody is a request body read into memory. writeRequest sends it from
+// its slice (WriteTo), with no copy and no length-limiting wrapper.
+type memBody struct{ bytes.Reader }
+
+func (*memBody) Close() error { return nil }

@@ -104,19 +104,19 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 
 // forward proxies r to its route's upstream within the route's timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call) {
-	r, cancel := bound(r, rt, c)
+	ctx, cancel := bound(r, rt, c)
 	defer cancel()
-	rt.proxy.ServeHTTP(w, r)
+	rt.proxy.serve(ctx, w, r, c)
 }
 
-// bound is r with c in its context and the route's deadline. Out of line:
-// see logRequest.
+// bound is r's context with the route's deadline: the outbound request's.
+// c goes to the relay as it is, not in a context, and r is not copied.
+// Out of line: see logRequest.
 //
 //go:noinline
-func bound(r *http.Request, rt *route, c *call) (*http.Request, context.CancelFunc) {
+func bound(r *http.Request, rt *route, c *call) (context.Context, context.CancelFunc) {
 	c.client = r.Context()
-	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ctxKey{}, c), rt.Timeout)
-	return r.WithContext(ctx), cancel
+	return context.WithTimeout(c.client, rt.Timeout)
 }
 
 // ambiguity says what in r a front proxy could read differently from us,

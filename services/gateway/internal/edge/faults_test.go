@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/serve"
 )
 
@@ -102,16 +103,35 @@ func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
+// TestASlowBodyIs408InTheEnvelope: a body that stops arriving is 408 and
+// the connection is closed, read by its Content-Length or chunked; a body
+// cut short is 400 and a chunked one over 1 MiB 413, both closing too.
 func TestASlowBodyIs408InTheEnvelope(t *testing.T) {
 	g := newGateway(t, keySet("bank"), answer(200, "sandbox", `{}`), quiet())
-	r := httptest.NewRequest("POST", "/v1/bank/payout/quote", io.NopCloser(&slowReader{}))
-	r.Header.Set("Authorization", "Bearer "+testKey)
-	r.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
-	g.ServeHTTP(w, r)
-	want := `{"environment":"sandbox","error":{"code":"request_timeout","message":"The request body did not arrive in time; send it again."}}`
-	if w.Code != 408 || w.Body.String() != want || w.Header().Get("Connection") != "close" {
-		t.Fatalf("%d %s", w.Code, w.Body)
+	slow := `{"environment":"sandbox","error":{"code":"request_timeout","message":"The request body did not arrive in time; send it again."}}`
+	for _, tc := range []struct {
+		name   string
+		body   io.Reader
+		length int64 // -1: chunked
+		status int
+		want   string
+	}{
+		{"with a length", &slowReader{}, 20, 408, slow},
+		{"chunked", &slowReader{}, -1, 408, slow},
+		{"cut short", strings.NewReader(`{"cry`), 20, 400,
+			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Request body could not be read."}}`},
+		{"chunked, over 1 MiB", strings.NewReader(strings.Repeat(" ", jsonbody.MaxBytes+1)), -1, 413,
+			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Request body is larger than 1 MiB."}}`},
+	} {
+		r := httptest.NewRequest("POST", "/v1/bank/payout/quote", nil)
+		r.Body, r.ContentLength = io.NopCloser(tc.body), tc.length
+		r.Header.Set("Authorization", "Bearer "+testKey)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		if w.Code != tc.status || w.Body.String() != tc.want || w.Header().Get("Connection") != "close" {
+			t.Errorf("%s: %d %s (Connection %q)", tc.name, w.Code, w.Body, w.Header().Get("Connection"))
+		}
 	}
 }
 

@@ -63,9 +63,7 @@ type route struct {
 	proxy   *relay
 }
 
-type ctxKey struct{}
-
-// call carries a request's key to the proxy's hooks, and the wire code of a
+// call carries a request's key to the relay, and the wire code of a
 // failure back to the log line.
 type call struct {
 	entry     *apikey.Entry

@@ -48,16 +48,17 @@ func (g *Gateway) newRelay(upstream string, target *url.URL, rt http.RoundTrippe
 		prefix: strings.TrimSuffix(target.Path, "/"), rt: rt, public: public}
 }
 
-func (p *relay) ServeHTTP(w http.ResponseWriter, in *http.Request) {
-	c := in.Context().Value(ctxKey{}).(*call)
-	resp, err := p.rt.RoundTrip(p.outbound(in, c))
-	p.answer(w, in, c, resp, err)
+// serve forwards in, with c its call, under ctx: in's context with the
+// route's deadline.
+func (p *relay) serve(ctx context.Context, w http.ResponseWriter, in *http.Request, c *call) {
+	resp, err := p.rt.RoundTrip(p.outbound(ctx, in, c))
+	p.answer(w, c, resp, err)
 }
 
 // outbound is the request to the service. Out of line: see logRequest.
 //
 //go:noinline
-func (p *relay) outbound(in *http.Request, c *call) *http.Request {
+func (p *relay) outbound(ctx context.Context, in *http.Request, c *call) *http.Request {
 	out := (&http.Request{
 		Method:     in.Method,
 		URL:        &url.URL{Scheme: p.scheme, Host: p.host, Path: p.prefix + in.URL.Path, RawQuery: cleanQuery(in.URL.RawQuery)},
@@ -66,7 +67,7 @@ func (p *relay) outbound(in *http.Request, c *call) *http.Request {
 		ProtoMinor: 1,
 		Header:     p.g.outboundHeader(in.Header, c),
 		Host:       p.host,
-	}).WithContext(in.Context())
+	}).WithContext(ctx)
 	if in.ContentLength != 0 { // a GET's http.NoBody is no body at all
 		out.Body, out.GetBody, out.ContentLength = in.Body, in.GetBody, in.ContentLength
 	}
@@ -77,14 +78,14 @@ func (p *relay) outbound(in *http.Request, c *call) *http.Request {
 // Out of line: see logRequest.
 //
 //go:noinline
-func (p *relay) answer(w http.ResponseWriter, in *http.Request, c *call, resp *http.Response, err error) {
+func (p *relay) answer(w http.ResponseWriter, c *call, resp *http.Response, err error) {
 	if err == nil {
-		if err = p.check(resp); err != nil {
+		if err = p.check(resp, c); err != nil {
 			resp.Body.Close()
 		}
 	}
 	if err != nil {
-		p.g.proxyError(w, in, p.upstream, err)
+		p.g.proxyError(w, c, p.upstream, err)
 		return
 	}
 	dropListed(resp.Header, resp.Header["Connection"])
@@ -170,14 +171,14 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &
 
 // check refuses an answer the gateway cannot vouch for, and makes the
 // partner's answer of the service's.
-func (p *relay) check(resp *http.Response) error {
+func (p *relay) check(resp *http.Response, c *call) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w: it switched protocols", errUpstreamAnswer)
 	}
 	if err := checkEnvironment(resp, p.g.env); err != nil {
 		return err
 	}
-	p.g.takeInternalHeaders(resp)
+	takeInternalHeaders(resp, c)
 	if p.public {
 		return nil
 	}
@@ -268,22 +269,25 @@ func isHex(c byte) bool {
 }
 
 // takeInternalHeaders records a service's error code for the log line and
-// removes every X-Internal-* header, and the service's X-Request-Id (the
-// gateway set its own).
-func (g *Gateway) takeInternalHeaders(resp *http.Response) {
+// removes every X-Internal-* header, the service's X-Request-Id (the
+// gateway set its own) and its Date: net/http writes the gateway's own
+// (the same second, from the edge's clock) outside the header map, so a
+// usual answer's header stays within a small map's 8 slots, and neither
+// that map nor net/http's copy of it at WriteHeader grows to a table.
+func takeInternalHeaders(resp *http.Response, c *call) {
 	if code := resp.Header.Get(partner.HeaderErrorCode); code != "" {
-		resp.Request.Context().Value(ctxKey{}).(*call).code = code
+		c.code = code
 	}
 	for name := range resp.Header {
 		if strings.HasPrefix(name, "X-Internal-") {
 			delete(resp.Header, name)
 		}
 	}
-	resp.Header.Del(partner.HeaderRequestID)
+	delete(resp.Header, partner.HeaderRequestID)
+	delete(resp.Header, "Date")
 }
 
-func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, upstream string, err error) {
-	c := r.Context().Value(ctxKey{}).(*call)
+func (g *Gateway) proxyError(w http.ResponseWriter, c *call, upstream string, err error) {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		c.code = g.refuse(w, envelope.TooLarge())

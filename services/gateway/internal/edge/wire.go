@@ -35,7 +35,11 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 		// No more than Content-Length bytes go out: what followed would
 		// be read by the service as another request.
 		var n int64
-		n, err = io.CopyN(w, req.Body, req.ContentLength)
+		if mb, ok := req.Body.(*memBody); ok && int64(mb.Len()) == req.ContentLength {
+			_, err = mb.WriteTo(w) // exactly Content-Length bytes (a body readBody made)
+		} else {
+			n, err = io.CopyN(w, req.Body, req.ContentLength)
+		}
 		switch {
 		case err == io.EOF:
 			err = fmt.Errorf("http: ContentLength=%d with Body length %d", req.ContentLength, n)
