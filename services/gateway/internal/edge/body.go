@@ -40,14 +40,8 @@ func readBody(r *http.Request) *envelope.Error {
 	case len(data) > jsonbody.MaxBytes:
 		return envelope.TooLarge()
 	}
-	body := new(memBody)
-	body.Reset(data)
-	r.Body = body
-	r.GetBody = func() (io.ReadCloser, error) {
-		again := new(memBody)
-		again.Reset(data)
-		return again, nil
-	}
+	r.Body = newMemBody(data)
+	r.GetBody = func() (io.ReadCloser, error) { return newMemBody(data), nil }
 	r.ContentLength = int64(len(data))
 	r.TransferEncoding = nil
 	r.Header.Del("Transfer-Encoding")
@@ -77,5 +71,11 @@ func readAll(r *http.Request) ([]byte, error) {
 // memBody is a request body read into memory. writeRequest sends it from
 // its slice (WriteTo), with no copy and no length-limiting wrapper.
 type memBody struct{ bytes.Reader }
+
+func newMemBody(data []byte) *memBody {
+	b := new(memBody)
+	b.Reset(data)
+	return b
+}
 
 func (*memBody) Close() error { return nil }

@@ -166,9 +166,7 @@ func FuzzWriteRequest(f *testing.F) {
 			if body != "" {
 				req.Body = io.NopCloser(strings.NewReader(body))
 				if mem {
-					b := new(memBody)
-					b.Reset([]byte(body))
-					req.Body = b
+					req.Body = newMemBody([]byte(body))
 				}
 				if req.ContentLength == 0 {
 					req.ContentLength = int64(len(body))

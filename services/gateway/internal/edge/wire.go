@@ -32,25 +32,30 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	}
 	err := writeHead(w, req)
 	if err == nil && hasBody {
-		// No more than Content-Length bytes go out: what followed would
-		// be read by the service as another request.
-		var n int64
 		if mb, ok := req.Body.(*memBody); ok && int64(mb.Len()) == req.ContentLength {
-			_, err = mb.WriteTo(w) // exactly Content-Length bytes (a body readBody made)
+			_, err = mb.WriteTo(w) // exactly Content-Length bytes: a body readBody made
 		} else {
-			n, err = io.CopyN(w, req.Body, req.ContentLength)
-		}
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("http: ContentLength=%d with Body length %d", req.ContentLength, n)
-		case err == nil && bodyGoesOn(req.Body):
-			err = fmt.Errorf("http: ContentLength=%d with a longer Body", req.ContentLength)
+			err = writeBody(w, req.Body, req.ContentLength)
 		}
 	}
 	if hasBody {
 		if cerr := req.Body.Close(); err == nil {
 			err = cerr
 		}
+	}
+	return err
+}
+
+// writeBody writes body, which must be length bytes long. No more than
+// length bytes go out: what followed would be read by the service as
+// another request.
+func writeBody(w *bufio.Writer, body io.Reader, length int64) error {
+	n, err := io.CopyN(w, body, length)
+	switch {
+	case err == io.EOF:
+		return fmt.Errorf("http: ContentLength=%d with Body length %d", length, n)
+	case err == nil && bodyGoesOn(body):
+		return fmt.Errorf("http: ContentLength=%d with a longer Body", length)
 	}
 	return err
 }
