@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestProcField(t *testing.T) {
@@ -48,5 +50,34 @@ func TestKernelWorkCountsSystemCalls(t *testing.T) {
 	}
 	if w := kernelWork(0); w != (work{}) {
 		t.Errorf("kernelWork(0) = %+v, want zero", w)
+	}
+}
+
+// The report gives the gateway's throughput and CPU per request against
+// each other proxy measured in the same run, as medians of the rounds.
+func TestReportGivesTheGatewaysRatios(t *testing.T) {
+	targets := []*target{
+		{name: "bare", label: "bare", pid: 1},
+		{name: "caddy", label: "caddy", pid: 2},
+		{name: "gateway", label: "gateway", pid: 3},
+	}
+	rounds := func(rps, cpu float64) []sample {
+		// Three rounds: the middle one is the median.
+		return []sample{{rps: rps / 2, proxyCPU: cpu * 3}, {rps: rps, proxyCPU: cpu}, {rps: rps * 2, proxyCPU: cpu / 3}}
+	}
+	results := map[string][]sample{
+		"bare|quote|32": rounds(4000, 200), "bare|config|32": rounds(8000, 150),
+		"caddy|quote|32": rounds(4400, 210), "caddy|config|32": rounds(7000, 160),
+		"gateway|quote|32": rounds(6000, 110), "gateway|config|32": rounds(10000, 90),
+	}
+	var out strings.Builder
+	report(&out, targets, []int{32}, results, 3, time.Second)
+	for _, want := range []string{
+		"\ngateway / bare: quote 1.50×, config 1.25×; CPU per request quote 0.55×, config 0.60×\n",
+		"\ngateway / caddy: quote 1.36×, config 1.43×; CPU per request quote 0.52×, config 0.56×\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }
