@@ -37,6 +37,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -262,8 +263,13 @@ func (h *harness) profile(path string, d time.Duration) chan error {
 	return done
 }
 
+// startChild starts a reference proxy and waits until it listens on addr.
+// It gets SIGTERM when this program ends however it ends (Ctrl-C, a
+// failed run's log.Fatal, a timeout's kill), as the stack's processes do:
+// a proxy left running would load the machine the next run measures.
 func (h *harness) startChild(cmd *exec.Cmd, addr string) error {
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -81,3 +85,74 @@ func TestReportGivesTheGatewaysRatios(t *testing.T) {
 		}
 	}
 }
+
+// A reference proxy the loadtest started ends when the loadtest does, even
+// when it is killed outright: the test runs a stand-in loadtest (this test
+// binary, helperEnv set) that starts a child listening on a port, kills it
+// with SIGKILL, and waits for the port to close.
+func TestAChildEndsWithTheLoadtest(t *testing.T) {
+	switch os.Getenv(helperEnv) {
+	case "loadtest":
+		var h harness
+		child := exec.Command(os.Args[0], "-test.run=^TestAChildEndsWithTheLoadtest$")
+		child.Env = append(os.Environ(), helperEnv+"=child")
+		if err := h.startChild(child, os.Getenv("LOADTEST_TEST_ADDR")); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("listening")
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "child":
+		ln, err := net.Listen("tcp", os.Getenv("LOADTEST_TEST_ADDR"))
+		if err != nil {
+			os.Exit(1)
+		}
+		// Should the test fail, the child still goes in a minute.
+		_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				os.Exit(1)
+			}
+			c.Close()
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	lt := exec.Command(os.Args[0], "-test.run=^TestAChildEndsWithTheLoadtest$")
+	lt.Env = append(os.Environ(), helperEnv+"=loadtest", "LOADTEST_TEST_ADDR="+addr)
+	out, err := lt.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "listening\n" {
+		_ = lt.Process.Kill()
+		t.Fatalf("stand-in loadtest said %q", line)
+	}
+	_ = lt.Process.Kill() // SIGKILL: no deferred clean-up runs
+	_ = lt.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return // the child is gone
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the child still listens on %s 5 s after the loadtest was killed", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const helperEnv = "LOADTEST_TEST_HELPER"
