@@ -555,10 +555,10 @@ func report(w io.Writer, targets []*target, conns []int, results map[string][]sa
 		if bare := results["bare|config|"+strconv.Itoa(c)]; bare != nil && gw("config") != nil {
 			// The config GET touches Redis only to limit: what the gateway
 			// adds there over the bare proxy is the limiter's cost.
-			f := func(ss []sample, v func(sample) float64) float64 { return med(ss, v) }
+			cpu := func(s sample) float64 { return s.redisCPU }
+			calls := func(s sample) float64 { return s.redisCalls }
 			fmt.Fprintf(w, "\nlimiting in Redis (gateway − bare, config GET): %.1f µs CPU and %.3f commands per request",
-				f(gw("config"), func(s sample) float64 { return s.redisCPU })-f(bare, func(s sample) float64 { return s.redisCPU }),
-				f(gw("config"), func(s sample) float64 { return s.redisCalls })-f(bare, func(s sample) float64 { return s.redisCalls }))
+				med(gw("config"), cpu)-med(bare, cpu), med(gw("config"), calls)-med(bare, calls))
 		}
 		fmt.Fprintln(w)
 	}

@@ -58,7 +58,8 @@ func TestKernelWorkCountsSystemCalls(t *testing.T) {
 }
 
 // The report gives the gateway's throughput and CPU per request against
-// each other proxy measured in the same run, as medians of the rounds.
+// each other proxy measured in the same run, as medians of the rounds, and
+// what its limiting adds in Redis over the bare proxy.
 func TestReportGivesTheGatewaysRatios(t *testing.T) {
 	targets := []*target{
 		{name: "bare", label: "bare", pid: 1},
@@ -74,11 +75,18 @@ func TestReportGivesTheGatewaysRatios(t *testing.T) {
 		"caddy|quote|32": rounds(4400, 210), "caddy|config|32": rounds(7000, 160),
 		"gateway|quote|32": rounds(6000, 110), "gateway|config|32": rounds(10000, 90),
 	}
+	// Redis on the config GET: what the gateway adds over the bare proxy.
+	for key, redis := range map[string]struct{ cpu, calls float64 }{"bare|config|32": {0.3, 0}, "gateway|config|32": {1.1, 0.006}} {
+		for i := range results[key] {
+			results[key][i].redisCPU, results[key][i].redisCalls = redis.cpu, redis.calls
+		}
+	}
 	var out strings.Builder
 	report(&out, targets, []int{32}, results, 3, time.Second)
 	for _, want := range []string{
 		"\ngateway / bare: quote 1.50×, config 1.25×; CPU per request quote 0.55×, config 0.60×\n",
 		"\ngateway / caddy: quote 1.36×, config 1.43×; CPU per request quote 0.52×, config 0.56×\n",
+		"\nlimiting in Redis (gateway − bare, config GET): 0.8 µs CPU and 0.006 commands per request\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
