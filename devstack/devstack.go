@@ -1,7 +1,9 @@
-// Package devstack starts the whole stack as local processes: Redis (the
-// given one, a redis-server, or an in-process one), every service binary from
-// a bin directory, and a first sandbox key when there is no keys file. It
-// backs `make run` and the end-to-end tests, so both run the same stack.
+// Package devstack starts the whole stack as local processes: the system
+// of record (the given DATABASE_URL, a PostgreSQL under the state
+// directory, or embedded SQLite files), Redis (the given one, a
+// redis-server, or an in-process one), every service binary from a bin
+// directory, and a first sandbox key when there is no keys file. It backs
+// `make run` and the end-to-end tests, so both run the same stack.
 package devstack
 
 import (
@@ -17,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +27,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/partnerpay/api/pkg/pglocal"
 	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/pkg/serve"
 )
@@ -42,6 +46,8 @@ type Options struct {
 	KeysFile        string            // GATEWAY_KEYS_FILE
 	RedisURL        string            // REDIS_URL; empty (and no cluster): start one
 	RedisClusterURL string            // REDIS_CLUSTER_URL: a Redis Cluster instead
+	DatabaseURL     string            // DATABASE_URL; empty: a local PostgreSQL, or embedded files without one
+	Embedded        bool              // with no DatabaseURL: embedded files even where PostgreSQL is installed
 	GatewayAddr     string            // GATEWAY_ADDR
 	Ports           map[string]string // per-service "addr" overrides, e.g. "payout": "127.0.0.1:0"
 	Env             map[string]string // extra environment for every service (QUOTE_TTL, …)
@@ -55,17 +61,21 @@ type Stack struct {
 	SandboxKey    string // set when the stack issued a first key
 	InternalToken string // the services' shared X-Internal-Token
 	RedisURL      string
+	DatabaseURL   string // the services' DATABASE_URL ("" when each has an embedded file)
 	Services      map[string]*Process
 
-	opts    Options
-	env     []string
-	mini    *miniredis.Miniredis
-	redisPr *Process
+	opts     Options
+	env      []string
+	mini     *miniredis.Miniredis
+	redisPr  *Process
+	postgres *pglocal.Server
+	embedded map[string]string // service → its DATABASE_URL, on the embedded engine
 }
 
 // Process is one running binary.
 type Process struct {
 	Service
+	env   []string // the stack's environment and the process's own
 	cmd   *exec.Cmd
 	done  chan struct{}
 	logs  *prefixWriter
@@ -101,6 +111,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		}
 	}()
 	if err := s.startRedis(); err != nil {
+		return nil, err
+	}
+	if err := s.startDatabase(ctx); err != nil {
 		return nil, err
 	}
 	secrets, err := loadSecrets(filepath.Join(opts.StateDir, "secrets.env"))
@@ -143,6 +156,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		env["REDIS_CLUSTER_URL"] = opts.RedisClusterURL
 	} else {
 		env["REDIS_URL"] = s.RedisURL
+	}
+	if s.DatabaseURL != "" {
+		env["DATABASE_URL"] = s.DatabaseURL
 	}
 	for k, v := range opts.Env {
 		env[k] = v
@@ -247,7 +263,10 @@ func (s *Stack) issueSandboxKey(ctx context.Context) (string, error) {
 }
 
 func (s *Stack) startProcess(svc Service) (*Process, error) {
-	p := &Process{Service: svc, stack: s}
+	p := &Process{Service: svc, stack: s, env: s.env}
+	if url, ok := s.embedded[svc.Name]; ok {
+		p.env = append(append([]string{}, s.env...), "DATABASE_URL="+url)
+	}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
@@ -257,7 +276,7 @@ func (s *Stack) startProcess(svc Service) (*Process, error) {
 // Start (re)starts the process with the stack's environment.
 func (p *Process) Start() error {
 	p.cmd = exec.Command(filepath.Join(p.stack.opts.BinDir, p.Name))
-	p.cmd.Env = p.stack.env
+	p.cmd.Env = p.env
 	return p.start()
 }
 
@@ -345,8 +364,9 @@ func (p *Process) ExitCode() int {
 // the stack's environment: replicas share the keys file and Redis.
 func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Process, error) {
 	p := &Process{Service: Service{Name: "gateway", Addr: addr, AdminAddr: adminAddr}, stack: s}
+	p.env = append(append([]string{}, s.env...), "GATEWAY_ADDR="+addr, "GATEWAY_ADMIN_ADDR="+adminAddr)
 	p.cmd = exec.Command(filepath.Join(s.opts.BinDir, "gateway"))
-	p.cmd.Env = append(append([]string{}, s.env...), "GATEWAY_ADDR="+addr, "GATEWAY_ADMIN_ADDR="+adminAddr)
+	p.cmd.Env = p.env
 	if err := p.start(); err != nil {
 		return nil, err
 	}
@@ -356,6 +376,65 @@ func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Proc
 	}
 	return p, nil
 }
+
+// startDatabase picks the system of record: DatabaseURL; else a local
+// PostgreSQL under the state directory (initdb on first use, fsync on,
+// stopped with the stack); else, without PostgreSQL installed, an embedded
+// file per service under the state directory, said so.
+func (s *Stack) startDatabase(ctx context.Context) error {
+	if s.opts.DatabaseURL != "" {
+		s.DatabaseURL = s.opts.DatabaseURL
+		fmt.Fprintf(s.opts.Out, "database: %s\n", serve.Redacted(s.opts.DatabaseURL))
+		return nil
+	}
+	if !s.opts.Embedded && pglocal.Available() {
+		dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "pg"))
+		if err != nil {
+			return err
+		}
+		addrs, err := FreeAddrs(1)
+		if err != nil {
+			return err
+		}
+		_, port, _ := net.SplitHostPort(addrs[0])
+		n, _ := strconv.Atoi(port)
+		pg, err := pglocal.New(pglocal.Options{Dir: dir, Port: n, Fsync: true,
+			Log: &prefixWriter{prefix: fmt.Sprintf("%-8s| ", "postgres"), w: s.opts.Logs}})
+		if err != nil {
+			return fmt.Errorf("postgresql under %s: %w", dir, err)
+		}
+		if err := pg.Start(); err != nil {
+			return err
+		}
+		s.postgres = pg
+		if err := pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi"); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return fmt.Errorf("create database: %w", err)
+		}
+		s.DatabaseURL = pg.URL("partnerapi")
+		fmt.Fprintf(s.opts.Out, "database: PostgreSQL on %s, data in %s\n", pg.Addr(), dir)
+		return nil
+	}
+	dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "db"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	s.embedded = map[string]string{}
+	for _, b := range serve.Binaries {
+		if b.Database {
+			s.embedded[b.Name] = "sqlite:" + filepath.Join(dir, b.Name+".db")
+		}
+	}
+	fmt.Fprintf(s.opts.Out, "database: no DATABASE_URL and no PostgreSQL installed; using embedded SQLite files in %s.\n"+
+		"          They are for a first look only: one file per service, no standby, no failover. Install postgresql for real work.\n", dir)
+	return nil
+}
+
+// Postgres is the PostgreSQL server the stack started (nil when it
+// started none).
+func (s *Stack) Postgres() *pglocal.Server { return s.postgres }
 
 // StopRedis stops the Redis the stack started (for outage tests).
 func (s *Stack) StopRedis() {
@@ -379,6 +458,9 @@ func (s *Stack) Stop() {
 	}
 	wg.Wait()
 	s.StopRedis()
+	if s.postgres != nil {
+		s.postgres.Stop()
+	}
 }
 
 // Wait blocks until ctx ends or a service exits, and says which.

@@ -4907,10 +4907,9 @@ type BankPayoutResponse200Headers struct {
 
 // BankPayoutResponse400Headers the declared response headers of an HTTP 400 response for BankPayout
 type BankPayoutResponse400Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // BankPayoutResponse401Headers the declared response headers of an HTTP 401 response for BankPayout
@@ -4921,18 +4920,16 @@ type BankPayoutResponse401Headers struct {
 
 // BankPayoutResponse403Headers the declared response headers of an HTTP 403 response for BankPayout
 type BankPayoutResponse403Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // BankPayoutResponse404Headers the declared response headers of an HTTP 404 response for BankPayout
 type BankPayoutResponse404Headers struct {
-	IdempotentReplayed *string
-	RateLimit          *string
-	RateLimitPolicy    *string
-	XRequestId         string
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
 }
 
 // BankPayoutResponse408Headers the declared response headers of an HTTP 408 response for BankPayout
@@ -4943,18 +4940,16 @@ type BankPayoutResponse408Headers struct {
 
 // BankPayoutResponse409Headers the declared response headers of an HTTP 409 response for BankPayout
 type BankPayoutResponse409Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // BankPayoutResponse410Headers the declared response headers of an HTTP 410 response for BankPayout
 type BankPayoutResponse410Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // BankPayoutResponse413Headers the declared response headers of an HTTP 413 response for BankPayout
@@ -5812,10 +5807,9 @@ type CreateFiatAccountResponse200Headers struct {
 
 // CreateFiatAccountResponse400Headers the declared response headers of an HTTP 400 response for CreateFiatAccount
 type CreateFiatAccountResponse400Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // CreateFiatAccountResponse401Headers the declared response headers of an HTTP 401 response for CreateFiatAccount
@@ -5826,10 +5820,9 @@ type CreateFiatAccountResponse401Headers struct {
 
 // CreateFiatAccountResponse403Headers the declared response headers of an HTTP 403 response for CreateFiatAccount
 type CreateFiatAccountResponse403Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // CreateFiatAccountResponse404Headers the declared response headers of an HTTP 404 response for CreateFiatAccount
@@ -6387,10 +6380,9 @@ type CreateFiatDepositResponse200Headers struct {
 
 // CreateFiatDepositResponse400Headers the declared response headers of an HTTP 400 response for CreateFiatDeposit
 type CreateFiatDepositResponse400Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // CreateFiatDepositResponse401Headers the declared response headers of an HTTP 401 response for CreateFiatDeposit
@@ -6421,11 +6413,10 @@ type CreateFiatDepositResponse408Headers struct {
 
 // CreateFiatDepositResponse409Headers the declared response headers of an HTTP 409 response for CreateFiatDeposit
 type CreateFiatDepositResponse409Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	RetryAfter         *string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
 }
 
 // CreateFiatDepositResponse413Headers the declared response headers of an HTTP 413 response for CreateFiatDeposit
@@ -6789,10 +6780,9 @@ type CreateVirtualAccountResponse200Headers struct {
 
 // CreateVirtualAccountResponse400Headers the declared response headers of an HTTP 400 response for CreateVirtualAccount
 type CreateVirtualAccountResponse400Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // CreateVirtualAccountResponse401Headers the declared response headers of an HTTP 401 response for CreateVirtualAccount
@@ -6823,11 +6813,10 @@ type CreateVirtualAccountResponse408Headers struct {
 
 // CreateVirtualAccountResponse409Headers the declared response headers of an HTTP 409 response for CreateVirtualAccount
 type CreateVirtualAccountResponse409Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	RetryAfter         *string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
 }
 
 // CreateVirtualAccountResponse413Headers the declared response headers of an HTTP 413 response for CreateVirtualAccount
@@ -7521,10 +7510,9 @@ type SandboxPayinResponse200Headers struct {
 
 // SandboxPayinResponse400Headers the declared response headers of an HTTP 400 response for SandboxPayin
 type SandboxPayinResponse400Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
 }
 
 // SandboxPayinResponse401Headers the declared response headers of an HTTP 401 response for SandboxPayin
@@ -7555,11 +7543,10 @@ type SandboxPayinResponse408Headers struct {
 
 // SandboxPayinResponse409Headers the declared response headers of an HTTP 409 response for SandboxPayin
 type SandboxPayinResponse409Headers struct {
-	IdempotentReplayed *string
-	RateLimit          string
-	RateLimitPolicy    string
-	RetryAfter         *string
-	XRequestId         string
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
 }
 
 // SandboxPayinResponse413Headers the declared response headers of an HTTP 413 response for SandboxPayin
@@ -8627,13 +8614,6 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers BankPayoutResponse400Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -8675,13 +8655,6 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 403:
 		var headers BankPayoutResponse403Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -8706,13 +8679,6 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers BankPayoutResponse404Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8754,13 +8720,6 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		response.Headers408 = &headers
 	case rsp.StatusCode == 409:
 		var headers BankPayoutResponse409Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -8785,13 +8744,6 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		response.Headers409 = &headers
 	case rsp.StatusCode == 410:
 		var headers BankPayoutResponse410Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -10014,13 +9966,6 @@ func ParseCreateFiatAccountResponse(rsp *http.Response) (*CreateFiatAccountRespo
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateFiatAccountResponse400Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -10062,13 +10007,6 @@ func ParseCreateFiatAccountResponse(rsp *http.Response) (*CreateFiatAccountRespo
 		response.Headers401 = &headers
 	case rsp.StatusCode == 403:
 		var headers CreateFiatAccountResponse403Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -10961,13 +10899,6 @@ func ParseCreateFiatDepositResponse(rsp *http.Response) (*CreateFiatDepositRespo
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateFiatDepositResponse400Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -11074,13 +11005,6 @@ func ParseCreateFiatDepositResponse(rsp *http.Response) (*CreateFiatDepositRespo
 		response.Headers408 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreateFiatDepositResponse409Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -11642,13 +11566,6 @@ func ParseCreateVirtualAccountResponse(rsp *http.Response) (*CreateVirtualAccoun
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateVirtualAccountResponse400Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -11755,13 +11672,6 @@ func ParseCreateVirtualAccountResponse(rsp *http.Response) (*CreateVirtualAccoun
 		response.Headers408 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreateVirtualAccountResponse409Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -12770,13 +12680,6 @@ func ParseSandboxPayinResponse(rsp *http.Response) (*SandboxPayinResponse, error
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers SandboxPayinResponse400Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -12883,13 +12786,6 @@ func ParseSandboxPayinResponse(rsp *http.Response) (*SandboxPayinResponse, error
 		response.Headers408 = &headers
 	case rsp.StatusCode == 409:
 		var headers SandboxPayinResponse409Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -168,11 +168,12 @@ func TestOneOffDepositFromOnboardingToFunded(t *testing.T) {
 	if r := s.post("/v1/fiat/status", key, statusBody); r.Body != `{"environment":"sandbox","status":"awaiting_deposit","transactions":[]}` {
 		t.Fatalf("before any transfer: %s", r.Body)
 	}
-	for _, tt := range []struct{ name, key, body string }{
-		{"another key's deposit", other, statusBody},
-		{"a malformed id", key, `{"depositId":"dep_nope"}`},
+	for _, tt := range []struct{ name, key, body, code, message string }{
+		{"another key's deposit", other, `{"depositId":"` + depositID + `"}`, "deposit_not_found", "No deposit with this depositId exists for this key."},
+		{"a malformed id", key, `{"depositId":"dep_nope"}`, "deposit_not_found", "No deposit with this depositId exists for this key."},
+		{"another key's account is named first", other, statusBody, "account_not_found", "No account with this accountId exists for this key."},
 	} {
-		if r := s.post("/v1/fiat/status", tt.key, tt.body); r.Status != http.StatusNotFound || r.Body != errorBody("deposit_not_found", "No deposit with this depositId exists for this key.") {
+		if r := s.post("/v1/fiat/status", tt.key, tt.body); r.Status != http.StatusNotFound || r.Body != errorBody(tt.code, tt.message) {
 			t.Errorf("%s: %d %s", tt.name, r.Status, r.Body)
 		}
 	}

@@ -17,9 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/partnerpay/api/devstack"
+	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/pkg/serve"
 )
@@ -51,6 +50,7 @@ func TestMain(m *testing.M) {
 	} else {
 		code = m.Run()
 	}
+	databasetest.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -96,16 +96,6 @@ var sharedCluster *redistest.Cluster
 // onCluster reports whether this run of the suite is against a Redis Cluster.
 func onCluster() bool { return os.Getenv("E2E_REDIS") == "cluster" }
 
-// client is a Redis client of the stack's store, for tests that look at it
-// through a package's own API.
-func (s *stack) client() redis.UniversalClient {
-	if c, ok := s.redis.(cluster); ok {
-		opts, _ := redis.ParseClusterURL(c.URL())
-		return redis.NewClusterClient(opts)
-	}
-	return redis.NewClient(&redis.Options{Addr: s.redis.(single).Addr})
-}
-
 type stackOption func(*devstack.Options)
 
 // devstackOptions is devstack.Options, for options written in tests.
@@ -146,6 +136,8 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 		n := redistest.Start(t)
 		rs, o.RedisURL = single{n}, n.URL()
 	}
+	// Each stack gets a database of its own on the run's PostgreSQL.
+	o.DatabaseURL = databasetest.PostgresURL(t)
 	addrs := freeAddrs(t, 2*len(services))
 	for i, svc := range services {
 		o.Ports[svc] = addrs[2*i]

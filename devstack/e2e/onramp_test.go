@@ -73,8 +73,18 @@ func (s *stack) consentEdited(link, decision string, edit func(string) string) *
 	return ret
 }
 
+// The whole on-ramp, on PostgreSQL and on the embedded engine make run
+// falls back to where PostgreSQL is not installed.
 func TestOnRampFromNothingToFunded(t *testing.T) {
-	s := startStack(t)
+	t.Run("postgresql", func(t *testing.T) { onRampFromNothingToFunded(t, startStack(t)) })
+	t.Run("embedded", func(t *testing.T) { onRampFromNothingToFunded(t, startStack(t, embedded)) })
+}
+
+// embedded runs the stack on embedded SQLite files instead of PostgreSQL,
+// as make run does without PostgreSQL installed.
+func embedded(o *devstackOptions) { o.DatabaseURL, o.Embedded = "", true }
+
+func onRampFromNothingToFunded(t *testing.T, s *stack) {
 	key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
 
 	acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("ada@example.com")))

@@ -101,13 +101,41 @@ func TestUSDValue(t *testing.T) {
 		{"1000", "MXN", "58"},
 	}
 	for _, tt := range tests {
-		got, ok := USDValue(tt.amount, tt.currency)
+		got, ok := USDValue(mustRat(tt.amount), tt.currency)
 		if !ok || got.FloatString(3) != mustRat(tt.want).FloatString(3) {
 			t.Errorf("USDValue(%s %s) = %v, want %s", tt.amount, tt.currency, got, tt.want)
 		}
 	}
-	if _, ok := USDValue("1", "JPY"); ok {
+	if _, ok := USDValue(mustRat("1"), "JPY"); ok {
 		t.Error("a currency without a published rate converted")
+	}
+}
+
+func TestCheckCeiling(t *testing.T) {
+	tests := []struct {
+		amount, currency, ceiling string
+		capped                    bool
+	}{
+		{"25000", "USD", "25000", false},
+		{"25000.01", "USD", "25000", true},
+		{"23148", "EUR", "25000", false}, // 24,999.84 USD
+		{"23149", "EUR", "25000", true},  // 25,000.92 USD
+		{"431034", "MXN", "25000", false},
+	}
+	for _, tt := range tests {
+		err := CheckCeiling("payout", mustRat(tt.amount), tt.currency, tt.ceiling)
+		e, ok := envelope.From(err)
+		switch {
+		case tt.capped && (!ok || e.Code != envelope.CodeExecutionCapped || e.Message != "This payout is worth more than the key's maxExecutionUsd of 25000 USD at the reference rates of GET /v1/rates."):
+			t.Errorf("%s %s: %v, want execution_capped", tt.amount, tt.currency, err)
+		case !tt.capped && err != nil:
+			t.Errorf("%s %s: %v, want nil", tt.amount, tt.currency, err)
+		}
+	}
+	if err := CheckCeiling("payout", mustRat("1"), "JPY", "25000"); err == nil {
+		t.Error("a currency without a rate passed")
+	} else if _, known := envelope.From(err); known {
+		t.Errorf("a currency without a rate: %v, want an internal error", err)
 	}
 }
 

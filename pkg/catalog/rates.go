@@ -1,6 +1,11 @@
 package catalog
 
-import "math/big"
+import (
+	"fmt"
+	"math/big"
+
+	"github.com/partnerpay/api/pkg/envelope"
+)
 
 // ReferenceRatesUSD are the published USD values of one unit of each payout
 // currency: what holds a transfer against a key's maxExecutionUsd, converts
@@ -35,20 +40,32 @@ func rate(currency string) (*big.Rat, bool) {
 	return new(big.Rat).SetString(s)
 }
 
-// USDValue converts amount (a decimal string) of currency to USD at the
-// reference rate. ok is false for a currency without a published rate or an
-// amount that is not a decimal.
-func USDValue(amount, currency string) (usd *big.Rat, ok bool) {
-	rate, ok := ReferenceRatesUSD[currency]
+// USDValue is the value of amount (major units of currency: a fiat code,
+// or the one a stablecoin is pegged to) in USD at the reference rates. ok
+// is false for a currency without a published rate.
+func USDValue(amount *big.Rat, currency string) (usd *big.Rat, ok bool) {
+	return Convert(amount, currency, "USD")
+}
+
+// CheckCeiling holds a transfer to a key's maxExecutionUsd: the one
+// computation of a transfer's USD value that payouts, crypto deposits and
+// card orders are all held to (stablecoins at par with their currency,
+// fiat at the reference rates of GET /v1/rates). what names the transfer
+// in the refusal ("payout", "deposit", "order").
+func CheckCeiling(what string, amount *big.Rat, currency, ceiling string) error {
+	usd, ok := USDValue(amount, currency)
 	if !ok {
-		return nil, false
+		return fmt.Errorf("no reference rate for %s", currency)
 	}
-	a, ok := new(big.Rat).SetString(amount)
+	limit, ok := new(big.Rat).SetString(ceiling)
 	if !ok {
-		return nil, false
+		return fmt.Errorf("key ceiling %q is not a decimal", ceiling)
 	}
-	r, _ := new(big.Rat).SetString(rate)
-	return a.Mul(a, r), true
+	if usd.Cmp(limit) > 0 {
+		return envelope.New(envelope.CodeExecutionCapped,
+			"This "+what+" is worth more than the key's maxExecutionUsd of "+ceiling+" USD at the reference rates of GET /v1/rates.")
+	}
+	return nil
 }
 
 // StablecoinRatesUSD values one unit of each stablecoin of the catalogue in

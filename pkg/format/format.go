@@ -121,13 +121,13 @@ func letters(s string, n int) bool {
 	return true
 }
 
-// idHexLen is the length of the random part of the ids the API issues for
+// IDHexLen is the length of the random part of the ids the API issues for
 // its records (accounts, virtual accounts, deposits, consent sessions).
-const idHexLen = 24
+const IDHexLen = 24
 
 // NewID returns a fresh record id: prefix and 24 lower-case hex digits.
 func NewID(prefix string) string {
-	var b [idHexLen / 2]byte
+	var b [IDHexLen / 2]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }
@@ -135,7 +135,7 @@ func NewID(prefix string) string {
 // ValidID reports whether s has the shape of an id NewID(prefix) makes.
 // Anything else is answered without a store lookup and never logged.
 func ValidID(prefix, s string) bool {
-	if len(s) != len(prefix)+idHexLen || !strings.HasPrefix(s, prefix) {
+	if len(s) != len(prefix)+IDHexLen || !strings.HasPrefix(s, prefix) {
 		return false
 	}
 	for i := len(prefix); i < len(s); i++ {

@@ -1,10 +1,21 @@
-// Package idempotency makes creating POSTs safe to retry. A request carrying
-// an Idempotency-Key is remembered for 24 hours per partner key: the same key
-// with the same request gets the first answer again (status and body byte for
-// byte); with another request, 422 idempotency_key_reused; while the first is
-// still running, 409 idempotency_in_progress. It is an http.Handler
-// middleware that services put around their creating routes; it needs only
-// the X-Partner-Key-Id the gateway vouches for.
+// Package idempotency makes creating POSTs safe to retry, in the manner of
+// Brandur Leach's "Implementing Stripe-like Idempotency Keys in Postgres".
+//
+// A request carrying an Idempotency-Key claims it for its partner key (one
+// row in the system of record), runs to its end whether or not its caller
+// stays, and leaves the answer it got: the same key with the same request
+// gets that answer again (status and body byte for byte) for 24 hours;
+// with another request, 422 idempotency_key_reused; while the first is
+// still running, 409 idempotency_in_progress.
+//
+// The answer is written in the transaction that commits the record it
+// answers for (Answer, called by the service's store), so a payout and the
+// record of its answer exist together or not at all. An answer that made
+// nothing, a server error or a refusal of the request as sent, is not
+// kept: a partner who fixes a typo and retries with the same key is
+// served. A request whose process died leaves a claim that lapses; the
+// retry takes it over with the same seed, so the ids it makes (NewID) are
+// those the first attempt may already have used with a provider.
 package idempotency
 
 import (
@@ -12,6 +23,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -19,7 +31,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
@@ -35,40 +49,35 @@ const ReplayedHeader = "Idempotent-Replayed"
 // Retention is how long an answer is remembered.
 const Retention = 24 * time.Hour
 
-// Record is what the store keeps for one key.
-type Record struct {
-	Fingerprint string `json:"fingerprint"`
-	Done        bool   `json:"done"`
-	Status      int    `json:"status,omitempty"`
-	ContentType string `json:"contentType,omitempty"`
-	ErrorCode   string `json:"errorCode,omitempty"`
-	Body        []byte `json:"body,omitempty"`
+// Options tune the middleware.
+type Options struct {
+	// Budget is how long a creating request may run once started, caller
+	// or no caller: above the longest upstream timeout of the service.
+	Budget time.Duration
+	// Lock is how long a claim holds its key before a retry may take it
+	// over (its process died): above Budget, so a live request is never
+	// taken over.
+	Lock time.Duration
 }
 
-// Store keeps records. Claim must be atomic: of two concurrent claims of the
-// same key, exactly one gets claimed == true.
-type Store interface {
-	// Claim records an in-flight request for key unless one exists; it
-	// returns the existing record otherwise. The claim lapses after lock, so a
-	// crashed request does not block retries for a day.
-	Claim(ctx context.Context, key, fingerprint string, lock time.Duration) (existing *Record, claimed bool, err error)
-	// Complete stores the answer for Retention.
-	Complete(ctx context.Context, key string, rec Record) error
-	// Release forgets the key, so the request can be retried.
-	Release(ctx context.Context, key string) error
-}
-
-// Middleware returns the idempotency layer. lock bounds how long a request
-// may hold its key in flight.
-func Middleware(store Store, lock time.Duration, log *slog.Logger) func(http.Handler) http.Handler {
+// Middleware returns the layer every creating route of a service sits
+// behind, with or without the header: the request runs detached from its
+// caller, within opts.Budget.
+func Middleware(store *Store, opts Options, log *slog.Logger) func(http.Handler) http.Handler {
+	if opts.Budget == 0 {
+		opts.Budget = 30 * time.Second
+	}
+	if opts.Lock <= opts.Budget {
+		opts.Lock = 2 * opts.Budget
+	}
 	return func(next http.Handler) http.Handler {
-		return &handler{store: store, lock: lock, log: log, next: next}
+		return &handler{store: store, opts: opts, log: log, next: next}
 	}
 }
 
 type handler struct {
-	store Store
-	lock  time.Duration
+	store *Store
+	opts  Options
 	log   *slog.Logger
 	next  http.Handler
 }
@@ -93,9 +102,13 @@ func ValidKey(k string) bool {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The work is not tied to the caller's connection: a caller that gives
+	// up (a client timeout, the gateway's) does not cut a payout in half.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Budget)
+	defer cancel()
 	values := r.Header.Values(Header)
 	if len(values) == 0 {
-		h.next.ServeHTTP(w, r)
+		h.next.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
 	if len(values) > 1 || !ValidKey(values[0]) {
@@ -119,19 +132,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
-	key := StoreKey(keyID, values[0])
 	fp := Fingerprint(r.Method, r.URL.Path, body)
-	existing, claimed, err := h.store.Claim(r.Context(), key, fp, h.lock)
+	claim, existing, err := h.store.claim(ctx, keyID, KeyHash(values[0]), fp, h.opts.Lock)
 	if err != nil {
-		h.log.ErrorContext(r.Context(), "idempotency store failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
+		h.log.ErrorContext(ctx, "idempotency store failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
 		kithttp.WriteError(w, envelope.Internal())
 		return
 	}
-	if !claimed {
+	if existing != nil {
 		switch {
 		case existing.Fingerprint != fp:
 			kithttp.WriteError(w, errReused)
-		case !existing.Done:
+		case !existing.Finished:
 			w.Header().Set("Retry-After", "1")
 			kithttp.WriteError(w, errInProgress)
 		default:
@@ -139,52 +151,102 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	h.run(ctx, w, r, claim, keyID)
+}
 
+// run serves a claimed request and leaves its outcome: the answer when it
+// made something (2xx), nothing otherwise.
+func (h *handler) run(ctx context.Context, w http.ResponseWriter, r *http.Request, c *Claim, keyID string) {
 	rec := &recorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
-	completed := false
+	kept := false
 	defer func() {
-		if completed {
+		if kept {
 			return
 		}
-		// The handler panicked or the answer was a server error: let the
-		// partner retry rather than replay a failure that may be transient.
-		// A fresh context: the request's may be cancelled by now.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
+		// A panic, a server error or a refusal: nothing was made, so the
+		// retry runs again. A fresh context: the budget may be spent.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := h.store.Release(ctx, key); err != nil {
-			h.log.Error("idempotency release failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
+		if err := c.store.release(rctx, c); err != nil {
+			h.log.ErrorContext(rctx, "idempotency release failed; the key answers 409 until its claim lapses",
+				"err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
 		}
 	}()
-	h.next.ServeHTTP(rec, r)
-	if rec.Status() >= 500 {
+	h.next.ServeHTTP(rec, r.WithContext(withClaim(ctx, c)))
+	if rec.Status() < 200 || rec.Status() > 299 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
+	kept = true
+	if c.answered != nil {
+		if !bytes.Equal(c.answered, rec.body.Bytes()) {
+			h.log.ErrorContext(ctx, "idempotency: the answer kept with the record differs from the one sent",
+				"key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
+		}
+		return
+	}
+	// The record this answers for was there before (an executed quote's
+	// payout) or lives at the provider: the answer is kept on its own.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err = h.store.Complete(ctx, key, Record{
-		Fingerprint: fp, Done: true, Status: rec.Status(),
-		ContentType: rec.Header().Get("Content-Type"),
-		ErrorCode:   rec.Header().Get(partner.HeaderErrorCode),
-		Body:        rec.body.Bytes(),
-	})
-	if err != nil {
-		// The answer is already on its way; a retry will re-run the request,
-		// which every creating endpoint tolerates (execution is at most once
-		// per quote on its own).
-		h.log.Error("idempotency completion failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
-		return
+	if err := c.store.finish(fctx, c.store.db, c, rec.Status(), rec.body.Bytes()); err != nil {
+		// The answer has gone out; a retry runs the request again, which
+		// finds what this one made (its ids come from the claim's seed).
+		kept = false
+		h.log.ErrorContext(fctx, "idempotency completion failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
 	}
-	completed = true
+}
+
+type claimKey struct{}
+
+func withClaim(ctx context.Context, c *Claim) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+func claimFrom(ctx context.Context) *Claim {
+	c, _ := ctx.Value(claimKey{}).(*Claim)
+	return c
+}
+
+// Claimed reports whether ctx is a request's that holds an
+// Idempotency-Key: one whose record must commit with Answer.
+func Claimed(ctx context.Context) bool { return claimFrom(ctx) != nil }
+
+// Answer keeps v, the 200 answer the request will get, with the record it
+// answers for: call it inside the transaction (tx) that commits that
+// record. Without an Idempotency-Key it does nothing. It fails when the
+// request's claim was taken over, so the transaction rolls back and
+// nothing is made twice.
+func Answer(ctx context.Context, tx database.Querier, v any) error {
+	c := claimFrom(ctx)
+	if c == nil {
+		return nil
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := c.store.finish(ctx, tx, c, http.StatusOK, body); err != nil {
+		return err
+	}
+	c.answered = body
+	return nil
+}
+
+// NewID is a new id with prefix for what the request makes (format.NewID):
+// for a request with an Idempotency-Key, the same id on every attempt, so
+// a provider call keyed by it is not made twice after a crash.
+func NewID(ctx context.Context, prefix string) string {
+	c := claimFrom(ctx)
+	if c == nil {
+		return format.NewID(prefix)
+	}
+	sum := sha256.Sum256([]byte(c.seed + "\x00" + prefix))
+	return prefix + hex.EncodeToString(sum[:])[:format.IDHexLen]
 }
 
 func replay(w http.ResponseWriter, rec *Record) {
 	h := w.Header()
-	if rec.ContentType != "" {
-		h.Set("Content-Type", rec.ContentType)
-	}
-	if rec.ErrorCode != "" {
-		h.Set(partner.HeaderErrorCode, rec.ErrorCode)
-	}
+	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
 	h.Set("Cache-Control", "no-store")
 	h.Set(ReplayedHeader, "true")
@@ -192,11 +254,11 @@ func replay(w http.ResponseWriter, rec *Record) {
 	_, _ = w.Write(rec.Body)
 }
 
-// StoreKey scopes a client's key to the partner key; hashing it keeps the
-// store's keys short and free of whatever characters the client chose.
-func StoreKey(keyID, idempotencyKey string) string {
+// KeyHash is how a client's key is stored: hashed, so the store's keys
+// are short and hold nothing the client chose.
+func KeyHash(idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(idempotencyKey))
-	return "idem:" + keyID + ":" + hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:])
 }
 
 // Fingerprint identifies the request: endpoint and exact body bytes.

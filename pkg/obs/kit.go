@@ -2,6 +2,7 @@ package obs
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync/atomic"
 
@@ -18,7 +19,12 @@ type Kit struct {
 	HTTP     *HTTPMetrics
 	Tracing  *Tracing
 	notReady atomic.Bool
+	checks   []ReadinessCheck
 }
+
+// ReadinessCheck is one condition of a binary's readiness (a writable
+// database); its error says what is missing.
+type ReadinessCheck func(context.Context) error
 
 // NewKit sets up metrics and tracing for service.
 func NewKit(ctx context.Context, service string, env environment.Name, getenv func(string) string) (*Kit, error) {
@@ -37,7 +43,25 @@ func (k *Kit) Serve(h http.Handler) http.Handler {
 }
 
 // Admin is the admin address's handler: /metrics, /health and /ready.
-func (k *Kit) Admin() http.Handler { return AdminHandler(k.Registry, &k.notReady) }
+func (k *Kit) Admin() http.Handler { return AdminHandler(k.Registry, k.ready) }
+
+// ReadyWhen adds a condition to the readiness check; call it before Admin
+// serves.
+func (k *Kit) ReadyWhen(c ReadinessCheck) { k.checks = append(k.checks, c) }
+
+func (k *Kit) ready(ctx context.Context) error {
+	if k.notReady.Load() {
+		return errDraining
+	}
+	for _, c := range k.checks {
+		if err := c(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var errDraining = errors.New("draining before shutdown")
 
 // SetReady turns the readiness check on or off (off while shutting down).
 func (k *Kit) SetReady(ready bool) { k.notReady.Store(!ready) }

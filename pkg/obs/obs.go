@@ -4,11 +4,11 @@
 package obs
 
 import (
+	"context"
 	"net/http"
 	"net/http/pprof"
 	"runtime/debug"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,9 +184,9 @@ func (w *StatusWriter) Status() int {
 func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // AdminHandler serves, for the admin address, /metrics from reg, /health
-// (alive) and /ready (ready for traffic: 503 once notReady is set, while
-// the binary drains before it stops).
-func AdminHandler(reg *prometheus.Registry, notReady *atomic.Bool) http.Handler {
+// (alive) and /ready (ready for traffic: 503 while ready says otherwise, as
+// when the binary drains before it stops or has no writable database).
+func AdminHandler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
@@ -200,11 +200,13 @@ func AdminHandler(reg *prometheus.Registry, notReady *atomic.Bool) http.Handler 
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if notReady.Load() {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"ready":false}`))
+			_, _ = w.Write([]byte(`{"ready":false,"reason":` + strconv.Quote(err.Error()) + `}`))
 			return
 		}
 		_, _ = w.Write([]byte(`{"ready":true}`))

@@ -17,9 +17,9 @@ type Binary struct {
 	// Environment, when set, is fixed rather than derived (the sandbox bank
 	// is a sandbox by definition).
 	Environment environment.Name
-	// Records: the binary keeps records partners rely on in Redis, so its
-	// Redis must be durable (DESIGN §6).
-	Records bool
+	// Database: the binary keeps records partners rely on in the system of
+	// record (DATABASE_URL, PostgreSQL), and is not ready without it.
+	Database bool
 	// Grace is how long a stopping binary waits for requests in flight
 	// (SHUTDOWN_GRACE overrides it): above its longest upstream timeout.
 	Grace time.Duration
@@ -31,11 +31,13 @@ type Binary struct {
 var Binaries = []Binary{
 	// Nothing upstream: its answers are immediate.
 	{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox, Grace: 10 * time.Second},
-	// Redis only (0.5 s timeouts).
-	{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Internal: true, Records: true, Grace: 10 * time.Second},
-	// The bank provider: within the gateway's 20 s route timeout.
-	{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true, Records: true, Grace: 25 * time.Second},
-	{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true, Records: true, Grace: 25 * time.Second},
+	// Redis (0.5 s timeouts) and PostgreSQL; a started payout runs to its
+	// end within 10 s, caller or no caller.
+	{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Internal: true, Database: true, Grace: 15 * time.Second},
+	// The bank provider (within the gateway's 20 s route timeout); a
+	// started creating request runs to its end within 25 s.
+	{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true, Database: true, Grace: 30 * time.Second},
+	{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true, Database: true, Grace: 30 * time.Second},
 	// Its longest route timeout is 20 s.
 	{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true, Grace: 25 * time.Second},
 }

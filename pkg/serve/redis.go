@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,21 +26,26 @@ type RedisTuning struct {
 	// FailFast: no retries, and the caller's context deadline applies (the
 	// gateway's limiter, which has its own deadline and a fallback).
 	FailFast bool
+	// NoEviction: what the caller keeps must not be evicted (the quote
+	// book's tombstones: an evicted one would let an expired id answer 404
+	// instead of 410), so Redis must run with maxmemory-policy noeviction.
+	NoEviction bool
 }
 
 // Redis connects to the deployment's Redis: REDIS_CLUSTER_URL (a Redis
 // Cluster, go-redis' ParseClusterURL form) or REDIS_URL (one node; default
-// redis://127.0.0.1:6379/0). A binary that keeps records checks that Redis
-// is durable first (DESIGN §6): in production it refuses one that reports
-// AOF off.
+// redis://127.0.0.1:6379/0). Redis holds only what may be lost without
+// harm (rate buckets, quote offers); the system of record is PostgreSQL.
+// With t.NoEviction it checks Redis's eviction policy first: production
+// refuses one that may evict.
 func (s *Setup) Redis(ctx context.Context, t RedisTuning) (redis.UniversalClient, error) {
 	rdb, desc, err := NewRedis(s.Getenv, t)
 	if err != nil {
 		return nil, err
 	}
 	s.Log.Info("redis", "target", desc)
-	if s.binary.Records {
-		if err := CheckDurable(ctx, rdb, s.Env, s.Log); err != nil {
+	if t.NoEviction {
+		if err := CheckNoEviction(ctx, rdb, s.Env, s.Log); err != nil {
 			rdb.Close()
 			return nil, err
 		}
@@ -64,7 +72,14 @@ func NewRedis(getenv func(string) string, t RedisTuning) (rdb redis.UniversalCli
 			return nil, "", fmt.Errorf("REDIS_CLUSTER_URL: %w", err)
 		}
 		t.apply(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize, &o.MaxRetries, &o.ContextTimeoutEnabled)
-		return redis.NewClusterClient(o), "cluster " + Redacted(cluster), nil
+		// go-redis reads the topology again only on MOVED or every 60 s:
+		// after a master's death its slots would keep going to the dead
+		// node for up to a minute. A failed call reads it again at once,
+		// and a quiet client every 10 s.
+		o.ClusterStateReloadInterval = 10 * time.Second
+		c := redis.NewClusterClient(o)
+		c.AddHook(reloadOnFailure{c})
+		return c, "cluster " + Redacted(cluster), nil
 	}
 	if single == "" {
 		single = "redis://127.0.0.1:6379/0"
@@ -89,11 +104,11 @@ func (t RedisTuning) apply(dial, read, write *time.Duration, pool, retries *int,
 	}
 }
 
-// CheckDurable asks every Redis node behind rdb for its persistence
-// settings. AOF off is refused in production and a warning in sandbox;
-// where a managed Redis forbids CONFIG, it says durability could not be
-// verified. It waits up to 10 s for Redis to answer at all.
-func CheckDurable(ctx context.Context, rdb redis.UniversalClient, env environment.Name, log *slog.Logger) error {
+// CheckNoEviction asks every Redis node behind rdb for its eviction
+// policy. Anything but noeviction is refused in production and a warning
+// in sandbox; where a managed Redis forbids CONFIG, it says the policy
+// could not be verified. It waits up to 10 s for Redis to answer at all.
+func CheckNoEviction(ctx context.Context, rdb redis.UniversalClient, env environment.Name, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var problems []string
@@ -109,23 +124,15 @@ func CheckDurable(ctx context.Context, rdb redis.UniversalClient, env environmen
 		if err != nil {
 			return fmt.Errorf("redis %s does not answer: %w", c.Options().Addr, err)
 		}
-		cfg, err := c.ConfigGet(ctx, "appendonly").Result()
+		policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {
-			log.Warn("redis durability could not be verified: CONFIG GET is not allowed", "addr", c.Options().Addr, "err", err)
+			log.Warn("redis eviction policy could not be verified: CONFIG GET is not allowed", "addr", c.Options().Addr, "err", err)
 			return nil
 		}
-		more, _ := c.ConfigGet(ctx, "appendfsync").Result()
-		policy, _ := c.ConfigGet(ctx, "maxmemory-policy").Result()
-		mu.Lock()
-		defer mu.Unlock()
-		if cfg["appendonly"] != "yes" {
-			problems = append(problems, c.Options().Addr+": appendonly is "+cfg["appendonly"])
-		}
-		if f := more["appendfsync"]; cfg["appendonly"] == "yes" && f != "" && f != "always" {
-			log.Warn("redis fsyncs its append-only file "+f+", not always: an acknowledged write can be lost in a crash", "addr", c.Options().Addr)
-		}
-		if p := policy["maxmemory-policy"]; p != "" && p != "noeviction" {
-			log.Warn("redis may evict records under memory pressure (maxmemory-policy "+p+"); set noeviction", "addr", c.Options().Addr)
+		if p := policy["maxmemory-policy"]; p != "noeviction" {
+			mu.Lock()
+			problems = append(problems, c.Options().Addr+": maxmemory-policy is "+p)
+			mu.Unlock()
 		}
 		return nil
 	}
@@ -140,18 +147,69 @@ func CheckDurable(ctx context.Context, rdb redis.UniversalClient, env environmen
 		if env == environment.Production {
 			return err
 		}
-		log.Warn("redis is not reachable yet; records will fail until it is", "err", err)
+		log.Warn("redis is not reachable yet; quotes will fail until it is", "err", err)
 		return nil
 	}
 	if len(problems) == 0 {
 		return nil
 	}
-	msg := "redis is not durable (" + strings.Join(problems, "; ") + "): records partners rely on would not survive a restart; run it with --appendonly yes --appendfsync always"
+	msg := "redis may evict quote tombstones (" + strings.Join(problems, "; ") + "): an expired quote id would answer 404 instead of 410; run it with --maxmemory-policy noeviction"
 	if env == environment.Production {
 		return errors.New(msg)
 	}
 	log.Warn(msg)
 	return nil
+}
+
+// reloadOnFailure has a cluster client read the cluster's topology again
+// (lazily: at most one reload at a time, 200 ms apart) whenever a call
+// fails for a reason a topology change explains: a node that does not
+// answer, or a cluster that says a failover is under way. Calls to a dead
+// master's slots then reach its promoted replica moments after the
+// promotion.
+type reloadOnFailure struct{ c *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if topologyError(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if topologyError(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+// topologyError reports whether err may mean the cluster's topology has
+// changed: a node unreachable (refused, reset, timed out, closed), or a
+// cluster reporting itself down or mid-failover.
+func topologyError(err error) bool {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // redisLogger routes go-redis' own messages (pool and cluster events) into

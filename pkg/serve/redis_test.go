@@ -13,7 +13,7 @@ import (
 	"github.com/partnerpay/api/pkg/redistest"
 )
 
-func TestDurability(t *testing.T) {
+func TestEvictionPolicy(t *testing.T) {
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
@@ -21,24 +21,17 @@ func TestDurability(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 
-	if err := CheckDurable(ctx, rdb, environment.Production, log); err != nil || logs.Len() != 0 {
-		t.Fatalf("a durable Redis: %v %s", err, logs.String())
+	if err := CheckNoEviction(ctx, rdb, environment.Production, log); err != nil || logs.Len() != 0 {
+		t.Fatalf("a Redis that never evicts: %v %s", err, logs.String())
 	}
-	if err := rdb.ConfigSet(ctx, "appendfsync", "everysec").Err(); err != nil {
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckDurable(ctx, rdb, environment.Production, log); err != nil || !strings.Contains(logs.String(), "fsyncs its append-only file everysec") {
-		t.Errorf("everysec is a warning: %v %s", err, logs.String())
+	err := CheckNoEviction(ctx, rdb, environment.Production, log)
+	if err == nil || !strings.Contains(err.Error(), "redis may evict quote tombstones ("+rs.Addr+": maxmemory-policy is allkeys-lru)") {
+		t.Fatalf("production against an evicting Redis: %v, want a refusal", err)
 	}
-	if err := rdb.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
-		t.Fatal(err)
-	}
-	err := CheckDurable(ctx, rdb, environment.Production, log)
-	if err == nil || !strings.Contains(err.Error(), "redis is not durable ("+rs.Addr+": appendonly is no)") {
-		t.Fatalf("production against a Redis without AOF: %v, want a refusal", err)
-	}
-	logs.Reset()
-	if err := CheckDurable(ctx, rdb, environment.Sandbox, log); err != nil || !strings.Contains(logs.String(), "redis is not durable") {
+	if err := CheckNoEviction(ctx, rdb, environment.Sandbox, log); err != nil || !strings.Contains(logs.String(), "redis may evict quote tombstones") {
 		t.Errorf("sandbox warns instead: %v %s", err, logs.String())
 	}
 }

@@ -31,6 +31,7 @@ func run(ctx context.Context) error {
 		KeysFile:        os.Getenv("GATEWAY_KEYS_FILE"),
 		RedisURL:        os.Getenv("REDIS_URL"),
 		RedisClusterURL: os.Getenv("REDIS_CLUSTER_URL"),
+		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		GatewayAddr:     os.Getenv("GATEWAY_ADDR"),
 		Logs:            os.Stderr,
 		Out:             os.Stdout,

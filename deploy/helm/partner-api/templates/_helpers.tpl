@@ -43,7 +43,23 @@ app.kubernetes.io/component: {{ .name }}
 {{- .Values.keys.existingSecret | default (printf "%s-keys" (include "pa.fullname" .)) -}}
 {{- end -}}
 
-{{/* Where the services' records live: one node or a Redis Cluster. */}}
+{{/* The system of record: the CloudNativePG Cluster's app Secret, or an external one. */}}
+{{- define "pa.databaseEnv" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+{{- if .Values.database.cnpg.enabled }}
+      name: {{ include "pa.fullname" . }}-db-app
+      key: uri
+{{- else if .Values.database.existingSecret }}
+      name: {{ .Values.database.existingSecret }}
+      key: {{ .Values.database.existingSecretKey }}
+{{- else }}
+{{- fail "set database.cnpg.enabled=true (a CloudNativePG Cluster) or database.existingSecret (an external PostgreSQL)" }}
+{{- end }}
+{{- end -}}
+
+{{/* Where the quote offers and rate buckets live: one node or a Redis Cluster. */}}
 {{- define "pa.redisEnv" -}}
 {{- if .Values.redis.clusterUrl }}
 - name: REDIS_CLUSTER_URL

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
@@ -33,13 +34,13 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := s.Redis(ctx, serve.RedisTuning{})
+	db, err := database.ForBinary(ctx, s, consent.Migrations)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
+	defer db.Close()
 
-	svc := consent.NewService(s.Env, consent.NewRedisStore(rdb), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
+	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
 	return s.Serve(ctx, consent.NewHandler(consent.MakeEndpoints(svc, o), s.Env, s.InternalToken, s.Log))
 }

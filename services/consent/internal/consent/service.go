@@ -29,7 +29,6 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/records"
 )
 
 // Session states.
@@ -92,37 +91,39 @@ type Returned struct {
 
 // Record is a session as the store keeps it.
 type Record struct {
-	ID                 string    `json:"id"`
-	Owner              string    `json:"owner"`
-	AccountID          string    `json:"accountId"`
-	ProviderCustomerID string    `json:"providerCustomerId"`
-	State              string    `json:"state"`
-	Result             string    `json:"result,omitempty"`
-	CurrentAttempt     string    `json:"currentAttempt,omitempty"` // the last link minted; earlier ones are dead
-	CreatedAt          time.Time `json:"createdAt"`
-	ReturnedAt         time.Time `json:"returnedAt,omitzero"`
+	ID                 string
+	Owner              string
+	AccountID          string
+	ProviderCustomerID string
+	State              string
+	Result             string // the provider's decision once returned
+	CurrentAttempt     string // the last link minted; earlier ones no longer count
+	CreatedAt          time.Time
+	ReturnedAt         time.Time
 }
 
-// Attempt is one minted link, redeemable once on return.
+// Attempt is one minted link, redeemable once on return while it is its
+// session's current one.
 type Attempt struct {
-	SessionID         string `json:"sessionId"`
-	ProviderSessionID string `json:"providerSessionId"`
-	ReturnURL         string `json:"returnUrl,omitempty"`
+	ID                string
+	SessionID         string
+	ProviderSessionID string
+	ReturnURL         string
+	CreatedAt         time.Time
+	Used              bool
 }
 
-// ErrNotFound is a record the store does not know (or no longer has).
-var ErrNotFound = records.ErrNotFound
-
-// Store keeps sessions and attempts.
+// Store keeps sessions and attempts (DBStore in production).
 type Store interface {
-	Save(ctx context.Context, r Record) error
+	Create(ctx context.Context, r Record) error
 	Get(ctx context.Context, id string) (Record, error)
-	SaveAttempt(ctx context.Context, id string, a Attempt, ttl time.Duration) error
-	GetAttempt(ctx context.Context, id string) (Attempt, error)
-	// TakeAttempt reads and deletes an attempt atomically: the second
-	// redemption of the same state finds nothing.
-	TakeAttempt(ctx context.Context, id string) (Attempt, error)
-	DeleteAttempt(ctx context.Context, id string) error
+	// Mint makes a the session's current attempt.
+	Mint(ctx context.Context, a Attempt) error
+	Attempt(ctx context.Context, id string) (Attempt, error)
+	// Return redeems a once (ErrUsed after), while it is current
+	// (ErrSuperseded otherwise), recording result unless the session has
+	// one already.
+	Return(ctx context.Context, a Attempt, result string, at time.Time) (Record, error)
 }
 
 // Provider is what the service needs of the bank provider.
@@ -169,7 +170,7 @@ func (s *service) CreateSession(ctx context.Context, in consentapi.CreateSession
 	}
 	r := Record{ID: format.NewID(sessionPrefix), Owner: in.Owner, AccountID: in.AccountID, ProviderCustomerID: in.ProviderCustomerID,
 		State: StatePending, CreatedAt: s.now().UTC()}
-	if err := s.store.Save(ctx, r); err != nil {
+	if err := s.store.Create(ctx, r); err != nil {
 		return consentapi.Session{}, fmt.Errorf("save consent session: %w", err)
 	}
 	return r.wire(), nil
@@ -219,19 +220,10 @@ func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkReque
 	if err != nil {
 		return Link{}, bankprovider.ToAPI(err)
 	}
-	if err := s.store.SaveAttempt(ctx, attempt, Attempt{SessionID: r.ID, ProviderSessionID: ts.ID, ReturnURL: req.ReturnURL}, ReturnLife); err != nil {
+	// The provider killed the earlier links; minting makes this attempt the
+	// session's current one, so their return addresses no longer count.
+	if err := s.store.Mint(ctx, Attempt{ID: attempt, SessionID: r.ID, ProviderSessionID: ts.ID, ReturnURL: req.ReturnURL, CreatedAt: s.now().UTC()}); err != nil {
 		return Link{}, fmt.Errorf("save attempt: %w", err)
-	}
-	previous := r.CurrentAttempt
-	r.CurrentAttempt = attempt
-	if err := s.store.Save(ctx, r); err != nil {
-		return Link{}, fmt.Errorf("save consent session: %w", err)
-	}
-	if previous != "" {
-		// The provider killed the earlier link; its return address dies too.
-		if err := s.store.DeleteAttempt(ctx, previous); err != nil {
-			return Link{}, fmt.Errorf("delete earlier attempt: %w", err)
-		}
 	}
 	return Link{Link: ts.URL}, nil
 }
@@ -251,12 +243,15 @@ func (s *service) Return(ctx context.Context, state string) (Returned, error) {
 	if err != nil {
 		return Returned{}, err
 	}
-	a, err := s.store.GetAttempt(ctx, attemptID)
+	a, err := s.store.Attempt(ctx, attemptID)
 	if errors.Is(err, ErrNotFound) {
-		return Returned{}, errUsedState
+		return Returned{}, errBadState
 	}
 	if err != nil {
 		return Returned{}, fmt.Errorf("read attempt: %w", err)
+	}
+	if a.Used {
+		return Returned{}, errUsedState
 	}
 	r, err := s.store.Get(ctx, a.SessionID)
 	if err != nil {
@@ -276,14 +271,13 @@ func (s *service) Return(ctx context.Context, state string) (Returned, error) {
 	default:
 		return Returned{}, errNoDecision
 	}
-	if _, err := s.store.TakeAttempt(ctx, attemptID); errors.Is(err, ErrNotFound) {
+	switch r, err = s.store.Return(ctx, a, ts.Status, s.now().UTC()); {
+	case errors.Is(err, ErrUsed):
 		return Returned{}, errUsedState // another return took it a moment ago
-	} else if err != nil {
-		return Returned{}, fmt.Errorf("take attempt: %w", err)
-	}
-	r.State, r.Result, r.ReturnedAt = StateReturned, ts.Status, s.now().UTC()
-	if err := s.store.Save(ctx, r); err != nil {
-		return Returned{}, fmt.Errorf("save consent session: %w", err)
+	case errors.Is(err, ErrSuperseded):
+		return Returned{}, errOldState // a newer link was minted a moment ago
+	case err != nil:
+		return Returned{}, fmt.Errorf("return: %w", err)
 	}
 	out := Returned{SessionID: r.ID, Result: ts.Status}
 	if a.ReturnURL != "" {

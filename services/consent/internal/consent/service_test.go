@@ -5,71 +5,19 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/consentapi"
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-type memStore struct {
-	mu       sync.Mutex
-	sessions map[string]Record
-	attempts map[string]Attempt
-}
-
-func (m *memStore) Save(_ context.Context, r Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sessions[r.ID] = r
-	return nil
-}
-func (m *memStore) Get(_ context.Context, id string) (Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.sessions[id]
-	if !ok {
-		return r, ErrNotFound
-	}
-	return r, nil
-}
-func (m *memStore) SaveAttempt(_ context.Context, id string, a Attempt, _ time.Duration) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.attempts[id] = a
-	return nil
-}
-func (m *memStore) TakeAttempt(_ context.Context, id string) (Attempt, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a, ok := m.attempts[id]
-	if !ok {
-		return a, ErrNotFound
-	}
-	delete(m.attempts, id)
-	return a, nil
-}
-
-func (m *memStore) GetAttempt(_ context.Context, id string) (Attempt, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a, ok := m.attempts[id]
-	if !ok {
-		return a, ErrNotFound
-	}
-	return a, nil
-}
-
-func (m *memStore) DeleteAttempt(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.attempts, id)
-	return nil
-}
+func TestMain(m *testing.M) { databasetest.Main(m) }
 
 // provider is the bank: it remembers the return address of the last link
 // and keeps each terms session's status, which decide sets.
@@ -100,15 +48,22 @@ func (p *provider) decide(result string) { p.sessions[p.last] = result }
 
 var acme = partner.Caller{KeyID: "acme"}
 
-func setupIn(env environment.Name) (Service, *provider, *time.Time) {
+// setupOn is the service on db, with a stand-in provider and a clock the
+// test moves.
+func setupOn(db *database.DB, env environment.Name) (Service, *provider, *time.Time) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	p := &provider{sessions: map[string]string{}}
-	s := NewService(env, &memStore{sessions: map[string]Record{}, attempts: map[string]Attempt{}}, p,
-		[]byte("consent-secret-0123456789"), "http://gw.test/consent/return", func() time.Time { return now })
+	s := NewService(env, NewStore(db), p, []byte("consent-secret-0123456789"), "http://gw.test/consent/return", func() time.Time { return now })
 	return s, p, &now
 }
 
-func setup() (Service, *provider, *time.Time) { return setupIn(environment.Sandbox) }
+// setupIn is the service on a fresh embedded database; the flows that
+// touch every store path run on both engines (TestLinkReturnStatus).
+func setupIn(t *testing.T, env environment.Name) (Service, *provider, *time.Time) {
+	return setupOn(databasetest.Open(t, databasetest.SQLiteURL(t), Migrations), env)
+}
+
+func setup(t *testing.T) (Service, *provider, *time.Time) { return setupIn(t, environment.Sandbox) }
 
 func create(t *testing.T, s Service, owner, accountID, customerID string) string {
 	t.Helper()
@@ -137,7 +92,13 @@ func stateOf(t *testing.T, back string) string {
 }
 
 func TestLinkReturnStatus(t *testing.T) {
-	s, p, _ := setup()
+	databasetest.Each(t, []database.Migrations{Migrations}, func(t *testing.T, db *database.DB) {
+		testLinkReturnStatus(t, db)
+	})
+}
+
+func testLinkReturnStatus(t *testing.T, db *database.DB) {
+	s, p, _ := setupOn(db, environment.Sandbox)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
 	if st, _ := s.Status(ctx, acme, StatusRequest{ConsentSessionID: id}); st.State != StatePending {
@@ -170,7 +131,7 @@ func TestLinkReturnStatus(t *testing.T) {
 // A declined consent stays declined whatever the browser's redirect says:
 // the outcome is read back from the provider.
 func TestTheOutcomeIsTheProvidersWord(t *testing.T) {
-	s, p, _ := setup()
+	s, p, _ := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
 	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id, ReturnURL: "https://partner.test/done"})
@@ -185,7 +146,7 @@ func TestTheOutcomeIsTheProvidersWord(t *testing.T) {
 }
 
 func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
-	s, p, _ := setup()
+	s, p, _ := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
 	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id})
@@ -222,7 +183,7 @@ func TestReturnURLRules(t *testing.T) {
 		{environment.Sandbox, "//partner.example/done", false},
 		{environment.Sandbox, "https:partner.example", false},
 	} {
-		s, _, _ := setupIn(tt.env)
+		s, _, _ := setupIn(t, tt.env)
 		id := create(t, s, "acme", "acc_1", "cus_1")
 		_, err := s.Link(ctx, acme, LinkRequest{ConsentSessionID: id, ReturnURL: tt.url})
 		if (err == nil) != tt.ok {
@@ -232,7 +193,7 @@ func TestReturnURLRules(t *testing.T) {
 }
 
 func TestStateCannotBeForgedOrOutlived(t *testing.T) {
-	s, p, now := setup()
+	s, p, now := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
 	s.Link(ctx, acme, LinkRequest{ConsentSessionID: id})
@@ -252,7 +213,7 @@ func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 	}
 }
 func TestForeignAndMissingSessions(t *testing.T) {
-	s, _, _ := setup()
+	s, _, _ := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "globex", "acc_1", "cus_1")
 	for _, req := range []string{id, "cs_unknown"} {

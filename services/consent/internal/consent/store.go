@@ -2,53 +2,131 @@ package consent
 
 import (
 	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/partnerpay/api/pkg/records"
+	"github.com/partnerpay/api/pkg/database"
 )
 
-// Retention is how long a session is kept.
-const Retention = 30 * 24 * time.Hour
+//go:embed migrations
+var migrations embed.FS
 
-// RedisStore keeps sessions and attempts in Redis.
-type RedisStore struct{ rdb redis.UniversalClient }
+// Migrations is the consent service's schema.
+var Migrations = database.Migrations{Name: "consent", Postgres: sub("migrations/postgres"), SQLite: sub("migrations/sqlite")}
 
-var _ Store = (*RedisStore)(nil)
+func sub(dir string) fs.FS {
+	f, err := fs.Sub(migrations, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
 
-// NewRedisStore returns a store on rdb.
-func NewRedisStore(rdb redis.UniversalClient) *RedisStore { return &RedisStore{rdb: rdb} }
+// ErrNotFound is a record the store does not have.
+var ErrNotFound = errors.New("not found")
 
-// Save writes a session.
-func (s *RedisStore) Save(ctx context.Context, r Record) error {
-	return records.Put(ctx, s.rdb, "consent:session:"+r.ID, r, Retention)
+// Errors of Return: the attempt was redeemed before, or is no longer its
+// session's current one.
+var (
+	ErrUsed       = errors.New("consent attempt already redeemed")
+	ErrSuperseded = errors.New("consent attempt superseded by a newer link")
+)
+
+// DBStore keeps sessions and attempts in the system of record.
+type DBStore struct{ db *database.DB }
+
+var _ Store = (*DBStore)(nil)
+
+// NewStore returns the store on db.
+func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
+
+// Create writes a new session.
+func (s *DBStore) Create(ctx context.Context, r Record) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO consent_sessions (id, key_id, account_id, provider_customer_id, state, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, r.ID, r.Owner, r.AccountID, r.ProviderCustomerID, r.State, r.CreatedAt)
+	return err
+}
+
+const sessionColumns = `id, key_id, account_id, provider_customer_id, state, COALESCE(result, ''), COALESCE(current_attempt, ''), created_at, returned_at`
+
+func scanSession(row database.Row) (Record, error) {
+	var r Record
+	var returned *time.Time
+	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderCustomerID, &r.State, &r.Result, &r.CurrentAttempt, &r.CreatedAt, &returned)
+	if errors.Is(err, database.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if returned != nil {
+		r.ReturnedAt = *returned
+	}
+	return r, err
 }
 
 // Get reads a session.
-func (s *RedisStore) Get(ctx context.Context, id string) (Record, error) {
+func (s *DBStore) Get(ctx context.Context, id string) (Record, error) {
+	return scanSession(s.db.QueryRow(ctx, `SELECT `+sessionColumns+` FROM consent_sessions WHERE id = $1`, id))
+}
+
+// Mint records a as its session's current attempt: every earlier link of
+// the session stops counting, in the same transaction.
+func (s *DBStore) Mint(ctx context.Context, a Attempt) error {
+	return s.db.Tx(ctx, func(tx database.Querier) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO consent_attempts (id, session_id, provider_session_id, return_url, created_at)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5)`, a.ID, a.SessionID, a.ProviderSessionID, a.ReturnURL, a.CreatedAt); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
+		}
+		n, err := tx.Exec(ctx, `UPDATE consent_sessions SET current_attempt = $2 WHERE id = $1`, a.SessionID, a.ID)
+		if err == nil && n == 0 {
+			err = ErrNotFound
+		}
+		return err
+	})
+}
+
+// Attempt reads an attempt.
+func (s *DBStore) Attempt(ctx context.Context, id string) (Attempt, error) {
+	var a Attempt
+	var used *time.Time
+	err := s.db.QueryRow(ctx, `SELECT id, session_id, provider_session_id, COALESCE(return_url, ''), created_at, used_at
+		FROM consent_attempts WHERE id = $1`, id).Scan(&a.ID, &a.SessionID, &a.ProviderSessionID, &a.ReturnURL, &a.CreatedAt, &used)
+	if errors.Is(err, database.ErrNoRows) {
+		return a, ErrNotFound
+	}
+	a.Used = used != nil
+	return a, err
+}
+
+// Return redeems attempt a, once, while it is its session's current one,
+// and records result as the session's outcome if the session had none:
+// the first return is final. It answers the session as it then is.
+func (s *DBStore) Return(ctx context.Context, a Attempt, result string, at time.Time) (Record, error) {
 	var r Record
-	return r, records.Get(ctx, s.rdb, "consent:session:"+id, &r)
-}
-
-// SaveAttempt writes an attempt for ttl.
-func (s *RedisStore) SaveAttempt(ctx context.Context, id string, a Attempt, ttl time.Duration) error {
-	return records.Put(ctx, s.rdb, "consent:attempt:"+id, a, ttl)
-}
-
-// GetAttempt reads an attempt.
-func (s *RedisStore) GetAttempt(ctx context.Context, id string) (Attempt, error) {
-	var a Attempt
-	return a, records.Get(ctx, s.rdb, "consent:attempt:"+id, &a)
-}
-
-// DeleteAttempt forgets an attempt: its return address no longer works.
-func (s *RedisStore) DeleteAttempt(ctx context.Context, id string) error {
-	return s.rdb.Del(ctx, "consent:attempt:"+id).Err()
-}
-
-// TakeAttempt reads and deletes an attempt in one step.
-func (s *RedisStore) TakeAttempt(ctx context.Context, id string) (Attempt, error) {
-	var a Attempt
-	return a, records.Take(ctx, s.rdb, "consent:attempt:"+id, &a)
+	err := s.db.Tx(ctx, func(tx database.Querier) error {
+		n, err := tx.Exec(ctx, `UPDATE consent_attempts SET used_at = $2 WHERE id = $1 AND used_at IS NULL`, a.ID, at)
+		if err != nil {
+			return fmt.Errorf("redeem attempt: %w", err)
+		}
+		if n == 0 {
+			return ErrUsed
+		}
+		if r, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM consent_sessions WHERE id = $1`, a.SessionID)); err != nil {
+			return err
+		}
+		if r.CurrentAttempt != a.ID {
+			return ErrSuperseded
+		}
+		if r.State == StateReturned {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE consent_sessions SET state = $2, result = $3, returned_at = $4 WHERE id = $1 AND state = $5`,
+			r.ID, StateReturned, result, at, StatePending); err != nil {
+			return fmt.Errorf("mark session returned: %w", err)
+		}
+		r.State, r.Result, r.ReturnedAt = StateReturned, result, at
+		return nil
+	})
+	return r, err
 }

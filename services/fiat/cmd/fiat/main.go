@@ -12,6 +12,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/consentapi"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
@@ -39,14 +40,18 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := s.Redis(ctx, serve.RedisTuning{})
+	db, err := database.ForBinary(ctx, s, idempotency.Migrations, fiat.Migrations)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
+	defer db.Close()
 
-	svc := fiat.NewService(s.Env, fiat.NewRedisStore(rdb), provider, consent, time.Now)
+	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
-	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, s.Log)
-	return s.Serve(ctx, fiat.NewHandler(fiat.MakeEndpoints(svc, o), s.Env, s.InternalToken, idem, s.Log))
+	idem := idempotency.NewStore(db, time.Now)
+	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
+	// Once started, a creating request runs to its end within 25 s (the
+	// bank provider's client gives up within 20), caller or no caller.
+	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 25 * time.Second}, s.Log)
+	return s.Serve(ctx, fiat.NewHandler(fiat.MakeEndpoints(svc, o), s.Env, s.InternalToken, creating, s.Log))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -36,8 +37,9 @@ func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req 
 	if err != nil {
 		return Account{}, err
 	}
-	rec := AccountRecord{ID: newID(accountPrefix), Owner: caller.KeyID, CreatedAt: s.now().UTC()}
-	// Our new id keys the provider call, so the client's retries of it are safe.
+	// Our new id keys the provider call; with an Idempotency-Key it is the
+	// same on every attempt, so even a retry after a crash makes one customer.
+	rec := AccountRecord{ID: idempotency.NewID(ctx, accountPrefix), Owner: caller.KeyID, CreatedAt: s.now().UTC()}
 	c, err := s.provider.CreateCustomer(ctx, in, "account-"+rec.ID)
 	if err != nil {
 		return Account{}, bankprovider.ToAPI(err)
@@ -50,10 +52,11 @@ func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req 
 		}
 		rec.ConsentSessionID = cs.ConsentSessionID
 	}
-	if err := s.store.SaveAccount(ctx, rec); err != nil {
+	out := s.account(rec, c.Status)
+	if err := s.store.CreateAccount(ctx, rec, out); err != nil {
 		return Account{}, fmt.Errorf("save account: %w", err)
 	}
-	return s.account(rec, c.Status), nil
+	return out, nil
 }
 
 func (s *service) account(rec AccountRecord, providerStatus string) Account {

@@ -9,6 +9,7 @@ import (
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -34,11 +35,11 @@ type Deposit struct {
 
 // DepositRecord links our deposit id to the provider's instruction.
 type DepositRecord struct {
-	ID                    string    `json:"id"`
-	Owner                 string    `json:"owner"`
-	AccountID             string    `json:"accountId"`
-	ProviderInstructionID string    `json:"providerInstructionId"`
-	CreatedAt             time.Time `json:"createdAt"`
+	ID                    string
+	Owner                 string
+	AccountID             string
+	ProviderInstructionID string
+	CreatedAt             time.Time
 }
 
 var (
@@ -60,9 +61,9 @@ func (s *service) CreateDeposit(ctx context.Context, caller partner.Caller, req 
 	if err != nil {
 		return Deposit{}, err
 	}
-	rec := DepositRecord{ID: newID(depositPrefix), Owner: caller.KeyID, AccountID: acc.ID, CreatedAt: s.now().UTC()}
-	// Our new id keys the provider call: a retry of this call cannot make a
-	// second instruction.
+	// Our new id keys the provider call: a retry of this call (with an
+	// Idempotency-Key, the same id) cannot make a second instruction.
+	rec := DepositRecord{ID: idempotency.NewID(ctx, depositPrefix), Owner: caller.KeyID, AccountID: acc.ID, CreatedAt: s.now().UTC()}
 	d, err := s.provider.CreateDepositInstruction(ctx, acc.ProviderCustomerID,
 		bankprovider.NewDepositInstruction{Currency: currency, Amount: amount}, "deposit-"+rec.ID)
 	switch {
@@ -72,12 +73,13 @@ func (s *service) CreateDeposit(ctx context.Context, caller partner.Caller, req 
 		return Deposit{}, bankprovider.ToAPI(err)
 	}
 	rec.ProviderInstructionID = d.ID
-	if err := s.store.SaveDeposit(ctx, rec); err != nil {
+	out := Deposit{DepositID: rec.ID, Status: lifecycle.AwaitingDeposit, Amount: d.Amount, Currency: d.Currency,
+		BankDetails: BankDetails{IBAN: d.IBAN, BIC: d.BIC, Beneficiary: d.BeneficiaryName},
+		Reference:   d.Reference, ExpiresAt: d.ExpiresAt}
+	if err := s.store.CreateDeposit(ctx, rec, out); err != nil {
 		return Deposit{}, fmt.Errorf("save deposit: %w", err)
 	}
-	return Deposit{DepositID: rec.ID, Status: lifecycle.AwaitingDeposit, Amount: d.Amount, Currency: d.Currency,
-		BankDetails: BankDetails{IBAN: d.IBAN, BIC: d.BIC, Beneficiary: d.BeneficiaryName},
-		Reference:   d.Reference, ExpiresAt: d.ExpiresAt}, nil
+	return out, nil
 }
 
 // ownedDeposit loads a deposit of the caller's; another key's, and an id of

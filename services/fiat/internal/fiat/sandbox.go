@@ -7,6 +7,7 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -84,7 +85,7 @@ func (s *service) SandboxPayin(ctx context.Context, caller partner.Caller, req P
 		}
 		in.VirtualAccountID = va.ProviderAccountID
 	}
-	t, err := s.provider.SimulateDeposit(ctx, in, newID("payin-"))
+	t, err := s.provider.SimulateDeposit(ctx, in, idempotency.NewID(ctx, "payin-"))
 	if err != nil {
 		return Payin{}, bankprovider.ToAPI(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/records"
 )
 
 // Account statuses on the wire.
@@ -42,35 +41,34 @@ type Service interface {
 // AccountRecord and VirtualAccountRecord are what the store keeps: ids and
 // ownership. Personal data stays with the provider.
 type AccountRecord struct {
-	ID                 string    `json:"id"`
-	Owner              string    `json:"owner"`
-	ProviderCustomerID string    `json:"providerCustomerId"`
-	ConsentSessionID   string    `json:"consentSessionId,omitempty"`
-	CreatedAt          time.Time `json:"createdAt"`
+	ID                 string
+	Owner              string
+	ProviderCustomerID string
+	ConsentSessionID   string
+	CreatedAt          time.Time
 }
 
 // VirtualAccountRecord links our id to the provider's.
 type VirtualAccountRecord struct {
-	ID                string    `json:"id"`
-	Owner             string    `json:"owner"`
-	AccountID         string    `json:"accountId"`
-	ProviderAccountID string    `json:"providerAccountId"`
-	Currency          string    `json:"currency"`
-	CreatedAt         time.Time `json:"createdAt"`
+	ID                string
+	Owner             string
+	AccountID         string
+	ProviderAccountID string
+	Currency          string
+	CreatedAt         time.Time
 }
 
-// ErrNotFound is a record the store does not know (or no longer has).
-var ErrNotFound = records.ErrNotFound
-
-// Store keeps the service's records.
+// Store keeps the service's records (DBStore in production).
 type Store interface {
-	SaveAccount(ctx context.Context, r AccountRecord) error
+	CreateAccount(ctx context.Context, r AccountRecord, answer Account) error
 	Account(ctx context.Context, id string) (AccountRecord, error)
-	// VirtualAccountFor returns our record for a provider account, creating
-	// it with newID if there is none: one id per provider account, ever.
-	VirtualAccountFor(ctx context.Context, r VirtualAccountRecord) (VirtualAccountRecord, error)
+	SetConsentSession(ctx context.Context, accountID, sessionID string) error
+	// VirtualAccountFor records our id for a provider account, unless it
+	// has one: one id per provider account, ever. answer makes the
+	// request's answer from the record.
+	VirtualAccountFor(ctx context.Context, r VirtualAccountRecord, answer func(VirtualAccountRecord) VirtualAccount) (VirtualAccount, error)
 	VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error)
-	SaveDeposit(ctx context.Context, r DepositRecord) error
+	CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error
 	Deposit(ctx context.Context, id string) (DepositRecord, error)
 }
 
@@ -121,7 +119,5 @@ const (
 	virtualAccountPrefix = "va_"
 	depositPrefix        = "dep_"
 )
-
-func newID(prefix string) string { return format.NewID(prefix) }
 
 func validID(prefix, s string) bool { return format.ValidID(prefix, s) }

@@ -33,35 +33,42 @@ type FundingStatus struct {
 }
 
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (FundingStatus, error) {
-	var txs []bankprovider.Transaction
-	switch {
-	case req.VirtualAccountID != "" && req.DepositID != "":
+	if req.VirtualAccountID != "" && req.DepositID != "" {
 		return FundingStatus{}, envelope.InvalidRequest("Send virtualAccountId or depositId, not both.")
-	case req.DepositID != "":
+	}
+	if req.VirtualAccountID == "" && req.DepositID == "" {
+		return FundingStatus{}, envelope.InvalidRequest("virtualAccountId or depositId is required.")
+	}
+	// The account is checked first (DESIGN §4): an unknown accountId is
+	// account_not_found whatever the other id.
+	if req.AccountID != "" {
+		if _, err := s.ownedAccount(ctx, caller, req.AccountID); err != nil {
+			return FundingStatus{}, err
+		}
+	}
+	var txs []bankprovider.Transaction
+	if req.DepositID != "" {
 		d, err := s.ownedDeposit(ctx, caller, req.DepositID)
 		if err != nil {
 			return FundingStatus{}, err
 		}
 		if req.AccountID != "" && req.AccountID != d.AccountID {
-			return FundingStatus{}, errDepositNotFound // this key has no such pair
+			return FundingStatus{}, errDepositNotFound // this account has no such deposit
 		}
 		if txs, err = s.provider.DepositTransactions(ctx, d.ProviderInstructionID); err != nil {
 			return FundingStatus{}, bankprovider.ToAPI(err)
 		}
-	default:
-		if req.VirtualAccountID == "" {
-			return FundingStatus{}, envelope.InvalidRequest("virtualAccountId or depositId is required.")
-		}
-		va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
-		if err != nil {
-			return FundingStatus{}, err
-		}
-		if req.AccountID != "" && req.AccountID != va.AccountID {
-			return FundingStatus{}, errVANotFound // this key has no such pair
-		}
-		if txs, err = s.provider.Transactions(ctx, va.ProviderAccountID); err != nil {
-			return FundingStatus{}, bankprovider.ToAPI(err)
-		}
+		return funding(txs)
+	}
+	va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
+	if err != nil {
+		return FundingStatus{}, err
+	}
+	if req.AccountID != "" && req.AccountID != va.AccountID {
+		return FundingStatus{}, errVANotFound // this account has no such virtual account
+	}
+	if txs, err = s.provider.Transactions(ctx, va.ProviderAccountID); err != nil {
+		return FundingStatus{}, bankprovider.ToAPI(err)
 	}
 	return funding(txs)
 }

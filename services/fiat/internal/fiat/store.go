@@ -2,81 +2,129 @@ package fiat
 
 import (
 	"context"
+	"embed"
 	"errors"
-	"time"
+	"fmt"
+	"io/fs"
 
-	"github.com/partnerpay/api/pkg/records"
-	"github.com/redis/go-redis/v9"
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/idempotency"
 )
 
-// Retention is how long records are kept.
-const Retention = 365 * 24 * time.Hour
+//go:embed migrations
+var migrations embed.FS
 
-// RedisStore keeps records in Redis.
-type RedisStore struct{ rdb redis.UniversalClient }
+// Migrations is the fiat service's schema.
+var Migrations = database.Migrations{Name: "fiat", Postgres: sub("migrations/postgres"), SQLite: sub("migrations/sqlite")}
 
-var _ Store = (*RedisStore)(nil)
-
-// NewRedisStore returns a store on rdb.
-func NewRedisStore(rdb redis.UniversalClient) *RedisStore { return &RedisStore{rdb: rdb} }
-
-func (s *RedisStore) put(ctx context.Context, key string, v any) error {
-	return records.Put(ctx, s.rdb, key, v, Retention)
+func sub(dir string) fs.FS {
+	f, err := fs.Sub(migrations, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }
 
-func (s *RedisStore) get(ctx context.Context, key string, dst any) error {
-	return records.Get(ctx, s.rdb, key, dst)
+// ErrNotFound is a record the store does not have.
+var ErrNotFound = errors.New("not found")
+
+// DBStore keeps the service's records in the system of record. The
+// creating writes keep the request's answer in their transaction
+// (idempotency.Answer), and are safe to repeat: a retry after a crash
+// writes the same ids (idempotency.NewID) and finds its own rows.
+type DBStore struct{ db *database.DB }
+
+var _ Store = (*DBStore)(nil)
+
+// NewStore returns the store on db.
+func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
+
+func notFound(err error) error {
+	if errors.Is(err, database.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
 }
 
-// SaveAccount writes an account.
-func (s *RedisStore) SaveAccount(ctx context.Context, r AccountRecord) error {
-	return s.put(ctx, "fiat:account:"+r.ID, r)
+// CreateAccount writes an account and keeps answer with it.
+func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Account) error {
+	return s.db.Tx(ctx, func(tx database.Querier) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt); err != nil {
+			return fmt.Errorf("insert account: %w", err)
+		}
+		return idempotency.Answer(ctx, tx, answer)
+	})
 }
 
 // Account reads an account.
-func (s *RedisStore) Account(ctx context.Context, id string) (AccountRecord, error) {
+func (s *DBStore) Account(ctx context.Context, id string) (AccountRecord, error) {
 	var r AccountRecord
-	return r, s.get(ctx, "fiat:account:"+id, &r)
+	err := s.db.QueryRow(ctx, `SELECT id, key_id, provider_customer_id, COALESCE(consent_session_id, ''), created_at
+		FROM fiat_accounts WHERE id = $1`, id).Scan(&r.ID, &r.Owner, &r.ProviderCustomerID, &r.ConsentSessionID, &r.CreatedAt)
+	return r, notFound(err)
+}
+
+// SetConsentSession points an account at its newest consent session.
+func (s *DBStore) SetConsentSession(ctx context.Context, accountID, sessionID string) error {
+	n, err := s.db.Exec(ctx, `UPDATE fiat_accounts SET consent_session_id = $2 WHERE id = $1`, accountID, sessionID)
+	if err == nil && n == 0 {
+		err = ErrNotFound
+	}
+	return err
+}
+
+// VirtualAccountFor gives a provider account one id of ours for good:
+// whoever loses a race reads the winner's record. answer makes the
+// request's answer from the record, kept with it.
+func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord, answer func(VirtualAccountRecord) VirtualAccount) (VirtualAccount, error) {
+	var out VirtualAccount
+	err := s.db.Tx(ctx, func(tx database.Querier) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (provider_account_id) DO NOTHING`,
+			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt); err != nil {
+			return fmt.Errorf("insert virtual account: %w", err)
+		}
+		stored, err := scanVirtualAccount(tx.QueryRow(ctx, `SELECT `+vaColumns+` FROM fiat_virtual_accounts WHERE provider_account_id = $1`, r.ProviderAccountID))
+		if err != nil {
+			return fmt.Errorf("read virtual account: %w", err)
+		}
+		out = answer(stored)
+		return idempotency.Answer(ctx, tx, out)
+	})
+	return out, err
+}
+
+const vaColumns = `id, key_id, account_id, provider_account_id, currency, created_at`
+
+func scanVirtualAccount(row database.Row) (VirtualAccountRecord, error) {
+	var r VirtualAccountRecord
+	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderAccountID, &r.Currency, &r.CreatedAt)
+	return r, notFound(err)
 }
 
 // VirtualAccount reads a virtual account.
-func (s *RedisStore) VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error) {
-	var r VirtualAccountRecord
-	return r, s.get(ctx, "fiat:va:"+id, &r)
+func (s *DBStore) VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error) {
+	return scanVirtualAccount(s.db.QueryRow(ctx, `SELECT `+vaColumns+` FROM fiat_virtual_accounts WHERE id = $1`, id))
 }
 
-// VirtualAccountFor gives a provider account one id of ours for good. The
-// record is written before the claim, so whoever loses a race reads a
-// record that exists.
-func (s *RedisStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord) (VirtualAccountRecord, error) {
-	byProvider := "fiat:va-by-provider:" + r.ProviderAccountID
-	if id, err := s.rdb.Get(ctx, byProvider).Result(); err == nil {
-		return s.VirtualAccount(ctx, id)
-	} else if !errors.Is(err, redis.Nil) {
-		return r, err
-	}
-	if err := s.put(ctx, "fiat:va:"+r.ID, r); err != nil {
-		return r, err
-	}
-	won, err := s.rdb.SetNX(ctx, byProvider, r.ID, Retention).Result()
-	if err != nil || won {
-		return r, err
-	}
-	_ = s.rdb.Del(ctx, "fiat:va:"+r.ID).Err()
-	id, err := s.rdb.Get(ctx, byProvider).Result()
-	if err != nil {
-		return r, err
-	}
-	return s.VirtualAccount(ctx, id)
-}
-
-// SaveDeposit writes a one-off deposit.
-func (s *RedisStore) SaveDeposit(ctx context.Context, r DepositRecord) error {
-	return s.put(ctx, "fiat:deposit:"+r.ID, r)
+// CreateDeposit writes a one-off deposit and keeps answer with it.
+func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error {
+	return s.db.Tx(ctx, func(tx database.Querier) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Owner, r.AccountID, r.ProviderInstructionID, r.CreatedAt); err != nil {
+			return fmt.Errorf("insert deposit: %w", err)
+		}
+		return idempotency.Answer(ctx, tx, answer)
+	})
 }
 
 // Deposit reads a one-off deposit.
-func (s *RedisStore) Deposit(ctx context.Context, id string) (DepositRecord, error) {
+func (s *DBStore) Deposit(ctx context.Context, id string) (DepositRecord, error) {
 	var r DepositRecord
-	return r, s.get(ctx, "fiat:deposit:"+id, &r)
+	err := s.db.QueryRow(ctx, `SELECT id, key_id, account_id, provider_instruction_id, created_at FROM fiat_deposits WHERE id = $1`, id).
+		Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderInstructionID, &r.CreatedAt)
+	return r, notFound(err)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -68,13 +69,16 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 	case err != nil:
 		return VirtualAccount{}, bankprovider.ToAPI(err)
 	}
-	rec, err := s.store.VirtualAccountFor(ctx, VirtualAccountRecord{ID: newID(virtualAccountPrefix), Owner: caller.KeyID,
-		AccountID: acc.ID, ProviderAccountID: va.ID, Currency: va.Currency, CreatedAt: s.now().UTC()})
+	out, err := s.store.VirtualAccountFor(ctx, VirtualAccountRecord{ID: idempotency.NewID(ctx, virtualAccountPrefix), Owner: caller.KeyID,
+		AccountID: acc.ID, ProviderAccountID: va.ID, Currency: va.Currency, CreatedAt: s.now().UTC()},
+		func(rec VirtualAccountRecord) VirtualAccount {
+			return VirtualAccount{Status: lifecycle.VirtualAccountActive, VirtualAccountID: rec.ID, AccountID: rec.AccountID, Currency: rec.Currency,
+				BankDetails: &BankDetails{IBAN: va.IBAN, BIC: va.BIC, Beneficiary: va.BeneficiaryName}}
+		})
 	if err != nil {
 		return VirtualAccount{}, fmt.Errorf("save virtual account: %w", err)
 	}
-	return VirtualAccount{Status: lifecycle.VirtualAccountActive, VirtualAccountID: rec.ID, AccountID: acc.ID, Currency: va.Currency,
-		BankDetails: &BankDetails{IBAN: va.IBAN, BIC: va.BIC, Beneficiary: va.BeneficiaryName}}, nil
+	return out, nil
 }
 
 // pendingConsent is the session the user should go through now: the
@@ -93,12 +97,10 @@ func (s *service) pendingConsent(ctx context.Context, caller partner.Caller, acc
 	if err != nil {
 		return "", fmt.Errorf("create consent session: %w", err)
 	}
-	id := cs.ConsentSessionID
-	acc.ConsentSessionID = id
-	if err := s.store.SaveAccount(ctx, acc); err != nil {
+	if err := s.store.SetConsentSession(ctx, acc.ID, cs.ConsentSessionID); err != nil {
 		return "", fmt.Errorf("save account: %w", err)
 	}
-	return id, nil
+	return cs.ConsentSessionID, nil
 }
 
 func (s *service) ownedVirtualAccount(ctx context.Context, caller partner.Caller, id string) (VirtualAccountRecord, error) {

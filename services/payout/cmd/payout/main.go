@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
@@ -31,7 +32,13 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}
-	rdb, err := s.Redis(ctx, serve.RedisTuning{})
+	db, err := database.ForBinary(ctx, s, idempotency.Migrations, payout.Migrations)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// Quote offers and their tombstones: short-lived, lost without harm.
+	rdb, err := s.Redis(ctx, serve.RedisTuning{NoEviction: true})
 	if err != nil {
 		return err
 	}
@@ -39,9 +46,14 @@ func run(ctx context.Context, s *serve.Setup) error {
 
 	book := quote.NewBook(rdb, []byte(cfg.QuoteSecret), time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "payout"))
-	idem := idempotency.Middleware(idempotency.NewRedisStore(rdb), time.Minute, s.Log)
+	idem := idempotency.NewStore(db, time.Now)
+	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
+	// A payout has the gateway's 10 s to answer; once started it runs to
+	// its end within those 10 s whether or not its caller stays.
+	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	payout.Routes(mux, payout.MakeEndpoints(payout.NewService(s.Env, cfg.QuoteTTL, book, time.Now), o), idem, s.Log)
+	svc := payout.NewService(s.Env, cfg.QuoteTTL, book, payout.NewStore(db), time.Now)
+	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

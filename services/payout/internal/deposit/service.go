@@ -214,22 +214,10 @@ func tokenGranted(g partner.Grants, side Side) bool {
 	return slices.ContainsFunc(g.Tokens[strconv.FormatInt(side.Chain, 10)], func(a string) bool { return strings.EqualFold(a, side.Token) })
 }
 
-// ceiling holds the deposit's USD value (stablecoins at par with their
-// currency, at the reference rates of GET /v1/rates) to maxExecutionUsd.
+// ceiling holds the deposit to maxExecutionUsd: amount is in the source
+// token's smallest unit, valued at par with the token's currency.
 func ceiling(amount string, t catalog.Token, max string) error {
 	units, _ := new(big.Rat).SetString(amount)
 	major := units.Quo(units, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(t.Decimals)), nil)))
-	usd, ok := catalog.Convert(major, t.Currency, "USD")
-	if !ok {
-		return fmt.Errorf("no reference rate for %s", t.Currency)
-	}
-	limit, ok := new(big.Rat).SetString(max)
-	if !ok {
-		return fmt.Errorf("key ceiling %q is not a decimal", max)
-	}
-	if usd.Cmp(limit) > 0 {
-		return envelope.New(envelope.CodeExecutionCapped,
-			"This deposit is worth more than the key's maxExecutionUsd of "+max+" USD at the reference rates of GET /v1/rates.")
-	}
-	return nil
+	return catalog.CheckCeiling("deposit", major, t.Currency, max)
 }

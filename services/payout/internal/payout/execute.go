@@ -42,21 +42,12 @@ type Payout struct {
 	EstimatedSettlement string `json:"estimatedSettlement"`
 }
 
-// StoredPayout is a payout as the book keeps it, as the redemption of its
-// quote. It holds the beneficiary, which is personal data: it is never
-// logged.
-type StoredPayout struct {
-	ID          string      `json:"id"`
-	QuoteID     string      `json:"quoteId"`
-	Beneficiary Beneficiary `json:"beneficiary"` // name as sent, IBAN in electronic form
-	Status      string      `json:"status"`
-	Rail        string      `json:"rail"`
-	Settlement  string      `json:"estimatedSettlement"`
-	CreatedAt   time.Time   `json:"createdAt"`
+// Payouts is the system of record of executed quotes (Store in
+// production).
+type Payouts interface {
+	ByQuote(ctx context.Context, quoteID string) (StoredPayout, error)
+	Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error)
 }
-
-// PayoutRetention is how long a payout record is kept.
-const PayoutRetention = 30 * 24 * time.Hour
 
 const maxNameLen = 140 // what SEPA carries for a creditor name
 
@@ -70,8 +61,15 @@ var (
 // Execute runs a quote's payout, once, to the beneficiary it was executed
 // for. Checks, in order: the body; the quote (unknown, malformed and
 // another key's answer alike); an existing payout (the same beneficiary
-// gets it again, whatever time it is; another is 409 and nothing moves);
-// expiry; the key's execution ceiling.
+// gets it again, whatever time it is and whether or not Redis still has
+// the offer; another is 409 and nothing moves); expiry; the key's
+// execution ceiling.
+//
+// The system of record decides whether the quote was executed: an open
+// offer goes straight to the insert, whose unique quote id answers a
+// payout already there; anything else (no offer, an expired one, one over
+// the ceiling, Redis unreachable) is looked up in PostgreSQL before it is
+// refused.
 func (s *service) Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
 	account, err := validateExecution(req)
 	if err != nil {
@@ -83,51 +81,61 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 		return Payout{}, errQuoteNotFound
 	}
 	found, err := s.book.Find(ctx, id, caller.KeyID)
+	var refusal error = errQuoteNotFound
 	if err != nil {
-		return Payout{}, err
-	}
-	switch found.State {
-	case quote.Unknown:
-		return Payout{}, errQuoteNotFound
-	case quote.Expired:
-		return Payout{}, errQuoteExpired
-	case quote.Redeemed:
-		return samePayee(found.Redemption, payee)
+		// Without Redis (down, failing over) no payout can start, but an
+		// executed quote still answers from the system of record.
+		refusal = err
 	}
 	var q StoredQuote
-	if err := json.Unmarshal(found.Record, &q); err != nil {
-		return Payout{}, fmt.Errorf("stored quote: %w", err)
+	now := s.now().UTC()
+	switch found.State {
+	case quote.Expired:
+		refusal = errQuoteExpired
+	case quote.Open:
+		if err := json.Unmarshal(found.Record, &q); err != nil {
+			return Payout{}, fmt.Errorf("stored quote: %w", err)
+		}
+		if !now.Before(q.ExpiresAt) {
+			refusal = errQuoteExpired
+		} else if refusal = checkCeiling(q, caller.Grants.MaxExecutionUSD); refusal == nil {
+			return s.execute(ctx, caller, q, payee, now)
+		}
 	}
-	if !s.now().Before(q.ExpiresAt) {
-		return Payout{}, errQuoteExpired
+	switch done, err := s.payouts.ByQuote(ctx, id.String()); {
+	case err == nil && done.KeyID == caller.KeyID:
+		return samePayee(done, payee)
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return Payout{}, fmt.Errorf("read payout: %w", err)
 	}
-	if err := checkCeiling(q, caller.Grants.MaxExecutionUSD); err != nil {
+	return Payout{}, refusal
+}
+
+// execute commits the payout of an open quote, or answers the one it was
+// executed as.
+func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee Beneficiary, now time.Time) (Payout, error) {
+	id, _ := BankPayout.Parse(q.ID)
+	// The offer closes before the payout commits: whatever fails between
+	// the two, the same quote request never answers an executed id again.
+	if err := s.book.Close(ctx, id); err != nil {
 		return Payout{}, err
 	}
-	record, err := json.Marshal(StoredPayout{
-		ID: newPayoutID(), QuoteID: q.ID, Beneficiary: payee,
-		Status: lifecycle.PayoutPending, Rail: q.Rail, Settlement: q.Settlement, CreatedAt: s.now().UTC(),
+	return s.payouts.Execute(ctx, StoredPayout{
+		ID: newPayoutID(), QuoteID: q.ID, KeyID: caller.KeyID, Beneficiary: payee,
+		Chain: q.Chain, CryptoCurrency: q.CryptoCurrency, FiatCurrency: q.FiatCurrency, Country: q.Country,
+		CryptoAmount: q.CryptoAmount, FiatAmount: q.FiatAmount, Rail: q.Rail, Settlement: q.Settlement,
+		Status: lifecycle.PayoutPending, QuoteExpiresAt: q.ExpiresAt, CreatedAt: now,
+	}, func(stored StoredPayout) (Payout, error) {
+		if stored.KeyID != caller.KeyID {
+			return Payout{}, errQuoteNotFound
+		}
+		return samePayee(stored, payee)
 	})
-	if err != nil {
-		return Payout{}, err
-	}
-	stored, _, err := s.book.Redeem(ctx, id, caller.KeyID, record, PayoutRetention)
-	if errors.Is(err, quote.ErrExpired) {
-		return Payout{}, errQuoteExpired
-	}
-	if err != nil {
-		return Payout{}, err
-	}
-	return samePayee(stored, payee)
 }
 
 // samePayee answers the stored payout to the beneficiary it was made for,
 // and refuses anyone else.
-func samePayee(stored []byte, payee Beneficiary) (Payout, error) {
-	var p StoredPayout
-	if err := json.Unmarshal(stored, &p); err != nil {
-		return Payout{}, fmt.Errorf("stored payout: %w", err)
-	}
+func samePayee(p StoredPayout, payee Beneficiary) (Payout, error) {
 	if p.Beneficiary != payee {
 		return Payout{}, errOtherPayee
 	}
@@ -161,26 +169,18 @@ var ibanMessages = map[string]string{
 	iban.InvalidChecksum:    "beneficiary.iban has an invalid checksum; check it for a mistyped character.",
 }
 
-// checkCeiling holds the quote's amount, in USD at the reference rates, to
-// the key's maxExecutionUsd.
+// checkCeiling holds the quote's amount to the key's maxExecutionUsd:
+// cryptoAmount in the currency its token is pegged to, or fiatAmount.
 func checkCeiling(q StoredQuote, ceiling string) error {
 	amount, currency := q.CryptoAmount, q.TokenCurrency
 	if amount == "" {
 		amount, currency = q.FiatAmount, q.FiatCurrency
 	}
-	usd, ok := catalog.USDValue(amount, currency)
+	a, ok := new(big.Rat).SetString(amount)
 	if !ok {
-		return fmt.Errorf("no reference rate for %s", currency)
+		return fmt.Errorf("stored quote amount %q is not a decimal", amount)
 	}
-	limit, ok := new(big.Rat).SetString(ceiling)
-	if !ok {
-		return fmt.Errorf("key ceiling %q is not a decimal", ceiling)
-	}
-	if usd.Cmp(limit) > 0 {
-		return envelope.New(envelope.CodeExecutionCapped,
-			"This payout is worth more than the key's maxExecutionUsd of "+ceiling+" USD at the reference rates of GET /v1/rates.")
-	}
-	return nil
+	return catalog.CheckCeiling("payout", a, currency, ceiling)
 }
 
 func newPayoutID() string {

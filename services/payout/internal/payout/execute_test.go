@@ -2,10 +2,14 @@ package payout
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -105,39 +109,6 @@ func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
 	}
 }
 
-func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
-	svc, _ := newTestService(t, time.Minute)
-	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("200")})
-	payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "FR1420041010050500013M02606")}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	payouts := map[string]string{} // payout id → beneficiary name
-	for i := range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := payees[i%2]
-			p, err := svc.Execute(context.Background(), acme, req)
-			mu.Lock()
-			defer mu.Unlock()
-			switch code(err) {
-			case "":
-				if prev, ok := payouts[p.PayoutID]; ok && prev != req.Beneficiary.Name {
-					t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary.Name)
-				}
-				payouts[p.PayoutID] = req.Beneficiary.Name
-			case "quote_already_executed":
-			default:
-				t.Errorf("unexpected %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if len(payouts) != 1 {
-		t.Fatalf("%d payouts for one quote: %v", len(payouts), payouts)
-	}
-}
-
 func TestAnExpiredQuoteIsRefusedAndNeverRepriced(t *testing.T) {
 	svc, c := newTestService(t, time.Second)
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("11")}
@@ -179,4 +150,63 @@ func TestExecuteValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkExecute executes distinct quotes from 16 goroutines at once,
+// against a real Redis (the offers) and a real PostgreSQL (the payouts,
+// committed one by one), and reports the latency percentiles, the
+// throughput, and the bytes each payout costs in PostgreSQL (its row and
+// its share of the table's indexes):
+//
+//	go test -run '^$' -bench Execute -benchtime 4000x ./internal/payout/
+func BenchmarkExecute(b *testing.B) {
+	db := databasetest.Open(b, databasetest.PostgresURL(b), Migrations)
+	svc, _ := newTestServiceOn(b, db, time.Hour)
+	ctx := context.Background()
+	ids := make([]string, b.N)
+	for i := range ids {
+		q, err := svc.Quote(ctx, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE",
+			CryptoAmount: strp(strconv.Itoa(10+i/100) + "." + strconv.Itoa(10+i%90))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = q.QuoteID
+	}
+	const workers = 16
+	took := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				t0 := time.Now()
+				if _, err := svc.Execute(ctx, acme, pay(ids[i], "Ada Lovelace", goodIBAN)); err != nil {
+					b.Error(err)
+					return
+				}
+				took[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[b.N/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[b.N*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payouts/s")
+	var bytes, rows int64
+	if err := db.QueryRow(ctx, `SELECT pg_total_relation_size('payouts'), (SELECT count(*) FROM payouts)`).Scan(&bytes, &rows); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(bytes)/float64(rows), "B/payout")
 }

@@ -78,31 +78,32 @@ type StoredQuote struct {
 	ExpiresAt      time.Time `json:"expiresAt"`
 }
 
-// Book keeps quotes and their redemptions (quote.Book in production).
+// Book keeps the quote offers (quote.Book in production).
 type Book interface {
 	Open(ctx context.Context, k quote.Kind, keyID string, chain int64, canonical string, ttl time.Duration,
 		build func(id string, expiresAt time.Time) ([]byte, error)) (quote.Offer, error)
 	Find(ctx context.Context, id quote.ID, keyID string) (quote.Found, error)
-	Redeem(ctx context.Context, id quote.ID, keyID string, redemption []byte, retention time.Duration) ([]byte, bool, error)
+	Close(ctx context.Context, id quote.ID) error
 }
 
 // BankPayout is the kind of the bank payout quote: ids bpq_<chain>_<32 hex>.
 var BankPayout = quote.Kind{Prefix: "bpq"}
 
 type service struct {
-	env    environment.Name
-	chains *catalog.Chains
-	ttl    time.Duration
-	book   Book
-	now    func() time.Time
+	env     environment.Name
+	chains  *catalog.Chains
+	ttl     time.Duration
+	book    Book
+	payouts Payouts
+	now     func() time.Time
 }
 
 var _ Service = (*service)(nil)
 
 // NewService returns the payout service. ttl is how long a quote may be
 // executed.
-func NewService(env environment.Name, ttl time.Duration, book Book, now func() time.Time) Service {
-	return &service{env: env, chains: catalog.ChainsFor(env), ttl: ttl, book: book, now: now}
+func NewService(env environment.Name, ttl time.Duration, book Book, payouts Payouts, now func() time.Time) Service {
+	return &service{env: env, chains: catalog.ChainsFor(env), ttl: ttl, book: book, payouts: payouts, now: now}
 }
 
 // canonicalQuote is a quote request after validation: codes upper-cased,

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
@@ -30,14 +32,22 @@ type clock struct {
 func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
-// newTestService is the service on a real quote book over a test Redis.
+func TestMain(m *testing.M) { databasetest.Main(m) }
+
+// newTestService is the service on a real quote book over a test Redis,
+// and its payouts in PostgreSQL.
 func newTestService(t testing.TB, ttl time.Duration) (Service, *clock) {
+	t.Helper()
+	return newTestServiceOn(t, databasetest.Open(t, databasetest.PostgresURL(t), Migrations), ttl)
+}
+
+func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service, *clock) {
 	t.Helper()
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
-	return NewService(environment.Sandbox, ttl, quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now), c.now), c
+	return NewService(environment.Sandbox, ttl, quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now), NewStore(db), c.now), c
 }
 
 func code(err error) string {
@@ -139,7 +149,7 @@ func (brokenBook) Open(context.Context, quote.Kind, string, int64, string, time.
 }
 
 func TestStoreFailureIsInternal(t *testing.T) {
-	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, time.Now)
+	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, nil, time.Now)
 	_, err := svc.Quote(context.Background(), acme, QuoteRequest{
 		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100"),
 	})
@@ -149,7 +159,7 @@ func TestStoreFailureIsInternal(t *testing.T) {
 }
 
 func TestConfigWithoutBankHasNoBankCorridors(t *testing.T) {
-	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, time.Now)
+	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, nil, time.Now)
 	c := svc.Config(context.Background(), partner.Caller{KeyID: "f", Grants: partner.Grants{Products: []string{"fiat"}}})
 	if len(c.Corridors.Bank) != 0 || c.Crypto.Chains.Source == nil || c.Crypto.Tokens == nil {
 		t.Errorf("config %+v", c)

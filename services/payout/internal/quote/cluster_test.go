@@ -33,11 +33,14 @@ func TestTheBookOnARedisCluster(t *testing.T) {
 			t.Fatalf("the same request again: %+v %v", again, err)
 		}
 		id, _ := payout.Parse(o.ID)
-		if _, created, err := b.Redeem(ctx, id, "acme", []byte("p"), time.Hour); err != nil || !created {
-			t.Fatalf("redeem on a cluster: %v", err)
+		if err := b.Close(ctx, id); err != nil {
+			t.Fatalf("close on a cluster: %v", err)
 		}
-		if f, err := b.Find(ctx, id, "acme"); err != nil || f.State != Redeemed {
+		if f, err := b.Find(ctx, id, "acme"); err != nil || f.State != Open {
 			t.Fatalf("find on a cluster: %+v %v", f, err)
+		}
+		if next, err := b.Open(ctx, payout, "acme", 84532, "req-"+string(rune('a'+i%26))+string(rune('a'+i/26)), time.Minute, record); err != nil || next.ID == o.ID {
+			t.Fatalf("the same request after closing: %+v %v", next, err)
 		}
 		ids[o.ID[len("bpq_84532_"):][:4]] = true
 	}

@@ -1,10 +1,15 @@
 // Package quote is the machinery the payout and deposit quotes share: quote
-// ids, open instances, redemption at most once, and tombstones.
+// ids, open instances (offers), closing an executed one, and tombstones.
 //
 // A quote is a fixed offer. While it is open, the same request from the same
 // key answers the same instance: same id, same expiry, same figures. Once it
-// has been redeemed (a payout executed it) or has expired, the same request
-// opens a new instance with a new id, so no id is ever priced twice.
+// has been closed (a payout is executing it) or has expired, the same
+// request opens a new instance with a new id, so no id is ever priced twice.
+//
+// Offers are short-lived and may be lost without harm: a lost offer makes
+// its id unknown (quote again), never repriced. What an executed quote
+// became, its payout, is the system of record's (PostgreSQL), not this
+// book's.
 //
 // An id is <prefix>_<chain>_<32 hex>: 16 bytes of HMAC-SHA256 under the
 // server secret. The first 2 bytes come from the key id and the canonical
@@ -18,7 +23,7 @@
 //
 //	<p>:{tag}:s:<slot>   the open instance of a request: its id (expires with it)
 //	<p>:{tag}:q:<id>     the open quote: owner and the caller's record (expires with it)
-//	<p>:{tag}:x:<id>     its redemption (a payout): owner and record, kept for a retention
+//	<p>:{tag}:x:<id>     closed: a payout is executing it (expires with the quote)
 //	<p>:{tag}:t:<day>    tombstones of the quotes expiring that UTC day, packed
 //
 // A tombstone is what lets an expired id answer 410 rather than 404 for 24
@@ -176,7 +181,7 @@ func (b *Book) Open(ctx context.Context, k Kind, keyID string, chain int64, cano
 	return Offer{ID: res[0].(string), Record: []byte(got[ownerBytes:]), New: res[0].(string) == id.String()}, nil
 }
 
-// openScript answers the slot's instance while it is open and not redeemed;
+// openScript answers the slot's instance while it is open and not closed;
 // otherwise it stores the new instance, points the slot at it and appends
 // its tombstone. KEYS: slot, tombstone bucket. ARGV: key prefix, new id,
 // owner+record, life (ms), tombstone, bucket expiry (unix s).
@@ -198,18 +203,16 @@ type State int
 
 // The states of an id.
 const (
-	Unknown  State = iota // never issued, or another key's
-	Open                  // issued, not expired, not redeemed
-	Redeemed              // redeemed (kept for the redemption's retention)
-	Expired               // expired within the last 24 hours
+	Unknown State = iota // never issued, another key's, or its offer was lost
+	Open                 // issued and not expired (closed or not)
+	Expired              // expired within the last 24 hours
 )
 
 // Found is what Find knows of an id.
 type Found struct {
 	State State
-	// Record is the caller's record of an open quote; Redemption the record
-	// of a redeemed one.
-	Record, Redemption []byte
+	// Record is the caller's record of an open quote.
+	Record []byte
 }
 
 // Find reads id (already parsed) as keyID sees it.
@@ -217,19 +220,15 @@ func (b *Book) Find(ctx context.Context, id ID, keyID string) (Found, error) {
 	p := keyPrefix(id.Kind, id.raw[:])
 	now := b.now().Unix()
 	day := now / 86400
+	owner := b.owner(keyID)
 	res, err := findScript.Run(ctx, b.rdb,
-		[]string{p + "q:" + id.String(), p + "x:" + id.String(), p + "t:" + strconv.FormatInt(day, 10), p + "t:" + strconv.FormatInt(day-1, 10)},
-		string(id.raw[tagBytes:tagBytes+tombIDBytes])+string(b.owner(keyID)), now, tombSize,
+		[]string{p + "q:" + id.String(), p + "t:" + strconv.FormatInt(day, 10), p + "t:" + strconv.FormatInt(day-1, 10)},
+		string(id.raw[tagBytes:tagBytes+tombIDBytes])+string(owner), now, tombSize,
 	).Slice()
 	if err != nil {
 		return Found{}, fmt.Errorf("find quote: %w", err)
 	}
-	owner := b.owner(keyID)
 	switch res[0] {
-	case "redeemed":
-		if v := []byte(res[1].(string)); bytes.HasPrefix(v, owner) {
-			return Found{State: Redeemed, Redemption: v[ownerBytes:]}, nil
-		}
 	case "open":
 		if v := []byte(res[1].(string)); bytes.HasPrefix(v, owner) {
 			return Found{State: Open, Record: v[ownerBytes:]}, nil
@@ -240,18 +239,16 @@ func (b *Book) Find(ctx context.Context, id ID, keyID string) (Found, error) {
 	return Found{State: Unknown}, nil
 }
 
-// findScript reads an id: its redemption, else the open quote, else a
-// tombstone of the asking owner that still answers. KEYS: quote,
-// redemption, today's and yesterday's buckets. ARGV: the tombstone's id and
-// owner bytes, now (unix s), the tombstone size.
+// findScript reads an id: the open quote, else a tombstone of the asking
+// owner that still answers. KEYS: quote, today's and yesterday's buckets.
+// ARGV: the tombstone's id and owner bytes, now (unix s), the tombstone
+// size.
 var findScript = redis.NewScript(`
-local x = redis.call('GET', KEYS[2])
-if x then return {'redeemed', x} end
 local q = redis.call('GET', KEYS[1])
 if q then return {'open', q} end
 local size = tonumber(ARGV[3])
 local now = tonumber(ARGV[2])
-for i = 3, 4 do
+for i = 2, 3 do
   local b = redis.call('GET', KEYS[i])
   if b then
     local from = 1
@@ -268,40 +265,23 @@ end
 return {'unknown'}
 `)
 
-// ErrExpired is a redemption of a quote that is no longer open.
-var ErrExpired = errors.New("quote expired")
-
-// Redeem stores the redemption of an open quote (parsed id, found Open by
-// Find) for keyID, at most once: of racing redemptions one stores its
-// record and every one of them gets that record back (created is true for
-// the winner). A quote that expired meanwhile is ErrExpired.
-func (b *Book) Redeem(ctx context.Context, id ID, keyID string, redemption []byte, retention time.Duration) (stored []byte, created bool, err error) {
+// Close marks an open quote (parsed id) as being executed, before its
+// payout commits: the same request then opens a new instance, so a second
+// identical payout is a new quote and never the first one's. The mark
+// lives as long as the offer. Closing a quote whose offer is gone does
+// nothing.
+func (b *Book) Close(ctx context.Context, id ID) error {
 	p := keyPrefix(id.Kind, id.raw[:])
-	owner := b.owner(keyID)
-	res, err := redeemScript.Run(ctx, b.rdb, []string{p + "q:" + id.String(), p + "x:" + id.String()},
-		string(owner)+string(redemption), retention.Milliseconds()).Slice()
-	if err != nil {
-		return nil, false, fmt.Errorf("redeem quote: %w", err)
+	if err := closeScript.Run(ctx, b.rdb, []string{p + "q:" + id.String(), p + "x:" + id.String()}).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("close quote: %w", err)
 	}
-	switch res[0] {
-	case "expired":
-		return nil, false, ErrExpired
-	case "created", "redeemed":
-		v := []byte(res[1].(string))
-		if !bytes.HasPrefix(v, owner) {
-			return nil, false, errors.New("redeem quote: redeemed by another key")
-		}
-		return v[ownerBytes:], res[0] == "created", nil
-	}
-	return nil, false, fmt.Errorf("redeem quote: unexpected %v", res[0])
+	return nil
 }
 
-// redeemScript sets the redemption unless one exists, while the quote is
-// open. KEYS: quote, redemption. ARGV: owner+record, retention (ms).
-var redeemScript = redis.NewScript(`
-local x = redis.call('GET', KEYS[2])
-if x then return {'redeemed', x} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'expired'} end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return {'created', ARGV[1]}
+// closeScript sets the closed mark for the offer's remaining life. KEYS:
+// quote, mark.
+var closeScript = redis.NewScript(`
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
+return 1
 `)

@@ -1,0 +1,102 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/serve"
+)
+
+// ForBinary opens the system of record of a service binary: DATABASE_URL
+// (required; in production a PostgreSQL one), with sets applied. The
+// binary's readiness then fails while the database takes no writes, and
+// its metrics include the pool's.
+func ForBinary(ctx context.Context, s *serve.Setup, sets ...Migrations) (*DB, error) {
+	var cfg struct {
+		URL  string        `env:"DATABASE_URL" doc:"the PostgreSQL system of record (postgres://user:password@host1:5432,host2:5432/db?target_session_attrs=read-write)"`
+		Wait time.Duration `env:"DATABASE_START_TIMEOUT" default:"60s"`
+	}
+	if err := serve.LoadConfig(s.Getenv, &cfg); err != nil {
+		return nil, err
+	}
+	embedded := len(cfg.URL) >= len(EmbeddedScheme) && cfg.URL[:len(EmbeddedScheme)] == EmbeddedScheme
+	if embedded && s.Env == environment.Production {
+		return nil, errors.New("DATABASE_URL names an embedded database file; production needs PostgreSQL")
+	}
+	db, err := Open(ctx, cfg.URL, Options{Wait: cfg.Wait, Log: s.Log}, sets...)
+	if err != nil {
+		return nil, err
+	}
+	s.Log.Info("database", "target", db.String())
+	if embedded {
+		s.Log.Warn("the system of record is an embedded SQLite file: for a first look only, with no standby and no failover; use PostgreSQL (DATABASE_URL) for real work")
+	}
+	s.Kit.ReadyWhen(func(ctx context.Context) error {
+		if err := db.Writable(ctx); err != nil {
+			return fmt.Errorf("database not writable: %w", err)
+		}
+		return nil
+	})
+	s.Kit.Registry.MustRegister(newCollector(db))
+	return db, nil
+}
+
+// collector reports the pool's state at each scrape: what an SRE reads
+// when payouts slow down (waits for a connection) or fail (the database is
+// not writable).
+type collector struct {
+	db                                   *DB
+	writable, conns, maxConns            *prometheus.Desc
+	acquires, waits, waitSeconds, failed *prometheus.Desc
+}
+
+func newCollector(db *DB) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(obs.Namespace+"_db_"+name, help, labels, nil)
+	}
+	return &collector{
+		db:          db,
+		writable:    d("writable", "1 when the system of record answers and takes writes (checked at each scrape), 0 otherwise."),
+		conns:       d("connections", "Connections of the pool, by state.", "state"),
+		maxConns:    d("max_connections", "Most connections the pool opens."),
+		acquires:    d("acquires_total", "Connections taken from the pool."),
+		waits:       d("acquire_waits_total", "Connections taken after waiting: none was idle and the pool was full or growing."),
+		waitSeconds: d("acquire_wait_seconds_total", "Time spent waiting for a connection."),
+		failed:      d("acquire_failures_total", "Connection waits that ended without one (cancelled or the database unreachable)."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.writable, c.conns, c.maxConns, c.acquires, c.waits, c.waitSeconds, c.failed} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	up := 0.0
+	if c.db.Writable(ctx) == nil {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, up)
+	p := c.db.Pool()
+	if p == nil {
+		return
+	}
+	st := p.Stat()
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.AcquiredConns()), "acquired")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.ConstructingConns()), "constructing")
+	ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(st.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(c.acquires, prometheus.CounterValue, float64(st.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.waitSeconds, prometheus.CounterValue, st.AcquireDuration().Seconds())
+	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(st.CanceledAcquireCount()))
+}

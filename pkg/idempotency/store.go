@@ -1,0 +1,201 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/partnerpay/api/pkg/database"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Migrations is the schema of the idempotency records; every binary that
+// serves creating routes applies it with its own.
+var Migrations = database.Migrations{
+	Name:     "idempotency",
+	Postgres: sub("migrations/postgres"),
+	SQLite:   sub("migrations/sqlite"),
+}
+
+func sub(dir string) fs.FS {
+	f, err := fs.Sub(migrations, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// Store keeps the records in the system of record.
+type Store struct {
+	db  *database.DB
+	now func() time.Time
+}
+
+// NewStore returns a store on db.
+func NewStore(db *database.DB, now func() time.Time) *Store { return &Store{db: db, now: now} }
+
+// Record is what the store knows of a key that was used before.
+type Record struct {
+	Fingerprint string
+	Finished    bool
+	Status      int
+	Body        []byte
+	lockedUntil time.Time
+	seed        string
+}
+
+// Claim is a request's hold on its key while it runs. Its token (the
+// instant its hold lapses) is what the later writes match on, so a claim
+// taken over after it lapsed can no longer finish or release the record.
+type Claim struct {
+	store          *Store
+	keyID, keyHash string
+	seed           string
+	token          time.Time
+	// answered is the body written in the transaction of the request's
+	// record (Answer), once that transaction has called it.
+	answered []byte
+}
+
+var errClaimLost = errors.New("idempotency: the claim lapsed and was taken over")
+
+// claim takes the key for a request, or returns the record already there.
+// A record older than Retention is gone; a claim whose hold lapsed (its
+// request's process died) is taken over, keeping its seed, so the retry
+// makes the same ids the first attempt may have used.
+func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, lock time.Duration) (*Claim, *Record, error) {
+	for range 5 {
+		now := s.now().UTC().Truncate(time.Microsecond)
+		token := now.Add(lock)
+		seed := newSeed()
+		n, err := s.db.Exec(ctx, `INSERT INTO idempotency_keys (key_id, key_hash, fingerprint, seed, created_at, locked_until)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_id, key_hash) DO NOTHING`,
+			keyID, keyHash, fingerprint, seed, now, token)
+		if err != nil {
+			return nil, nil, fmt.Errorf("idempotency claim: %w", err)
+		}
+		if n == 1 {
+			return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: seed, token: token}, nil, nil
+		}
+		rec, created, err := s.read(ctx, keyID, keyHash)
+		if errors.Is(err, database.ErrNoRows) {
+			continue // released a moment ago
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case !created.Add(Retention).After(now):
+			// Kept past its day: gone, as far as anyone can tell.
+			if _, err := s.db.Exec(ctx, `DELETE FROM idempotency_keys WHERE key_id = $1 AND key_hash = $2 AND created_at = $3`,
+				keyID, keyHash, created); err != nil {
+				return nil, nil, fmt.Errorf("idempotency expire: %w", err)
+			}
+			continue
+		case rec.Finished || rec.Fingerprint != fingerprint || rec.lockedUntil.After(now):
+			return nil, rec, nil
+		}
+		// A lapsed claim: take it over.
+		n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4
+			WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
+			keyID, keyHash, rec.lockedUntil, token)
+		if err != nil {
+			return nil, nil, fmt.Errorf("idempotency take over: %w", err)
+		}
+		if n == 1 {
+			return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: rec.seed, token: token}, nil, nil
+		}
+	}
+	return nil, nil, errors.New("idempotency claim: the record kept changing")
+}
+
+func (s *Store) read(ctx context.Context, keyID, keyHash string) (*Record, time.Time, error) {
+	var rec Record
+	var created time.Time
+	var locked, finished *time.Time
+	var status *int
+	err := s.db.QueryRow(ctx, `SELECT fingerprint, seed, created_at, locked_until, finished_at, status, body
+		FROM idempotency_keys WHERE key_id = $1 AND key_hash = $2`, keyID, keyHash).
+		Scan(&rec.Fingerprint, &rec.seed, &created, &locked, &finished, &status, &rec.Body)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if finished != nil && status != nil {
+		rec.Finished, rec.Status = true, *status
+	}
+	if locked != nil {
+		rec.lockedUntil = *locked
+	}
+	return &rec, created, nil
+}
+
+const finishSQL = `UPDATE idempotency_keys SET locked_until = NULL, finished_at = $4, status = $5, body = $6
+	WHERE key_id = $1 AND key_hash = $2 AND locked_until = $3 AND finished_at IS NULL`
+
+// finish stores the answer of a claimed request, through q: the store
+// itself, or the transaction of the record the answer is for.
+func (s *Store) finish(ctx context.Context, q database.Querier, c *Claim, status int, body []byte) error {
+	if body == nil {
+		body = []byte{}
+	}
+	n, err := q.Exec(ctx, finishSQL, c.keyID, c.keyHash, c.token, s.now().UTC(), status, body)
+	if err != nil {
+		return fmt.Errorf("idempotency finish: %w", err)
+	}
+	if n != 1 {
+		return errClaimLost
+	}
+	return nil
+}
+
+// release forgets a claimed key whose request made nothing, so a retry
+// runs again.
+func (s *Store) release(ctx context.Context, c *Claim) error {
+	_, err := s.db.Exec(ctx, `DELETE FROM idempotency_keys
+		WHERE key_id = $1 AND key_hash = $2 AND locked_until = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.token)
+	return err
+}
+
+// Sweep deletes up to a batch of records older than Retention and reports
+// how many; Janitor calls it until none are left.
+func (s *Store) Sweep(ctx context.Context) (int64, error) {
+	return s.db.Exec(ctx, `DELETE FROM idempotency_keys WHERE (key_id, key_hash) IN
+		(SELECT key_id, key_hash FROM idempotency_keys WHERE created_at < $1 LIMIT 1000)`,
+		s.now().UTC().Add(-Retention))
+}
+
+// Janitor sweeps expired records every interval until ctx ends. Every
+// replica may run one: a sweep deletes what is expired, whoever does it.
+func (s *Store) Janitor(ctx context.Context, every time.Duration, onErr func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for {
+			n, err := s.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+			if err != nil || n < 1000 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func newSeed() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

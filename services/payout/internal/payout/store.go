@@ -1,0 +1,134 @@
+package payout
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/idempotency"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Migrations is the payout service's schema.
+var Migrations = database.Migrations{Name: "payout", Postgres: sub("migrations/postgres"), SQLite: sub("migrations/sqlite")}
+
+func sub(dir string) fs.FS {
+	f, err := fs.Sub(migrations, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// StoredPayout is a payout as the system of record keeps it. It holds the
+// beneficiary, which is personal data: it is never logged.
+type StoredPayout struct {
+	ID             string
+	QuoteID        string
+	KeyID          string
+	Beneficiary    Beneficiary // name as sent, IBAN in electronic form
+	Chain          int64
+	CryptoCurrency string
+	FiatCurrency   string
+	Country        string
+	CryptoAmount   string // one of the two amounts, as quoted
+	FiatAmount     string
+	Rail           string
+	Settlement     string
+	Status         string
+	QuoteExpiresAt time.Time
+	CreatedAt      time.Time
+}
+
+// ErrNotFound is a payout the store does not have.
+var ErrNotFound = errors.New("payout not found")
+
+// Store keeps payouts in the system of record.
+type Store struct{ db *database.DB }
+
+var _ Payouts = (*Store)(nil)
+
+// NewStore returns the store on db.
+func NewStore(db *database.DB) *Store { return &Store{db: db} }
+
+const payoutColumns = `id, quote_id, key_id, beneficiary_name, beneficiary_iban, chain, crypto_currency, fiat_currency,
+	country, COALESCE(crypto_amount, ''), COALESCE(fiat_amount, ''), rail, estimated_settlement, status, quote_expires_at, created_at`
+
+func scanPayout(row database.Row) (StoredPayout, error) {
+	var p StoredPayout
+	err := row.Scan(&p.ID, &p.QuoteID, &p.KeyID, &p.Beneficiary.Name, &p.Beneficiary.IBAN, &p.Chain, &p.CryptoCurrency,
+		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt, &p.CreatedAt)
+	if errors.Is(err, database.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	return p, err
+}
+
+// ByQuote is the payout a quote was executed as; ErrNotFound when it was
+// not.
+func (s *Store) ByQuote(ctx context.Context, quoteID string) (StoredPayout, error) {
+	return byQuote(ctx, s.db, quoteID)
+}
+
+func byQuote(ctx context.Context, q database.Querier, quoteID string) (StoredPayout, error) {
+	return scanPayout(q.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE quote_id = $1`, quoteID))
+}
+
+// Execute commits p unless its quote was executed already, and answers
+// whichever payout the quote was executed as, through answer (which
+// refuses another beneficiary). The answer is kept with the payout, in its
+// transaction, for a request with an Idempotency-Key. The commit returns
+// once a synchronous standby has it, so an acknowledged payout survives
+// the primary's loss.
+func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error) {
+	if !idempotency.Claimed(ctx) {
+		// Nothing to keep beside the payout: one statement, committed on
+		// its own, one round trip.
+		stored, err := insertPayout(ctx, s.db, p)
+		if err != nil {
+			return Payout{}, err
+		}
+		return answer(stored)
+	}
+	var out Payout
+	err := s.db.Tx(ctx, func(tx database.Querier) error {
+		stored, err := insertPayout(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		if out, err = answer(stored); err != nil {
+			return err
+		}
+		return idempotency.Answer(ctx, tx, out)
+	})
+	return out, err
+}
+
+// insertPayout inserts p unless its quote has a payout, and returns the
+// quote's payout: p, or the one executed a moment ago.
+func insertPayout(ctx context.Context, q database.Querier, p StoredPayout) (StoredPayout, error) {
+	n, err := q.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary_iban, chain,
+			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
+			quote_expires_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16)
+		ON CONFLICT (quote_id) DO NOTHING`,
+		p.ID, p.QuoteID, p.KeyID, p.Beneficiary.Name, p.Beneficiary.IBAN, p.Chain, p.CryptoCurrency, p.FiatCurrency,
+		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt)
+	if err != nil {
+		return StoredPayout{}, fmt.Errorf("insert payout: %w", err)
+	}
+	if n == 1 {
+		return p, nil
+	}
+	stored, err := byQuote(ctx, q, p.QuoteID)
+	if err != nil {
+		return StoredPayout{}, fmt.Errorf("read the quote's payout: %w", err)
+	}
+	return stored, nil
+}

@@ -1,0 +1,156 @@
+package payout
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/database/databasetest"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/services/payout/internal/quote"
+)
+
+var migrationSets = []database.Migrations{Migrations}
+
+func storedPayout(id, quoteID, name string) StoredPayout {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	return StoredPayout{ID: id, QuoteID: quoteID, KeyID: "acme", Beneficiary: Beneficiary{Name: name, IBAN: goodIBAN},
+		Chain: 84532, CryptoCurrency: "USDC", FiatCurrency: "EUR", Country: "DE", CryptoAmount: "100",
+		Rail: "sepa_instant", Settlement: "PT10S", Status: "pending", QuoteExpiresAt: now.Add(time.Minute), CreatedAt: now}
+}
+
+func answerAny(p StoredPayout) (Payout, error) {
+	return Payout{PayoutID: p.ID, QuoteID: p.QuoteID}, nil
+}
+
+// The database holds the money rules itself: a quote executes once, never
+// after its expiry, and an executed payout's beneficiary never changes.
+func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
+	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		s := NewStore(db)
+		if _, err := s.Execute(ctx, storedPayout("bpo_1", "bpq_1", "Ada"), answerAny); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p StoredPayout) (Payout, error) {
+			if p.ID != "bpo_1" || p.Beneficiary.Name != "Ada" {
+				t.Errorf("the second execution saw %+v, want the first payout", p)
+			}
+			return Payout{}, errOtherPayee
+		})
+		if !errors.Is(err, errOtherPayee) || got.PayoutID != "" {
+			t.Fatalf("a second execution of the quote: %+v %v", got, err)
+		}
+		stored, err := s.ByQuote(ctx, "bpq_1")
+		if err != nil || stored != storedPayout("bpo_1", "bpq_1", "Ada") {
+			t.Fatalf("read back %+v %v", stored, err)
+		}
+		for _, stmt := range []string{
+			`INSERT INTO payouts SELECT 'bpo_3', 'bpq_1', key_id, 'Eve', beneficiary_iban, chain, crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status, quote_expires_at, created_at FROM payouts`,
+			`UPDATE payouts SET beneficiary_name = 'Eve'`,
+			`UPDATE payouts SET beneficiary_iban = 'FR1420041010050500013M02606'`,
+			`UPDATE payouts SET crypto_amount = '1000000'`,
+			`UPDATE payouts SET status = 'failed'`,
+		} {
+			if _, err := db.Exec(ctx, stmt); err == nil {
+				t.Errorf("%s: accepted", stmt)
+			}
+		}
+		late := storedPayout("bpo_4", "bpq_4", "Ada")
+		late.CreatedAt = late.QuoteExpiresAt
+		if _, err := s.Execute(ctx, late, answerAny); !database.IsRuleViolation(err) {
+			t.Errorf("a payout at its quote's expiry: %v, want the check to refuse it", err)
+		}
+		if _, err := s.ByQuote(ctx, "bpq_4"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unknown quote: %v", err)
+		}
+	})
+}
+
+// Twenty executions of one quote at once, half for another beneficiary,
+// through the service on each engine: one payout, answered to its own
+// beneficiary only.
+func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
+	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
+		svc, _ := newTestServiceOn(t, db, time.Minute)
+		id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("200")})
+		payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "FR1420041010050500013M02606")}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		payouts := map[string]string{} // payout id → beneficiary name
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := payees[i%2]
+				p, err := svc.Execute(context.Background(), acme, req)
+				mu.Lock()
+				defer mu.Unlock()
+				switch code(err) {
+				case "":
+					if prev, ok := payouts[p.PayoutID]; ok && prev != req.Beneficiary.Name {
+						t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary.Name)
+					}
+					payouts[p.PayoutID] = req.Beneficiary.Name
+				case "quote_already_executed":
+				default:
+					t.Errorf("unexpected %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(payouts) != 1 {
+			t.Fatalf("%d payouts for one quote: %v", len(payouts), payouts)
+		}
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM payouts`).Scan(&n); err != nil || n != 1 {
+			t.Errorf("%d payout rows (%v)", n, err)
+		}
+	})
+}
+
+// Redis holds only offers: an executed quote answers from the system of
+// record when Redis has lost everything, and a lost offer that was never
+// executed is unknown, never repriced.
+func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
+	db := databasetest.Open(t, databasetest.PostgresURL(t), Migrations)
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	svc := NewService(environment.Sandbox, time.Minute, quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now), NewStore(db), time.Now)
+	ctx := context.Background()
+	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("70")}
+	executed := quoteFor(t, svc, acme, req)
+	unexecuted := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("71")})
+	ada := pay(executed, "Ada", goodIBAN)
+	first, err := svc.Execute(ctx, acme, ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := svc.Execute(ctx, acme, ada); err != nil || p != first {
+		t.Errorf("the same beneficiary after Redis lost everything: %+v %v, want %+v", p, err, first)
+	}
+	if _, err := svc.Execute(ctx, acme, pay(executed, "Eve", "FR1420041010050500013M02606")); code(err) != "quote_already_executed" {
+		t.Errorf("another beneficiary after Redis lost everything: %v", err)
+	}
+	other := acme
+	other.KeyID = "globex"
+	if _, err := svc.Execute(ctx, other, ada); code(err) != "quote_not_found" {
+		t.Errorf("another key: %v", err)
+	}
+	if _, err := svc.Execute(ctx, acme, pay(unexecuted, "Ada", goodIBAN)); code(err) != "quote_not_found" {
+		t.Errorf("an unexecuted quote whose offer was lost: %v, want quote_not_found (quote again)", err)
+	}
+	if again := quoteFor(t, svc, acme, req); again == executed {
+		t.Error("the executed quote's id came back after Redis lost its offer")
+	}
+}
