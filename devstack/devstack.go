@@ -337,8 +337,27 @@ func (p *Process) Stop() {
 }
 
 // Signal sends sig to the process (SIGSTOP and SIGCONT for fault tests,
-// SIGTERM to stop it without waiting).
-func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+// SIGTERM to stop it without waiting). After SIGSTOP it returns once the
+// process is stopped: the kernel stops a busy process's threads a moment
+// after the signal is sent.
+func (p *Process) Signal(sig os.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil || sig != syscall.SIGSTOP {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	for range 200 {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return nil // not on Linux: nothing to wait for
+		}
+		// pid (comm) state …: the state follows the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not stop within 1s of SIGSTOP", p.Name)
+}
 
 // Wait waits up to d for the process to exit and reports whether it did.
 func (p *Process) Wait(d time.Duration) bool {

@@ -48,12 +48,16 @@ type rendered struct {
 
 // render runs helm template with a values file and decodes every document
 // strictly: a field the official type does not have fails the test.
-func render(t *testing.T, values string) rendered {
+func render(t *testing.T, values string, set ...string) rendered {
 	t.Helper()
 	if _, err := exec.LookPath("helm"); err != nil {
 		t.Fatalf("helm is not on PATH (go install helm.sh/helm/v3/cmd/helm@v3.22.0): %v", err)
 	}
-	out, err := exec.Command("helm", "template", "pa", chart, "-f", filepath.Join(chart, values), "--namespace", "partner").Output()
+	args := []string{"template", "pa", chart, "-f", filepath.Join(chart, values), "--namespace", "partner"}
+	for _, kv := range set {
+		args = append(args, "--set", kv)
+	}
+	out, err := exec.Command("helm", args...).Output()
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -408,5 +412,42 @@ func checkMonitoring(t *testing.T, r rendered) {
 		if len(want.Groups[i].Rules) != len(rule.Spec.Groups[i].Rules) {
 			t.Errorf("group %s: %d rules, deploy/prometheus %d", want.Groups[i].Name, len(rule.Spec.Groups[i].Rules), len(want.Groups[i].Rules))
 		}
+	}
+}
+
+// With tls.enabled the services serve their main port over TLS from the
+// Secret, their probes speak HTTPS, and the gateway (and fiat, for
+// consent) reach them by https:// URLs, trusting the Secret's CA.
+func TestTheChartTurnsOnTLSToTheServices(t *testing.T) {
+	r := render(t, "values-production.yaml", "tls.enabled=true", "tls.secretName=pa-tls")
+	for _, name := range []string{"payout", "fiat", "consent"} {
+		pod := r.deployments["pa-partner-api-"+name].Spec.Template.Spec
+		c := pod.Containers[0]
+		cert, _ := env(c, "TLS_CERT_FILE")
+		key, _ := env(c, "TLS_KEY_FILE")
+		if cert.Value != "/etc/partnerapi/tls/tls.crt" || key.Value != "/etc/partnerapi/tls/tls.key" {
+			t.Errorf("%s: not serving TLS (%q, %q)", name, cert.Value, key.Value)
+		}
+		if c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS || c.StartupProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("%s: probes speak plain HTTP to a TLS port", name)
+		}
+		if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "pa-tls" }) {
+			t.Errorf("%s: the TLS Secret is not mounted", name)
+		}
+	}
+	gw := r.deployments["pa-partner-api-gateway"].Spec.Template.Spec.Containers[0]
+	fiat := r.deployments["pa-partner-api-fiat"].Spec.Template.Spec.Containers[0]
+	for _, c := range []corev1.Container{gw, fiat} {
+		if ca, _ := env(c, "UPSTREAM_CA_FILE"); ca.Value != "/etc/partnerapi/tls/ca.crt" {
+			t.Errorf("%s does not trust the services' CA", c.Name)
+		}
+	}
+	for _, v := range []string{"PAYOUT_URL", "FIAT_URL", "CONSENT_URL"} {
+		if u, _ := env(gw, v); !strings.HasPrefix(u.Value, "https://") {
+			t.Errorf("gateway %s = %q", v, u.Value)
+		}
+	}
+	if u, _ := env(fiat, "CONSENT_URL"); !strings.HasPrefix(u.Value, "https://") {
+		t.Errorf("fiat CONSENT_URL = %q", u.Value)
 	}
 }

@@ -36,8 +36,10 @@ func (s *stack) raw(payload string, pause time.Duration, rest string) (answer st
 	return string(b), err == nil // EOF: closed by the server; a timeout: kept open
 }
 
-// Every answer the gateway controls is the envelope, and what a front proxy
-// could read differently is refused with the connection closed.
+// Every answer the gateway controls is the envelope; a body a front proxy
+// could read differently is refused, and a request framed by
+// Transfer-Encoding (or HTTP/1.0) is answered with its connection closed,
+// so nothing rides behind it.
 func TestRawHTTPAnswersAreTheEnvelope(t *testing.T) {
 	s := startStack(t, withEnv("HTTP_READ_TIMEOUT", "1s"))
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
@@ -47,8 +49,6 @@ func TestRawHTTPAnswersAreTheEnvelope(t *testing.T) {
 	for _, tt := range []struct {
 		name, payload, want string
 	}{
-		{"Content-Length with Transfer-Encoding", head + "Content-Type: application/json\r\n" + cl + "Transfer-Encoding: chunked\r\n\r\n" + hexLen(body) + "\r\n" + body + "\r\n0\r\n\r\n",
-			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Send Content-Length or Transfer-Encoding, not both."}}`},
 		{"two Content-Type headers", head + "Content-Type: application/json\r\nContent-Type: text/plain\r\n" + cl + "\r\n" + body,
 			`{"environment":"sandbox","error":{"code":"invalid_request","message":"Send one Content-Type header, not several."}}`},
 		{"a gzip body", head + "Content-Type: application/json\r\nContent-Encoding: gzip\r\n" + cl + "\r\n" + body,
@@ -61,9 +61,30 @@ func TestRawHTTPAnswersAreTheEnvelope(t *testing.T) {
 			}
 		})
 	}
-	t.Run("chunked alone is fine", func(t *testing.T) {
-		answer, _ := s.raw(head+"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"+hexLen(body)+"\r\n"+body+"\r\n0\r\n\r\n", 0, "")
-		if !strings.HasPrefix(answer, "HTTP/1.1 200 ") || !strings.Contains(answer, `{"environment":"sandbox","mock":true,`) {
+	next := "GET /v1/currencies HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + key + "\r\n\r\n"
+	for _, tt := range []struct{ name, payload string }{
+		{"Content-Length with Transfer-Encoding, a request behind it", head + "Content-Type: application/json\r\n" + cl + "Transfer-Encoding: chunked\r\n\r\n" + hexLen(body) + "\r\n" + body + "\r\n0\r\n\r\n" + next},
+		{"chunked, a request behind it", head + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + hexLen(body) + "\r\n" + body + "\r\n0\r\n\r\n" + next},
+		{"HTTP/1.0 kept alive, a chunked body that is a request", strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Content-Type: application/json\r\n" + cl +
+			"Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + body + hexLen(next) + "\r\n" + next + "\r\n0\r\n\r\n"},
+	} {
+		t.Run(tt.name+": answered once, then closed", func(t *testing.T) {
+			answer, closed := s.raw(tt.payload, 0, "")
+			if !strings.HasPrefix(answer, "HTTP/1.") || strings.Count(answer, "HTTP/1.") != 1 || !strings.Contains(answer, "\r\nConnection: close\r\n") || !closed ||
+				!strings.Contains(answer, `{"environment":"sandbox",`) {
+				t.Fatalf("closed %v:\n%s", closed, answer)
+			}
+		})
+	}
+	t.Run("OPTIONS * is answered in the envelope", func(t *testing.T) {
+		answer, _ := s.raw("OPTIONS * HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", 0, "")
+		if !strings.HasPrefix(answer, "HTTP/1.1 404 ") || !strings.HasSuffix(answer, `{"environment":"sandbox","error":{"code":"not_found","message":"No such endpoint."}}`) {
+			t.Fatalf("%s", answer)
+		}
+	})
+	t.Run("a bodiless request with a Content-Encoding is served", func(t *testing.T) {
+		answer, _ := s.raw("GET /health HTTP/1.1\r\nHost: gw\r\nContent-Encoding: gzip\r\nConnection: close\r\n\r\n", 0, "")
+		if !strings.HasPrefix(answer, "HTTP/1.1 200 ") || !strings.HasSuffix(answer, `{"ok":true}`) {
 			t.Fatalf("%s", answer)
 		}
 	})
@@ -342,3 +363,82 @@ func (s *stack) waitForWithin(d time.Duration, cond func() bool) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func hexLen(s string) string { return strconv.FormatInt(int64(len(s)), 16) }
+
+// No answer goes to another request while a service is killed (SIGKILL,
+// then started again) or frozen (SIGSTOP, then SIGCONT) under 16
+// keep-alive clients: every quote answered carries the quote id its own
+// amount was priced at (an open quote answers the same id again), with its
+// own X-Request-Id; the others are 500 in the envelope.
+func TestNoAnswerCrossesAKilledOrFrozenService(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000")
+	ids := map[string]string{} // amount → quote id
+	for i := range 32 {
+		amount := strconv.Itoa(100 + i)
+		ids[amount] = s.quoteID(key, eur(amount))
+	}
+	payout := s.Services["payout"]
+	for _, fault := range []struct {
+		name        string
+		start, stop func()
+	}{
+		{"SIGKILL", func() { payout.Signal(syscall.SIGKILL); payout.Wait(5 * time.Second) }, func() {
+			if err := payout.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"SIGSTOP", func() { payout.Signal(syscall.SIGSTOP) }, func() { payout.Signal(syscall.SIGCONT) }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			var answered, failed, crossed atomic.Int32
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					client := &http.Client{Timeout: 15 * time.Second}
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						amount := strconv.Itoa(100 + (w*7+i)%32)
+						rid := fmt.Sprintf("w%d-%d", w, i)
+						req, _ := http.NewRequest("POST", s.GatewayURL+"/v1/bank/payout/quote", strings.NewReader(eur(amount)))
+						req.Header.Set("Authorization", "Bearer "+key)
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("X-Request-Id", rid)
+						resp, err := client.Do(req)
+						if err != nil {
+							failed.Add(1)
+							continue
+						}
+						b, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						switch {
+						case resp.StatusCode == 200 && strings.Contains(string(b), `"quoteId":"`+ids[amount]+`"`) && resp.Header.Get("X-Request-Id") == rid:
+							answered.Add(1)
+						case resp.StatusCode == 500 && string(b) == errorBody("internal", "Internal error; it has been logged.") && resp.Header.Get("X-Request-Id") == rid:
+							failed.Add(1)
+							time.Sleep(5 * time.Millisecond) // the circuit fails fast: do not spin
+						default:
+							crossed.Add(1)
+							t.Errorf("%s for %s: %d %s (X-Request-Id %q)", rid, amount, resp.StatusCode, b, resp.Header.Get("X-Request-Id"))
+						}
+					}
+				}()
+			}
+			s.waitFor(func() bool { return answered.Load() > 100 })
+			fault.start()
+			time.Sleep(time.Second)
+			fault.stop()
+			before := answered.Load()
+			s.waitForWithin(15*time.Second, func() bool { return answered.Load() > before+100 })
+			close(stop)
+			wg.Wait()
+			t.Logf("%s: %d answered, %d failed, %d crossed", fault.name, answered.Load(), failed.Load(), crossed.Load())
+		})
+	}
+}

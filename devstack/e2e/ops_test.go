@@ -274,7 +274,7 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 	// The gateway's log line carries the trace id.
-	if !s.logged(`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_ms":`) || !s.logged(`"trace_id":"`+traceID+`"`) {
+	if !s.logged(`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_us":`) || !s.logged(`"trace_id":"`+traceID+`"`) {
 		t.Error("the gateway's request line lacks the trace id")
 	}
 
@@ -340,7 +340,7 @@ func TestWithoutAnExporterTheTraceIDStillReachesEveryLog(t *testing.T) {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 	for _, want := range []string{
-		`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_ms":`,
+		`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_us":`,
 		`"msg":"create_account","service":"fiat"`,
 	} {
 		found := false

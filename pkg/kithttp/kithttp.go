@@ -185,8 +185,9 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 }
 
 // Wrap is the outside of every service handler: GET /health, the
-// X-Environment stamp on every answer, the internal token on everything else,
-// and a 404 not_found envelope for anything mux does not route.
+// X-Environment stamp and the gateway's call id on every answer, the
+// internal token on everything else, and a 404 not_found envelope for
+// anything mux does not route.
 func Wrap(mux *http.ServeMux, env environment.Name, token string) http.Handler {
 	mux.HandleFunc("GET /health", serve.Health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -194,7 +195,11 @@ func Wrap(mux *http.ServeMux, env environment.Name, token string) http.Handler {
 	})
 	guarded := partner.RequireInternalToken(token, mux, "/health")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(environment.Header, string(env))
+		h := w.Header()
+		h.Set(environment.Header, string(env))
+		if id := r.Header[partner.HeaderCallID]; len(id) == 1 {
+			h[partner.HeaderCallID] = id
+		}
 		guarded.ServeHTTP(w, r)
 	})
 }

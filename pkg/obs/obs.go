@@ -156,9 +156,10 @@ type StatusWriter struct {
 	status int
 }
 
-// WriteHeader records the status.
+// WriteHeader records the status: the final one, not an informational
+// 1xx a proxied service sent before it (101, a protocol switch, is final).
 func (w *StatusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -86,7 +86,7 @@ func LogCall(ctx context.Context, log *slog.Logger, msg string, err error, start
 		slog.String("code", string(envelope.CodeOf(err))),
 		slog.String("request_id", RequestID(ctx)),
 		slog.String("trace_id", TraceID(ctx)),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+		slog.Int64("duration_us", time.Since(start).Microseconds()))
 	LogLine(ctx, log, slog.LevelInfo, msg, attrs...)
 }
 

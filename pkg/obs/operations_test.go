@@ -40,8 +40,8 @@ func TestLogCallEndsWithTheCallsOutcome(t *testing.T) {
 	ctx := context.WithValue(context.Background(), requestIDKey{}, "req-1")
 	LogCall(ctx, log, "payout", envelope.New(envelope.CodeQuoteExpired, "gone"), time.Now(), slog.String("quote_id", "q-1"))
 	LogCall(ctx, log, "payout", errors.New("boom"), time.Now())
-	re := regexp.MustCompile(`^\{"time":"[^"]+","level":"INFO","msg":"payout","quote_id":"q-1","code":"quote_expired","request_id":"req-1","trace_id":"","duration_ms":[0-9.]+\}
-\{"time":"[^"]+","level":"INFO","msg":"payout","code":"internal","request_id":"req-1","trace_id":"","duration_ms":[0-9.]+\}
+	re := regexp.MustCompile(`^\{"time":"[^"]+","level":"INFO","msg":"payout","quote_id":"q-1","code":"quote_expired","request_id":"req-1","trace_id":"","duration_us":[0-9]+\}
+\{"time":"[^"]+","level":"INFO","msg":"payout","code":"internal","request_id":"req-1","trace_id":"","duration_us":[0-9]+\}
 $`)
 	if !re.MatchString(out.String()) {
 		t.Errorf("got\n%s", out.String())

@@ -24,6 +24,10 @@ const (
 	// answer, for its log line; like every X-Internal-* header it never
 	// reaches the client.
 	HeaderErrorCode = "X-Internal-Error-Code"
+	// HeaderCallID names one forwarded request; a service answers with it,
+	// so the gateway can tell that an answer is the one to its request and
+	// not bytes a misbehaving connection left over from another.
+	HeaderCallID = "X-Internal-Call-Id"
 )
 
 // Products a key can carry.

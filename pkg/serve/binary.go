@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -99,12 +99,24 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 	}, func() float64 { return float64(lw.Dropped()) }))
 	s.Log = Logger(lw, b.Name)
 	redis.SetLogger(redisLogger{log: s.Log})
+	// What the standard library says on its own (net/http's Transport
+	// dropping a connection that spoke out of turn) goes to the JSON log.
+	log.SetFlags(0)
+	log.SetOutput(stdlibLog{s.Log})
 	// Likewise OpenTelemetry's (a collector that cannot be reached: one
 	// line per failed export batch, not a plain line on stderr).
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		s.Log.Warn("tracing error", "error", err)
 	}))
 	return run(ctx, s)
+}
+
+// stdlibLog writes the standard logger's lines as warnings of the log.
+type stdlibLog struct{ log *slog.Logger }
+
+func (l stdlibLog) Write(p []byte) (int, error) {
+	l.log.Warn(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // Config fills the binary's config struct from the environment (see
@@ -136,24 +148,21 @@ func (s *Setup) starting(cfg any) {
 	s.Log.Info("starting", attrs...)
 }
 
-// ConnHook sees the main server's connections: it may wrap the listener
-// and put what it knows of a connection in its requests' context (the
-// gateway's framing check).
-type ConnHook interface {
-	Listener(net.Listener) net.Listener
-	ConnContext(ctx context.Context, c net.Conn) context.Context
-}
-
-// Serve serves h on the main address (traced and measured) and the metrics
-// and readiness on the admin address, until ctx ends; then it shuts down
-// gracefully: readiness off, SHUTDOWN_DRAIN (default 5s) of serving, and up
-// to SHUTDOWN_GRACE (the binary's default) for requests in flight.
-func (s *Setup) Serve(ctx context.Context, h http.Handler, hooks ...ConnHook) error {
+// Serve serves h on the main address (traced and measured; over TLS when
+// TLS_CERT_FILE and TLS_KEY_FILE are set) and the metrics and readiness on
+// the admin address, until ctx ends; then it shuts down gracefully:
+// readiness off, SHUTDOWN_DRAIN (default 5s) of serving, and up to
+// SHUTDOWN_GRACE (the binary's default) for requests in flight.
+func (s *Setup) Serve(ctx context.Context, h http.Handler) error {
 	var sd struct {
 		Drain time.Duration `env:"SHUTDOWN_DRAIN" default:"5s" zero:"allowed"`
 		Grace time.Duration `env:"SHUTDOWN_GRACE" optional:"true" zero:"allowed"`
 		// How long a client has to send a whole request, body included.
 		Read time.Duration `env:"HTTP_READ_TIMEOUT" default:"15s"`
+		// The main address's certificate and key (PEM): the gateway then
+		// reaches the service over https.
+		CertFile string `env:"TLS_CERT_FILE" optional:"true"`
+		KeyFile  string `env:"TLS_KEY_FILE" optional:"true"`
 	}
 	if err := LoadConfig(s.Getenv, &sd); err != nil {
 		return err
@@ -161,11 +170,11 @@ func (s *Setup) Serve(ctx context.Context, h http.Handler, hooks ...ConnHook) er
 	if sd.Grace == 0 {
 		sd.Grace = s.binary.Grace
 	}
-	main := Served{Server: NewServer(s.Addr, s.Kit.Serve(h), s.Log)}
-	main.ReadTimeout = sd.Read
-	for _, hook := range hooks {
-		main.Wrap, main.ConnContext = hook.Listener, hook.ConnContext
+	if (sd.CertFile == "") != (sd.KeyFile == "") {
+		return errors.New("set both TLS_CERT_FILE and TLS_KEY_FILE, or neither")
 	}
+	main := Served{Server: NewServer(s.Addr, s.Kit.Serve(h), s.Log), CertFile: sd.CertFile, KeyFile: sd.KeyFile}
+	main.ReadTimeout = sd.Read
 	return Run(ctx, s.Log, Shutdown{Drain: sd.Drain, Grace: sd.Grace, NotReady: func() { s.Kit.SetReady(false) }},
 		main, Served{Server: NewServer(s.AdminAddr, s.Kit.Admin(), s.Log)})
 }

@@ -4,11 +4,15 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // LogWriter keeps a slow log pipe out of the request path: Write copies a
 // line into a bounded buffer and returns at once; one goroutine writes what
-// has gathered, many lines in one write. When the buffer is full (whatever
+// has gathered, many lines in one write, at most once per FlushEvery (so
+// a busy binary makes ~100 writes a second for its log, not one or more per
+// request: the writing, and waking the goroutine, cost the gateway about a
+// tenth of its CPU per request). When the buffer is full (whatever
 // reads the pipe is stuck or far too slow) the line is dropped and counted,
 // never waited for. Each Write must be whole lines (slog writes one record
 // per call).
@@ -58,9 +62,13 @@ func (l *LogWriter) Write(p []byte) (int, error) {
 // Dropped is how many lines were dropped because the buffer was full.
 func (l *LogWriter) Dropped() uint64 { return l.dropped.Load() }
 
+// FlushEvery is the longest a line waits in the buffer.
+const FlushEvery = 10 * time.Millisecond
+
 func (l *LogWriter) loop() {
 	defer close(l.done)
 	for range l.wake {
+		time.Sleep(FlushEvery) // let lines gather
 		if l.flush() {
 			return
 		}

@@ -27,6 +27,9 @@ func NewServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// OPTIONS * reaches the handler, which answers it in the envelope,
+		// instead of net/http's bare 200.
+		DisableGeneralOptionsHandler: true,
 	}
 }
 
@@ -42,25 +45,78 @@ const (
 	LogBuffer = 1 << 20
 )
 
-// Logger returns the JSON logger every binary uses.
+// Logger returns the JSON logger every binary uses: slog's JSONHandler,
+// with every string value and error cut to MaxLogValue and every line to
+// MaxLogLine, tagged with the service.
 func Logger(w io.Writer, service string) *slog.Logger {
-	h := newPlainJSON(&lineCap{w: w}, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: capValue})
-	return slog.New(h).With("service", service)
+	h := slog.NewJSONHandler(&lineCap{w: w}, &slog.HandlerOptions{Level: slog.LevelInfo})
+	return slog.New(capped{h}).With("service", service)
 }
 
-func capValue(_ []string, a slog.Attr) slog.Attr {
+// capped cuts what a client could make long (a string, an error's text)
+// to MaxLogValue before the JSONHandler writes it. It looks at each value
+// and copies a record only when one needs cutting, which a request line
+// never does: cheaper than a ReplaceAttr, which slog calls for every
+// attribute of every line.
+type capped struct{ slog.Handler }
+
+func (c capped) Handle(ctx context.Context, r slog.Record) error {
+	long := false
+	r.Attrs(func(a slog.Attr) bool {
+		long = needsCut(a.Value)
+		return !long
+	})
+	if !long {
+		return c.Handler.Handle(ctx, r)
+	}
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(capAttr(a))
+		return true
+	})
+	return c.Handler.Handle(ctx, out)
+}
+
+func (c capped) WithAttrs(as []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(as))
+	for i, a := range as {
+		out[i] = capAttr(a)
+	}
+	return capped{c.Handler.WithAttrs(out)}
+}
+
+func (c capped) WithGroup(name string) slog.Handler { return capped{c.Handler.WithGroup(name)} }
+
+func needsCut(v slog.Value) bool {
+	switch v.Kind() {
+	case slog.KindString:
+		return len(v.String()) > MaxLogValue
+	case slog.KindAny, slog.KindLogValuer, slog.KindGroup:
+		return true // resolved and looked at by capAttr
+	}
+	return false
+}
+
+func capAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
 		if len(v.String()) > MaxLogValue {
-			a.Value = slog.StringValue(cut(v.String()))
+			v = slog.StringValue(cut(v.String()))
 		}
 	case slog.KindAny:
 		if err, ok := v.Any().(error); ok {
-			a.Value = slog.StringValue(cut(err.Error()))
+			v = slog.StringValue(cut(err.Error()))
 		}
+	case slog.KindGroup:
+		g := v.Group()
+		out := make([]slog.Attr, len(g))
+		for i, ga := range g {
+			out[i] = capAttr(ga)
+		}
+		v = slog.GroupValue(out...)
 	}
-	return a
+	return slog.Attr{Key: a.Key, Value: v}
 }
 
 func cut(s string) string {
@@ -98,10 +154,10 @@ type Shutdown struct {
 	NotReady func()
 }
 
-// Served is a server and, optionally, what wraps its listener.
+// Served is a server and, when it serves TLS, its certificate and key.
 type Served struct {
 	*http.Server
-	Wrap func(net.Listener) net.Listener
+	CertFile, KeyFile string
 }
 
 // Run listens on every server's address, serves until ctx is done or one of
@@ -117,21 +173,24 @@ func Run(ctx context.Context, log *slog.Logger, sd Shutdown, servers ...Served) 
 			}
 			return fmt.Errorf("listen %s: %w", s.Addr, err)
 		}
-		if s.Wrap != nil {
-			ln = s.Wrap(ln)
-		}
 		listeners = append(listeners, ln)
 	}
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
 		log.Info("listening", "addr", listeners[i].Addr().String())
-		go func(s *http.Server, ln net.Listener) {
-			if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		go func(s Served, ln net.Listener) {
+			var err error
+			if s.CertFile != "" {
+				err = s.ServeTLS(ln, s.CertFile, s.KeyFile)
+			} else {
+				err = s.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serve %s: %w", s.Addr, err)
 				return
 			}
 			errc <- nil
-		}(s.Server, listeners[i])
+		}(s, listeners[i])
 	}
 	var first error
 	select {

@@ -44,6 +44,7 @@ import (
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/serve"
 )
 
 func main() {
@@ -225,7 +226,7 @@ func start(bin, caddy string) (*harness, error) {
 	if err := h.startChild(bare, addrs[10]); err != nil {
 		return nil, err
 	}
-	h.targets["bare"] = &target{name: "bare", label: "bare pooled `httputil.ReverseProxy`", base: "http://" + addrs[10], headers: internal, pid: bare.Process.Pid}
+	h.targets["bare"] = &target{name: "bare", label: "bare tuned `httputil.ReverseProxy`", base: "http://" + addrs[10], headers: internal, pid: bare.Process.Pid}
 
 	caddyfile := filepath.Join(dir, "Caddyfile")
 	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tpersist_config off\n}\nhttp://%s {\n\treverse_proxy %s\n}\n", addrs[11], s.Services["payout"].Addr)
@@ -569,8 +570,10 @@ func numCPU() int {
 	return strings.Count(string(b), "processor\t:")
 }
 
-// bareProxy is the reference: the standard library's reverse proxy with a
-// pooled transport, nothing else.
+// bareProxy is the reference: the standard library's reverse proxy tuned
+// as the gateway's is (Rewrite, the gateway's transport settings from
+// serve.UpstreamTransport, a BufferPool of the same size), and nothing
+// else: no keys, no limiter, no logs, no metrics.
 func bareProxy(args []string) {
 	if len(args) != 2 {
 		log.Fatal("usage: loadtest proxy LISTEN UPSTREAM")
@@ -579,8 +582,15 @@ func bareProxy(args []string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second}
+	tr, err := serve.UpstreamTransport(serve.UpstreamOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	p := &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport:  tr,
+		BufferPool: serve.NewBufferPool(16 << 10),
+	}
 	log.Fatal(http.ListenAndServe(args[0], p))
 }
 

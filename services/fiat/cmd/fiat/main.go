@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -25,6 +24,9 @@ func main() { serve.Main("fiat", run) }
 type config struct {
 	bankprovider.Config
 	ConsentURL string `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
+	// The PEM bundle that signs the consent service's certificate, when
+	// CONSENT_URL is https:// (the system's pool when unset).
+	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
@@ -36,7 +38,11 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	consent, err := consentapi.NewClient(cfg.ConsentURL, s.InternalToken, s.Kit.Tracing.Transport(http.DefaultTransport))
+	toConsent, err := serve.UpstreamTransport(serve.UpstreamOptions{CAFile: cfg.UpstreamCAFile})
+	if err != nil {
+		return err
+	}
+	consent, err := consentapi.NewClient(cfg.ConsentURL, s.InternalToken, s.Kit.Tracing.Transport(toConsent))
 	if err != nil {
 		return err
 	}

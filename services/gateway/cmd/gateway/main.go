@@ -41,6 +41,9 @@ type config struct {
 	PayoutURL    string        `env:"PAYOUT_URL" default:"http://127.0.0.1:8081" url:"absolute"`
 	FiatURL      string        `env:"FIAT_URL" default:"http://127.0.0.1:8082" url:"absolute"`
 	ConsentURL   string        `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
+	// The PEM bundle that signs the services' certificates, for https://
+	// upstream URLs (the system's pool when unset).
+	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
 }
 
 func (c config) upstreams() map[string]*url.URL {
@@ -80,8 +83,14 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}, s.Log, metrics)
 
 	upstreams := cfg.upstreams()
-	transport := edge.NewTransport()
-	transport.Dialed = metrics.UpstreamDialed(upstreams)
+	transport, err := serve.UpstreamTransport(serve.UpstreamOptions{
+		CAFile:        cfg.UpstreamCAFile,
+		HeaderTimeout: edge.LongestTimeout + 5*time.Second,
+		Dialed:        metrics.UpstreamDialed(upstreams),
+	})
+	if err != nil {
+		return err
+	}
 	gw, err := edge.New(edge.Config{
 		Env:           s.Env,
 		Keys:          keys,
@@ -96,5 +105,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	return s.Serve(ctx, gw, edge.Framing{})
+	return s.Serve(ctx, gw)
 }

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/partnerpay/api/pkg/envelope"
@@ -24,7 +25,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 
 // admit applies the edge's checks in the contract's order:
 //
-//	framing a front proxy could read differently (400, connection closed)
+//	framing a front proxy could read differently (Transfer-Encoding,
+//	HTTP/1.0: answered, connection closed; an ambiguous body: 400, closed)
 //	→ CORS preflight, /health, the documents and public routes (no key)
 //	→ not_configured → not_found → unauthorized → rate_limited
 //	→ permission_denied → body: Content-Type, size, read in time → forward
@@ -35,6 +37,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 //
 //go:noinline
 func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string) (rt *route, c *call, keyID, code string) {
+	closeAfter(w, r)
 	if msg := ambiguity(r); msg != "" {
 		w.Header().Set("Connection", "close")
 		return nil, nil, "", g.refuse(w, envelope.InvalidRequest(msg))
@@ -104,29 +107,36 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 
 // forward proxies r to its route's upstream within the route's timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call) {
-	ctx, cancel := bound(r, rt, c)
-	defer cancel()
-	rt.proxy.serve(ctx, w, r, c)
-}
-
-// bound is r's context with the route's deadline: the outbound request's.
-// c goes to the relay as it is, not in a context, and r is not copied.
-// Out of line: see logRequest.
-//
-//go:noinline
-func bound(r *http.Request, rt *route, c *call) (context.Context, context.CancelFunc) {
 	c.client = r.Context()
-	return context.WithTimeout(c.client, rt.Timeout)
+	c.id = []string{strconv.FormatUint(g.calls.Add(1), 36)}
+	ctx, cancel := context.WithTimeout(context.WithValue(c.client, callKey{}, c), rt.Timeout)
+	defer cancel()
+	rt.proxy.serve(w, r.WithContext(ctx), c)
 }
 
-// ambiguity says what in r a front proxy could read differently from us,
-// or "": both Content-Length and Transfer-Encoding (seen by Framing, since
-// Go hides it), two Content-Type headers, or an encoded body. Each is
-// refused and the connection closed.
+// closeAfter marks r's connection to be closed once r is answered when a
+// front proxy could have framed r differently from net/http (DESIGN §2,
+// RFC 9112 §6.1): r carried Transfer-Encoding (net/http frames by it and
+// drops a Content-Length sent with it), so nothing framed by a
+// Content-Length can ride behind it; or r is HTTP/1.0, whose
+// Transfer-Encoding net/http ignores, so a chunked body would be read as
+// the next request.
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// ambiguity says what in a request with a body a front proxy could read
+// differently from us, or "": two Content-Type headers, or an encoded
+// body. Each is refused and the connection closed. A request without a
+// body has nothing to misread (GET /health with a Content-Encoding is
+// served).
 func ambiguity(r *http.Request) string {
+	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+		return ""
+	}
 	switch {
-	case ambiguousFraming(r):
-		return "Send Content-Length or Transfer-Encoding, not both."
 	case len(r.Header["Content-Type"]) > 1:
 		return "Send one Content-Type header, not several."
 	case len(r.Header["Content-Encoding"]) > 0 && !(len(r.Header["Content-Encoding"]) == 1 && r.Header.Get("Content-Encoding") == "identity"):

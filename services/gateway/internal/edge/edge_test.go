@@ -3,17 +3,21 @@ package edge
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
@@ -40,7 +44,20 @@ func (f upstreamFunc) RoundTrip(r *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
-	return f(r), nil
+	resp := f(r)
+	if _, ok := resp.Header["X-Internal-Call-Id"]; !ok { // as every service answers (kithttp.Wrap)
+		resp.Header["X-Internal-Call-Id"] = r.Header["X-Internal-Call-Id"]
+	}
+	return resp, nil
+}
+
+// asService answers as our services do: with the gateway's call id
+// (kithttp.Wrap).
+func asService(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-Internal-Call-Id"] = r.Header["X-Internal-Call-Id"]
+		h(w, r)
+	})
 }
 
 func answer(status int, env, body string, header ...string) upstreamFunc {
@@ -209,7 +226,7 @@ func TestLogsOneLinePerRequestWithoutTheKey(t *testing.T) {
 		t.Fatalf("want one line, got:\n%s", line)
 	}
 	for _, want := range []string{`"method":"POST"`, `"route":"POST /v1/bank/payout/quote"`, `"status":400`,
-		`"code":"no_route"`, `"key_id":"acme"`, `"request_id":"r-42"`, `"duration_ms":`} {
+		`"code":"no_route"`, `"key_id":"acme"`, `"request_id":"r-42"`, `"duration_us":`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log line lacks %s: %s", want, line)
 		}
@@ -325,22 +342,68 @@ func TestAnyWebPageMayCall(t *testing.T) {
 }
 
 func TestEveryRouteNeedsItsUpstream(t *testing.T) {
-	_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: map[string]*url.URL{}, Log: quiet()})
+	_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: map[string]*url.URL{},
+		Transport: testTransport(t), Log: quiet()})
 	if err == nil || !strings.Contains(err.Error(), `upstream "payout"`) {
 		t.Fatalf("New without upstreams: %v", err)
 	}
 }
 
-// An upstream the transport cannot reach as asked stops the boot, rather
-// than failing every request.
-func TestUpstreamsArePlainHTTP(t *testing.T) {
-	for _, raw := range []string{"https://payout.internal", "http://payout.internal/?a=1", "http://payout.internal/#x"} {
+// An upstream URL with a query or a fragment stops the boot (they would be
+// the request's, not the upstream's), rather than failing every request.
+func TestUpstreamURLsHaveNoQuery(t *testing.T) {
+	for _, raw := range []string{"ftp://payout.internal", "http://payout.internal/?a=1", "http://payout.internal/#x"} {
 		u := upstreams()
 		u[UpstreamPayout], _ = url.Parse(raw)
-		_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: u, Log: quiet()})
-		if err == nil || !strings.Contains(err.Error(), `upstream "payout" must be an http:// URL without a query`) {
+		_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: u, Transport: testTransport(t), Log: quiet()})
+		if err == nil || !strings.Contains(err.Error(), `upstream "payout" must be an http:// or https:// URL without a query`) {
 			t.Errorf("upstream %s: %v", raw, err)
 		}
+	}
+}
+
+// A service served over TLS, its certificate signed by the CA file the
+// gateway is given (UPSTREAM_CA_FILE): the gateway reaches it over https,
+// and refuses one whose certificate nothing it trusts signed.
+func TestAServiceOverTLS(t *testing.T) {
+	svc := httptest.NewTLSServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || r.Header.Get("X-Internal-Token") == "" {
+			w.WriteHeader(401)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{"tls":true}`)
+	}))
+	defer svc.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: svc.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		caFile string
+		status int
+		body   string
+	}{{ca, 200, `{"environment":"sandbox","tls":true}`}, {"", 500, internalBody}} {
+		tr, err := serve.UpstreamTransport(serve.UpstreamOptions{CAFile: tc.caFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := upstreams()
+		for k := range u {
+			u[k], _ = url.Parse(svc.URL)
+		}
+		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: tr,
+			InternalToken: "internal-token-0123456789", Log: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := serveOne(g, "GET", "/v1/limits", ""); w.Code != tc.status || w.Body.String() != tc.body {
+			t.Errorf("CA file %q: %d %s, want %d %s", tc.caFile, w.Code, w.Body, tc.status, tc.body)
+		}
+	}
+	if _, err := serve.UpstreamTransport(serve.UpstreamOptions{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+		t.Error("a CA file that does not exist was accepted")
 	}
 }
 

@@ -44,45 +44,78 @@ func TestRefusesWhatAFrontProxyCouldReadDifferently(t *testing.T) {
 	}
 }
 
-// A real server with Framing, spoken to over a raw connection: both
-// Content-Length and Transfer-Encoding are refused and the connection is
-// closed; chunked alone goes through.
-func TestContentLengthWithTransferEncodingOverTheWire(t *testing.T) {
+// wireServer serves g as the gateway binary does (serve.NewServer: its
+// timeouts, OPTIONS * to the handler) and returns its address.
+func wireServer(t *testing.T, g http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve.NewServer(ln.Addr().String(), g, quiet())
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// sendRaw writes raw on a fresh connection and reads until the server
+// closes it, or 2 s pass (closed is false then: the server kept it open).
+func sendRaw(t *testing.T, addr, raw string) (answer string, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	io.WriteString(c, raw)
+	b, err := io.ReadAll(c)
+	return string(b), err == nil
+}
+
+// Framing a front proxy could read differently, over the wire: net/http
+// parses every request; the gateway closes the connection after any
+// request that carried Transfer-Encoding, and after any HTTP/1.0 request,
+// so nothing framed another way rides behind them. OPTIONS * is answered
+// in the envelope.
+func TestWhatRidesBehindAnAmbiguousRequestIsNeverServed(t *testing.T) {
 	var got atomic.Int32
 	g := newGateway(t, keySet("bank"), upstreamFunc(func(r *http.Request) *http.Response {
 		got.Add(1)
 		return answer(200, "sandbox", `{"ok":1}`)(r)
 	}), quiet())
-	srv := httptest.NewUnstartedServer(g)
-	srv.Listener = Framing{}.Listener(srv.Listener)
-	srv.Config.ConnContext = Framing{}.ConnContext
-	srv.Start()
-	defer srv.Close()
-
-	send := func(raw string) string {
-		c, err := net.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(2 * time.Second))
-		io.WriteString(c, raw)
-		b, _ := io.ReadAll(c) // to the end: the server must close
-		return string(b)
-	}
+	addr := wireServer(t, g)
 	head := "POST /v1/bank/payout/quote HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\n"
-	both := send(head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
-	if !strings.HasPrefix(both, "HTTP/1.1 400 ") || !strings.Contains(both, "Connection: close") ||
-		!strings.HasSuffix(both, `{"environment":"sandbox","error":{"code":"invalid_request","message":"Send Content-Length or Transfer-Encoding, not both."}}`) {
-		t.Errorf("Content-Length with Transfer-Encoding:\n%s", both)
+	next := "GET /v1/currencies HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + testKey + "\r\n\r\n"
+	for _, tt := range []struct {
+		name, raw string
+		requests  int32
+	}{
+		{"Content-Length with Transfer-Encoding, then a request a front proxy would see inside the body",
+			head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next, 1},
+		{"chunked, then another request", head + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + next, 1},
+		{"HTTP/1.0 kept alive with a chunked body (net/http ignores its Transfer-Encoding)",
+			strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" +
+				"3a\r\nGET /v1/currencies HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer x\r\n\r\n\r\n0\r\n\r\n", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got.Store(0)
+			answer, closed := sendRaw(t, addr, tt.raw)
+			if !closed || strings.Count(answer, "HTTP/1.") != 1 || !strings.Contains(answer, "Connection: close") {
+				t.Fatalf("closed %v:\n%s", closed, answer)
+			}
+			if got.Load() != tt.requests {
+				t.Errorf("%d requests reached the upstream, want %d", got.Load(), tt.requests)
+			}
+		})
 	}
-	if got.Load() != 0 {
-		t.Error("the ambiguous request reached the upstream")
-	}
-	chunked := send(head + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
-	if !strings.HasPrefix(chunked, "HTTP/1.1 200 ") || !strings.HasSuffix(chunked, `{"environment":"sandbox","ok":1}`) {
-		t.Errorf("chunked alone:\n%s", chunked)
-	}
+	t.Run("OPTIONS * gets the envelope, and the connection goes on", func(t *testing.T) {
+		answer, closed := sendRaw(t, addr, "OPTIONS * HTTP/1.1\r\nHost: gw\r\n\r\n"+strings.Replace(next, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1))
+		first, second, _ := strings.Cut(answer, "HTTP/1.1 200 ")
+		if !closed || !strings.HasPrefix(first, "HTTP/1.1 404 ") || !strings.Contains(first, `{"environment":"sandbox","error":{"code":"not_found","message":"No such endpoint."}}`) || second == "" {
+			t.Fatalf("closed %v:\n%s", closed, answer)
+		}
+	})
 }
 
 // slowReader gives a few bytes, then a timeout, as a connection whose read
@@ -177,7 +210,7 @@ func TestARefusedConnectionIsRetried(t *testing.T) {
 		if err != nil {
 			return
 		}
-		http.Serve(ln2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Serve(ln2, asService(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			bodies = append(bodies, string(b))
 			w.Header().Set("Content-Type", "application/json")
@@ -202,11 +235,21 @@ func newGatewayTo(t *testing.T, upstream string, log *slog.Logger) *Gateway {
 		u[k], _ = u[k].Parse(upstream)
 	}
 	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u,
-		Transport: NewTransport(), InternalToken: "internal-token-0123456789", Log: log})
+		Transport: testTransport(t), InternalToken: "internal-token-0123456789", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// testTransport is the gateway's transport, as cmd/gateway makes it.
+func testTransport(tb testing.TB) *http.Transport {
+	tb.Helper()
+	tr, err := serve.UpstreamTransport(serve.UpstreamOptions{HeaderTimeout: LongestTimeout + 5*time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tr
 }
 
 // The grace a stopping gateway gives requests in flight is longer than its

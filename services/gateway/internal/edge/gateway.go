@@ -1,16 +1,20 @@
 // Package edge is the gateway's request path: every rule of the edge in the
 // order the contract gives (checks.go), the forwarding to the services
-// (proxy.go, splice.go), CORS for web pages (cors.go), and the guarantee
-// that every answer is a JSON object whose first field is "environment".
+// (proxy.go: httputil.ReverseProxy; splice.go), CORS for web pages
+// (cors.go), and the guarantee that every answer is a JSON object whose
+// first field is "environment". HTTP itself, both ways, is net/http's.
 package edge
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
@@ -36,7 +40,7 @@ type Config struct {
 	Keys          Keys
 	Limiter       Limiter
 	Upstreams     map[string]*url.URL // by upstream name
-	Transport     http.RoundTripper   // shared by every proxy; NewTransport when nil
+	Transport     http.RoundTripper   // shared by every proxy (serve.UpstreamTransport)
 	InternalToken string
 	Docs          *apidocs.Docs // the OpenAPI document and reference page; nil: not served
 	Log           *slog.Logger
@@ -45,56 +49,48 @@ type Config struct {
 
 // Gateway is the edge handler.
 type Gateway struct {
-	env     environment.Name
-	keys    Keys
-	docs    *apidocs.Docs
-	limiter Limiter
-	log     *slog.Logger
-	metrics *Metrics
-	splicer splicer
-	token   []string                     // the X-Internal-Token value
-	routes  map[string]map[string]*route // path → method → route
-	public  map[string]*route            // "METHOD /path" → public route
+	env      environment.Name
+	keys     Keys
+	docs     *apidocs.Docs
+	limiter  Limiter
+	log      *slog.Logger
+	metrics  *Metrics
+	splicer  splicer
+	token    []string                     // the X-Internal-Token value
+	calls    atomic.Uint64                // numbers requests and calls to services (partner.HeaderCallID)
+	idPrefix string                       // the gateway's request ids start with it
+	routes   map[string]map[string]*route // path → method → route
+	public   map[string]*route            // "METHOD /path" → public route
 }
 
 type route struct {
 	Route
 	pattern string
-	proxy   *relay
-}
-
-// call carries a request's key to the relay, and the wire code of a
-// failure back to the log line.
-type call struct {
-	entry     *apikey.Entry
-	requestID string
-	code      string
-	client    context.Context // the client's request context, without the route's deadline
-	out       clientWriter    // the answer's body goes to the client through it
+	proxy   *routeProxy
 }
 
 // New builds the edge. Every route's upstream must be configured.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Transport == nil {
-		cfg.Transport = NewTransport()
+		return nil, errors.New("edge: no transport")
 	}
 	g := &Gateway{
-		env: cfg.Env, keys: cfg.Keys, docs: cfg.Docs, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
+		idPrefix: rand.Text()[:12] + "-",
+		env:      cfg.Env, keys: cfg.Keys, docs: cfg.Docs, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
 		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
 		routes: make(map[string]map[string]*route),
 		public: make(map[string]*route),
 	}
-	keyed := make(map[string]*relay)
+	keyed := make(map[string]*routeProxy)
 	guarded := make(map[string]http.RoundTripper)
-	proxy := func(r Route, public bool) (*relay, error) {
+	proxy := func(r Route, public bool) (*routeProxy, error) {
 		target, ok := cfg.Upstreams[r.Upstream]
 		if !ok || target == nil {
 			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
 		}
-		if target.Scheme != "http" || target.RawQuery != "" || target.Fragment != "" {
-			// The transport speaks plain HTTP/1.1 to services inside the
-			// deployment; a query would be the request's, not the upstream's.
-			return nil, fmt.Errorf("edge: upstream %q must be an http:// URL without a query, not %s", r.Upstream, target.Redacted())
+		if (target.Scheme != "http" && target.Scheme != "https") || target.RawQuery != "" || target.Fragment != "" {
+			// A query would be the request's, not the upstream's.
+			return nil, fmt.Errorf("edge: upstream %q must be an http:// or https:// URL without a query, not %s", r.Upstream, target.Redacted())
 		}
 		rt := guarded[r.Upstream]
 		if rt == nil {
@@ -102,10 +98,10 @@ func New(cfg Config) (*Gateway, error) {
 			guarded[r.Upstream] = rt
 		}
 		if public {
-			return g.newRelay(r.Upstream, target, rt, true), nil
+			return g.newProxy(r.Upstream, target, rt, true), nil
 		}
 		if keyed[r.Upstream] == nil {
-			keyed[r.Upstream] = g.newRelay(r.Upstream, target, rt, false)
+			keyed[r.Upstream] = g.newProxy(r.Upstream, target, rt, false)
 		}
 		return keyed[r.Upstream], nil
 	}
@@ -140,40 +136,57 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	requestID := r.Header.Get(partner.HeaderRequestID)
 	if !validRequestID(requestID) {
-		requestID = rand.Text()
+		requestID = g.newRequestID()
 	}
 	h := w.Header()
 	h[partner.HeaderRequestID] = []string{requestID}
 	allowAnyOrigin(h)
 	sw := &obs.StatusWriter{ResponseWriter: w}
-	keyID, code := g.serve(sw, r, requestID)
+	var keyID, code string
+	defer func() {
+		if v := recover(); v != nil {
+			// ReverseProxy aborts the client's connection when an answer
+			// breaks off after its header: a cut body never looks whole.
+			if v == http.ErrAbortHandler {
+				code = codeAnswerCut
+				if r.Context().Err() != nil {
+					code = codeClientGone
+				} else {
+					upstream := g.upstreamOf(r)
+					g.count(func(m *Metrics) { m.upstreamErrors.WithLabelValues(upstream).Inc() })
+					g.log.Error("upstream answer broke off", "upstream", upstream, "request_id", requestID)
+				}
+				g.logRequest(r, sw.Status(), code, keyID, requestID, start)
+			}
+			panic(v)
+		}
+	}()
+	keyID, code = g.serve(sw, r, requestID)
 	if r.URL.Path == "/health" {
 		return // probes every few seconds would drown the log
 	}
 	g.logRequest(r, sw.Status(), code, keyID, requestID, start)
-	if code == codeAnswerCut {
-		// What the client has looks whole unless its connection is cut.
-		panic(http.ErrAbortHandler)
+}
+
+// upstreamOf is the upstream r was forwarded to.
+func (g *Gateway) upstreamOf(r *http.Request) string {
+	if rt := g.routes[r.URL.Path][r.Method]; rt != nil {
+		return rt.Upstream
 	}
+	if rt := g.public[r.Method+" "+r.URL.Path]; rt != nil {
+		return rt.Upstream
+	}
+	return "unknown"
 }
 
 // logRequest writes the request line.
-//
-// It and the other steps of a request that are not on the way to the
-// service (admit, relay.outbound, relay.answer) are kept out of line: their
-// locals would otherwise sit in the frames of the goroutine that waits for
-// the service, and a deeper wait means bigger stacks for every connection
-// (the runtime starts goroutines at the average depth; make loadtest shows
-// the resident memory).
-//
-//go:noinline
 func (g *Gateway) logRequest(r *http.Request, status int, code, keyID, requestID string, start time.Time) {
 	obs.LogLine(r.Context(), g.log, slog.LevelInfo, "request",
 		slog.String("method", obs.Method(r.Method)),
 		slog.String("route", r.Pattern),
 		slog.Int("status", status),
 		slog.String("code", code),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.Int64("duration_us", time.Since(start).Microseconds()),
 		slog.String("key_id", keyID),
 		slog.String("request_id", requestID),
 		slog.String("trace_id", obs.TraceID(r.Context())),
@@ -190,6 +203,14 @@ func (g *Gateway) count(f func(*Metrics)) {
 func (g *Gateway) refuse(w http.ResponseWriter, e *envelope.Error) string {
 	envelope.Write(w, string(g.env), e)
 	return string(e.Code)
+}
+
+// newRequestID is a request id of the gateway's own: a random prefix made
+// at start, then a counter. Unique across gateways and restarts, without a
+// read of crypto/rand per request (an id names a request; it guards
+// nothing).
+func (g *Gateway) newRequestID() string {
+	return g.idPrefix + strconv.FormatUint(g.calls.Add(1), 36)
 }
 
 // validRequestID accepts a client's X-Request-Id of 1–128 characters from

@@ -205,6 +205,17 @@ func (m *Metrics) UpstreamDialed(upstreams map[string]*url.URL) func(host string
 	}
 }
 
+// hostPort is u's host with its port, as a Transport dials it.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return u.Host + ":443"
+	}
+	return u.Host + ":80"
+}
+
 // instrumentUpstream times every call to one upstream; its error and
 // circuit series exist from the start (0, not "no data").
 func (m *Metrics) instrumentUpstream(upstream string, rt http.RoundTripper) http.RoundTripper {

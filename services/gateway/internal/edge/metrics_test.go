@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
@@ -72,17 +74,23 @@ func TestA429CountsItsKey(t *testing.T) {
 // TestOpenedConnectionsAreCountedByUpstream: a new connection counts for
 // its upstream, a reused one does not, and every upstream reads 0 first.
 func TestOpenedConnectionsAreCountedByUpstream(t *testing.T) {
-	u := startRaw(t, keepServing)
+	u := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") }))
+	defer u.Close()
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
-	payout, _ := url.Parse("http://" + u.addr)
+	payout, _ := url.Parse(u.URL)
 	fiat, _ := url.Parse("http://fiat.internal") // port 80
-	tr := NewTransport()
-	tr.Dialed = m.UpstreamDialed(map[string]*url.URL{UpstreamPayout: payout, UpstreamFiat: fiat})
+	tr, err := serve.UpstreamTransport(serve.UpstreamOptions{Dialed: m.UpstreamDialed(map[string]*url.URL{UpstreamPayout: payout, UpstreamFiat: fiat})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 3 {
-		if _, err := send(t, tr, "GET", payout.String()+"/v1/config"); err != nil {
+		resp, err := (&http.Client{Transport: tr}).Get(payout.String() + "/v1/config")
+		if err != nil {
 			t.Fatal(err)
 		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 	const head = "# HELP partnerapi_gateway_upstream_connections_opened_total Connections the gateway opened to an upstream. Pooled connections carry request after request: a rate near the request rate means they are not reused.\n" +
 		"# TYPE partnerapi_gateway_upstream_connections_opened_total counter\n"
@@ -105,7 +113,7 @@ func TestUpstreamCallsAreTimedByCode(t *testing.T) {
 		w.WriteHeader(codes[r.URL.Path])
 	}))
 	defer srv.Close()
-	rt := m.instrumentUpstream(UpstreamPayout, NewTransport())
+	rt := m.instrumentUpstream(UpstreamPayout, testTransport(t))
 	for _, path := range []string{"/ok", "/ok", "/missing", "/down"} {
 		if _, err := send(t, rt, "GET", srv.URL+path); err != nil {
 			t.Fatal(err)
@@ -136,4 +144,20 @@ func TestUpstreamCallsAreTimedByCode(t *testing.T) {
 	if !maps.Equal(counts, want) {
 		t.Errorf("duration series %v, want %v", counts, want)
 	}
+}
+
+// send makes one request through rt and reads its answer whole.
+func send(t *testing.T, rt http.RoundTripper, method, url string) (string, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }

@@ -3,21 +3,16 @@ package edge
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
@@ -38,7 +33,7 @@ import (
 //	cd services/gateway && go test -run '^$' -bench ProductionPath -benchmem ./internal/edge/
 func BenchmarkProductionPath(b *testing.B) {
 	body := `{"quoteId":"bpq_84532_00112233445566778899aabbccddeeff","cryptoAmount":"100","fiatAmount":"91.3","rate":"0.913","rail":"sepa_instant","estimatedSettlement":"PT10S","providerFee":"0.5","ourFee":"0.2","expiresAt":"2026-11-22T05:00:59Z"}`
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		// The headers the payout service answers with (net/http adds Date
 		// and Content-Length).
@@ -69,7 +64,7 @@ func BenchmarkProductionPath(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer kit.Shutdown(context.Background())
-			h := productionGateway(b, kit, upstream.URL, NewTransport())
+			h := productionGateway(b, kit, upstream.URL, testTransport(b))
 			reqBody := []byte(`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`)
 			r := httptest.NewRequest("POST", "/v1/bank/payout/quote", nil)
 			r.Header.Set("Authorization", "Bearer "+testKey)
@@ -121,63 +116,4 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 		tb.Fatal(err)
 	}
 	return kit.Serve(g)
-}
-
-// countingConn counts the writes made on a connection.
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
-}
-
-// TestAProxiedPOSTLeavesInOneWrite: the request line, headers and the
-// (size-capped, already read) body reach the upstream in one write(2), with
-// tracing off and with spans recorded.
-func TestAProxiedPOSTLeavesInOneWrite(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Environment", "sandbox")
-		_, _ = io.WriteString(w, `{"quoteId":"bpq_84532_00112233445566778899aabbccddeeff"}`)
-	}))
-	defer upstream.Close()
-	for _, recording := range []bool{false, true} {
-		t.Run(fmt.Sprintf("recording=%v", recording), func(t *testing.T) {
-			kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", func(string) string { return "" })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if recording {
-				kit.Tracing = obs.NewTracingWith(sdktrace.NewTracerProvider())
-			}
-			var writes atomic.Int64
-			transport := NewTransport()
-			dial := transport.Dial
-			transport.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := dial(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return countingConn{Conn: c, writes: &writes}, nil
-			}
-			h := productionGateway(t, kit, upstream.URL, transport)
-			// A body that fits, with the headers, in the transport's 4 KiB
-			// write buffer (every body our contract describes does).
-			body := strings.Repeat(" ", 3<<10) + `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
-			for i := range 3 {
-				before := writes.Load()
-				w := serveOne(h, "POST", "/v1/bank/payout/quote", body, "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-				if w.Code != 200 {
-					t.Fatalf("%d %s", w.Code, w.Body)
-				}
-				if n := writes.Load() - before; n != 1 {
-					t.Errorf("request %d: the upstream got the request in %d writes, want 1", i, n)
-				}
-			}
-		})
-	}
 }

@@ -81,16 +81,4 @@ func (b *stampedBody) Read(p []byte) (int, error) {
 	return b.rest.Read(p)
 }
 
-// WriteTo writes head, then the rest as the upstream body writes it
-// (from its connection's buffer).
-func (b *stampedBody) WriteTo(w io.Writer) (int64, error) {
-	n, err := io.WriteString(w, b.head)
-	b.head = b.head[n:]
-	if err != nil {
-		return int64(n), err
-	}
-	m, err := copyBuffered(w, b.rest)
-	return int64(n) + m, err
-}
-
 func (b *stampedBody) Close() error { return b.rest.Close() }

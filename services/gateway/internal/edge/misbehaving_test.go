@@ -1,0 +1,263 @@
+package edge
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// misbehaving is a service that answers each request as its mode says,
+// over raw TCP. A normal answer names the request it answers (the
+// X-Request-Id the gateway sent), so a client can tell its own answer from
+// another's.
+type misbehaving struct {
+	ln   net.Listener
+	mode func(n int, req *http.Request, c net.Conn)
+	mu   sync.Mutex
+	n    int
+}
+
+func startMisbehaving(t *testing.T, mode func(n int, req *http.Request, c net.Conn)) *misbehaving {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &misbehaving{ln: ln, mode: mode}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go m.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return m
+}
+
+func (m *misbehaving) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		m.mu.Lock()
+		m.n++
+		n := m.n
+		m.mu.Unlock()
+		m.mode(n, req, c)
+	}
+}
+
+// own is a well-formed answer to req.
+func own(req *http.Request) string {
+	body := `{"for":"` + req.Header.Get("X-Request-Id") + `"}`
+	return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nX-Internal-Call-Id: " + req.Header.Get("X-Internal-Call-Id") + "\r\nContent-Length: " +
+		fmt.Sprint(len(body)) + "\r\n\r\n" + body
+}
+
+// Whatever a service does wrong on a connection, the next client gets its
+// own answer (or a 500 in the envelope), never the bytes of another
+// request's: the first request of each pair misbehaves, the second is
+// served normally, on the gateway's pooled connection if it kept it.
+func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
+	const bad = 1 // the first request of each round misbehaves
+	for _, tc := range []struct {
+		name string
+		mode func(req *http.Request, c net.Conn)
+	}{
+		{"a late answer, after the route's timeout", func(req *http.Request, c net.Conn) {
+			time.Sleep(400 * time.Millisecond)
+			io.WriteString(c, own(req))
+		}},
+		{"extra bytes after the body: another answer", func(req *http.Request, c net.Conn) {
+			io.WriteString(c, own(req)+"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nContent-Length: 16\r\n\r\n{\"for\":\"forged\"}")
+		}},
+		{"a body shorter than its Content-Length, then a close", func(req *http.Request, c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nContent-Length: 100\r\n\r\n{\"for\":")
+			c.Close()
+		}},
+		{"a close in the middle of a chunked body", func(req *http.Request, c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{\"for\":")
+			c.Close()
+		}},
+		{"an informational 103 first", func(req *http.Request, c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"+own(req))
+		}},
+		{"a 204 with a body", func(req *http.Request, c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\nX-Environment: sandbox\r\n\r\n"+own(req))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := startMisbehaving(t, func(n int, req *http.Request, c net.Conn) {
+				if n%2 == bad {
+					tc.mode(req, c)
+					return
+				}
+				io.WriteString(c, own(req))
+			})
+			target, _ := url.Parse("http://" + u.ln.Addr().String())
+			up := upstreams()
+			for k := range up {
+				up[k] = target
+			}
+			g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: up, Transport: testTransport(t),
+				InternalToken: "internal-token-0123456789", Log: quiet()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, byMethod := range g.routes {
+				for _, rt := range byMethod {
+					rt.Timeout = 200 * time.Millisecond
+				}
+			}
+			addr := wireServer(t, g)
+			client := &http.Client{Timeout: 5 * time.Second}
+			for round := range 5 {
+				for i := range 2 {
+					id := fmt.Sprintf("client-%d-%d", round, i)
+					req, _ := http.NewRequest("GET", "http://"+addr+"/v1/limits", nil)
+					req.Header.Set("Authorization", "Bearer "+testKey)
+					req.Header.Set("X-Request-Id", id)
+					resp, err := client.Do(req)
+					if err != nil {
+						if i == 0 {
+							continue // the misbehaving answer may cut the client's connection
+						}
+						t.Fatalf("round %d, the well-served request: %v", round, err)
+					}
+					b, rerr := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					body := string(b)
+					switch {
+					case rerr != nil && i == 0:
+						// A cut answer cuts the client's connection: it never
+						// looks whole.
+					case rerr != nil:
+						t.Fatalf("round %d, the well-served request: %v", round, rerr)
+					case strings.Contains(body, `"for":`) && body != `{"environment":"sandbox","for":"`+id+`"}`:
+						t.Fatalf("round %d, request %d got another's answer: %d %s", round, i, resp.StatusCode, body)
+					case i == 1 && (resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") != id):
+						t.Fatalf("round %d, the well-served request: %d %s (X-Request-Id %q)", round, resp.StatusCode, body, resp.Header.Get("X-Request-Id"))
+					case i == 0 && resp.StatusCode != 200 && body != internalBody:
+						t.Fatalf("round %d, the misbehaving answer: %d %s", round, resp.StatusCode, body)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Under concurrency too: 16 clients at once against a service that adds a
+// forged answer after every other one (or sends a 204 with a body). No
+// client ever gets an answer that is not its own.
+func TestUnderConcurrencyNoAnswerGoesToAnotherRequest(t *testing.T) {
+	for _, forged := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nContent-Length: 16\r\n\r\n{\"for\":\"forged\"}",
+		"HTTP/1.1 204 No Content\r\nX-Environment: sandbox\r\n\r\n",
+	} {
+		u := startMisbehaving(t, func(n int, req *http.Request, c net.Conn) {
+			if n%2 == 1 {
+				io.WriteString(c, own(req)+forged)
+				return
+			}
+			if strings.HasPrefix(forged, "HTTP/1.1 204") {
+				io.WriteString(c, forged+own(req)) // the body after a 204 is the next one's, forged
+				return
+			}
+			io.WriteString(c, own(req))
+		})
+		target, _ := url.Parse("http://" + u.ln.Addr().String())
+		up := upstreams()
+		for k := range up {
+			up[k] = target
+		}
+		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: up, Transport: testTransport(t),
+			InternalToken: "internal-token-0123456789", Log: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := wireServer(t, g)
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client := &http.Client{Timeout: 5 * time.Second}
+				for i := range 100 {
+					id := fmt.Sprintf("client-%d-%d", w, i)
+					req, _ := http.NewRequest("GET", "http://"+addr+"/v1/limits", nil)
+					req.Header.Set("Authorization", "Bearer "+testKey)
+					req.Header.Set("X-Request-Id", id)
+					resp, err := client.Do(req)
+					if err != nil {
+						continue
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if strings.Contains(string(b), `"for":`) && string(b) != `{"environment":"sandbox","for":"`+id+`"}` {
+						t.Errorf("%s got %s", id, b)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// A service's informational 103 reaches the client, and the final answer
+// still carries every header the gateway sets (net/http's ReverseProxy
+// clears the answer's header map after a 1xx).
+func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
+	u := startMisbehaving(t, func(n int, req *http.Request, c net.Conn) {
+		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"+own(req))
+	})
+	target, _ := url.Parse("http://" + u.ln.Addr().String())
+	up := upstreams()
+	for k := range up {
+		up[k] = target
+	}
+	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: up, Transport: testTransport(t),
+		InternalToken: "internal-token-0123456789", Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := wireServer(t, g)
+	var hints []string
+	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/limits", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("X-Request-Id", "early-1")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			hints = append(hints, fmt.Sprint(code, " ", h.Get("Link")))
+			return nil
+		},
+	}))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(hints) != 1 || hints[0] != "103 </x>; rel=preload" {
+		t.Errorf("informational answers %v", hints)
+	}
+	if resp.StatusCode != 200 || string(b) != `{"environment":"sandbox","for":"early-1"}` || resp.Header.Get("X-Request-Id") != "early-1" ||
+		resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("RateLimit-Policy") == "" {
+		t.Errorf("final answer %d %s %v", resp.StatusCode, b, resp.Header)
+	}
+}
