@@ -248,8 +248,9 @@ func TestAFrozenServiceFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := errorBody("internal", "Internal error; it has been logged.")
+	quote := fmt.Sprintf(eurQuote, "10")
 	start := time.Now()
-	for _, r := range s.concurrently(5, func() response { return s.get("/v1/limits", key) }) {
+	for _, r := range s.concurrently(5, func() response { return s.post("/v1/bank/payout/quote", key, quote) }) {
 		if r.Status != 500 || r.Body != want {
 			t.Errorf("%d %s", r.Status, r.Body)
 		}
@@ -257,9 +258,17 @@ func TestAFrozenServiceFailsFast(t *testing.T) {
 	if d := time.Since(start); d > 6*time.Second {
 		t.Errorf("callers waited %s; the route timeout is 5 s", d)
 	}
-	start = time.Now()
-	if r := s.get("/v1/limits", key); r.Status != 500 || time.Since(start) > 200*time.Millisecond {
-		t.Errorf("with the circuit open: %d after %s", r.Status, time.Since(start))
+	// With the circuit open no partner call waits on the frozen service,
+	// however long it stays frozen: the gateway probes its health itself.
+	for range 3 {
+		start = time.Now()
+		if r := s.post("/v1/bank/payout/quote", key, quote); r.Status != 500 || time.Since(start) > time.Second {
+			t.Errorf("with the circuit open: %d after %s", r.Status, time.Since(start))
+		}
+	}
+	// The reference reads do not need payout: another service answers them.
+	if r := s.get("/v1/limits", key); r.Status != 200 || !strings.HasPrefix(r.Body, `{"environment":"sandbox","settlementNotation":`) {
+		t.Errorf("GET /v1/limits with payout frozen: %d %s", r.Status, r.Body)
 	}
 	if !s.logged(`"msg":"upstream circuit open","service":"gateway","upstream":"payout"`) {
 		t.Error("the opening of the circuit is not logged")
@@ -268,7 +277,45 @@ func TestAFrozenServiceFailsFast(t *testing.T) {
 		t.Errorf("circuit state %v, want 2 (open)", v)
 	}
 	payout.Signal(syscall.SIGCONT)
-	s.waitForWithin(10*time.Second, func() bool { return s.get("/v1/limits", key).Status == 200 })
+	s.waitForWithin(10*time.Second, func() bool { return s.post("/v1/bank/payout/quote", key, quote).Status == 200 })
+}
+
+// One service's death stays its own (DESIGN §6): with payout killed, a
+// fiat-only partner's calls and every reference read still answer, the
+// config with the key's own grants; payout's routes fail fast.
+func TestAKilledServiceTakesOnlyItsOwnRoutes(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("fiat-only", "--products", "fiat", "--source-chains", "84532", "--rate", "1000")
+	bank := s.issue("bank-only", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	reads := []string{"/v1/config", "/v1/currencies", "/v1/limits", "/v1/countries", "/v1/statuses", "/v1/payment-methods", "/v1/rates"}
+	before := map[string]string{}
+	for _, path := range reads {
+		r := s.get(path, key)
+		if r.Status != 200 {
+			t.Fatalf("GET %s before the kill: %d %s", path, r.Status, r.Body)
+		}
+		before[path] = r.Body
+	}
+	payout := s.Services["payout"]
+	if err := payout.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	payout.Wait(10 * time.Second)
+	for round := range 3 { // the first calls find it dead, the later ones its circuit open
+		for _, path := range reads {
+			if r := s.get(path, key); r.Status != 200 || r.Body != before[path] {
+				t.Errorf("round %d, GET %s with payout dead: %d %s", round, path, r.Status, r.Body)
+			}
+		}
+		acct := s.do("POST", "/v1/fiat/accounts", key, onboardBody(fmt.Sprintf("ada-%d@example.com", round)),
+			"Idempotency-Key", fmt.Sprintf("dead-payout-%d", round))
+		if acct.Status != 200 || !strings.Contains(acct.Body, `"accountId":"acc_`) {
+			t.Errorf("round %d, onboarding with payout dead: %d %s", round, acct.Status, acct.Body)
+		}
+		if r := s.post("/v1/bank/payout/quote", bank, fmt.Sprintf(eurQuote, "10")); r.Status != 500 {
+			t.Errorf("round %d, a quote with payout dead: %d %s", round, r.Status, r.Body)
+		}
+	}
 }
 
 // A service that restarts closes the gateway's idle connections to it; the

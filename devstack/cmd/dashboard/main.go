@@ -172,7 +172,7 @@ func Dashboard() map[string]any {
 		[2]string{`histogram_quantile(0.95, sum by (le, upstream) (rate(partnerapi_gateway_upstream_request_duration_seconds_bucket{job="gateway"}[$__rate_interval])))`, "{{upstream}}"})
 	b.series(16, 8, "Upstream errors", "Calls to a service that failed: unreachable, timed out, or refused by the gateway.", "reqps",
 		[2]string{`sum by (upstream) (rate(partnerapi_gateway_upstream_errors_total{job="gateway"}[$__rate_interval]))`, "{{upstream}}"})
-	b.series(0, 8, "Upstream circuits", "Each upstream's circuit breaker: 0 closed, 1 half-open, 2 open (calls fail at once).", "none",
+	b.series(0, 8, "Upstream circuits", "Each upstream's circuit: 0 closed, 2 open (calls fail at once while the gateway probes the service's health every second).", "none",
 		[2]string{`max by (upstream) (partnerapi_gateway_upstream_circuit_state{job="gateway"})`, "{{upstream}}"})
 	b.series(8, 8, "Keys", "Keys in the live set, and whether the keys file on disk parses.", "none",
 		[2]string{`max(partnerapi_gateway_keys_loaded{job="gateway"})`, "keys loaded"},

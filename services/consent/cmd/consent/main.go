@@ -7,12 +7,14 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/consent/internal/consent"
 )
@@ -42,5 +44,8 @@ func run(ctx context.Context, s *serve.Setup) error {
 
 	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
-	return s.Serve(ctx, consent.NewHandler(consent.MakeEndpoints(svc, o), s.Env, s.InternalToken, s.Log))
+	mux := http.NewServeMux()
+	consent.Routes(mux, consent.MakeEndpoints(svc, o), s.Log)
+	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

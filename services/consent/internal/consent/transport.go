@@ -10,19 +10,17 @@ import (
 
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
-	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// NewHandler is the service's HTTP API. The /internal routes are the fiat
+// Routes adds the service's routes to mux. The /internal routes are the fiat
 // service's (consentapi); the gateway never routes them. GET
 // /consent/return is the browser's way back; it answers HTML, since a
 // person reads it.
-func NewHandler(e Endpoints, env environment.Name, internalToken string, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
+func Routes(mux *http.ServeMux, e Endpoints, log *slog.Logger) {
 	mux.Handle(consentapi.RouteCreate, kithttp.Server(e.CreateSession, decodeCreate, log))
 	mux.Handle(consentapi.RouteGet, kithttp.Server(e.Session, decodeSession, log))
 	mux.Handle("POST /v1/fiat/consent/link", kithttp.Server(e.Link, kithttp.Decode[LinkRequest], log))
@@ -32,7 +30,6 @@ func NewHandler(e Endpoints, env environment.Name, internalToken string, log *sl
 			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
 		}),
 		httptransport.ServerErrorEncoder(returnError(log))))
-	return kithttp.Wrap(mux, env, internalToken)
 }
 
 func decodeCreate(_ context.Context, r *http.Request) (any, error) {

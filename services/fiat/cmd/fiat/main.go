@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -15,6 +16,7 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/fiat/internal/fiat"
 )
@@ -59,5 +61,8 @@ func run(ctx context.Context, s *serve.Setup) error {
 	// Once started, a creating request runs to its end within 25 s (the
 	// bank provider's client gives up within 20), caller or no caller.
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 25 * time.Second}, s.Log)
-	return s.Serve(ctx, fiat.NewHandler(fiat.MakeEndpoints(svc, o), s.Env, s.InternalToken, creating, s.Log))
+	mux := http.NewServeMux()
+	fiat.Routes(mux, fiat.MakeEndpoints(svc, o), s.Env, creating, s.Log)
+	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

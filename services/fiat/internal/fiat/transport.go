@@ -8,11 +8,10 @@ import (
 	"github.com/partnerpay/api/pkg/kithttp"
 )
 
-// NewHandler is the service's HTTP API. idempotent wraps the creating routes
-// (accounts, virtual accounts, one-off deposits, sandbox pay-ins). The sandbox routes exist
-// only in sandbox.
-func NewHandler(e Endpoints, env environment.Name, internalToken string, idempotent func(http.Handler) http.Handler, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
+// Routes adds the service's routes to mux. idempotent wraps the creating
+// routes (accounts, virtual accounts, one-off deposits, sandbox pay-ins).
+// The sandbox routes exist only in sandbox.
+func Routes(mux *http.ServeMux, e Endpoints, env environment.Name, idempotent func(http.Handler) http.Handler, log *slog.Logger) {
 	mux.Handle("POST /v1/fiat/accounts", idempotent(kithttp.Server(e.CreateAccount, kithttp.Decode[AccountRequest], log)))
 	mux.Handle("POST /v1/fiat/virtual-accounts", idempotent(kithttp.Server(e.CreateVirtualAccount, kithttp.Decode[VirtualAccountRequest], log)))
 	mux.Handle("POST /v1/fiat/deposits", idempotent(kithttp.Server(e.CreateDeposit, kithttp.Decode[DepositRequest], log)))
@@ -21,5 +20,4 @@ func NewHandler(e Endpoints, env environment.Name, internalToken string, idempot
 		mux.Handle("POST /v1/sandbox/payin", idempotent(kithttp.Server(e.SandboxPayin, kithttp.Decode[PayinRequest], log)))
 		mux.Handle("POST /v1/sandbox/identity", kithttp.Server(e.SandboxIdentity, kithttp.Decode[IdentityRequest], log))
 	}
-	return kithttp.Wrap(mux, env, internalToken)
 }

@@ -105,5 +105,6 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
+	defer gw.Close()
 	return s.Serve(ctx, gw)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -168,11 +169,19 @@ func TestASlowBodyIs408InTheEnvelope(t *testing.T) {
 	}
 }
 
+// hangs answers nothing until its caller goes away. It reads the body
+// first: net/http notices a closed connection only once the body is read.
+func hangs(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
+}
+
 func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	hung := httptest.NewServer(http.HandlerFunc(hangs))
 	defer hung.Close()
 	var logs bytes.Buffer
 	g := newGatewayTo(t, hung.URL, slog.New(slog.NewJSONHandler(&logs, nil)))
+	defer g.Close()
 	const timeout = 300 * time.Millisecond // the routes' own (seconds) would make this test slow
 	for _, byMethod := range g.routes {
 		for _, rt := range byMethod {
@@ -181,18 +190,65 @@ func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
 	}
 	for i := range breakerTrips {
 		start := time.Now()
-		w := serveOne(g, "GET", "/v1/limits", "")
+		w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`)
 		if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d < timeout || d > timeout+time.Second {
 			t.Fatalf("call %d: %d %s after %s; want 500 after the %s route timeout", i, w.Code, w.Body, d, timeout)
 		}
 	}
 	start := time.Now()
-	w := serveOne(g, "GET", "/v1/limits", "")
+	w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`)
 	if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d > 100*time.Millisecond {
 		t.Fatalf("with the circuit open: %d %s after %s; want 500 at once", w.Code, w.Body, d)
 	}
 	if !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout"`) {
 		t.Errorf("the opening is not logged:\n%s", logs.String())
+	}
+	// No partner call is ever the probe: while the service stays hung,
+	// every call keeps failing at once, well past the probe interval.
+	for range 3 {
+		time.Sleep(BreakerProbeEvery)
+		start := time.Now()
+		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("a call %s after the circuit opened: %d after %s; want 500 at once", BreakerProbeEvery, w.Code, time.Since(start))
+		}
+	}
+}
+
+// The reference reads, which every service serves, fail over: with payout
+// down (refusing) or hung, they are answered by the next service, and once
+// payout's circuit is open without waiting on it at all.
+func TestReferenceReadsOutliveOneService(t *testing.T) {
+	hung := httptest.NewServer(http.HandlerFunc(hangs))
+	defer hung.Close()
+	refused, _ := net.Listen("tcp", "127.0.0.1:0")
+	refusedURL := "http://" + refused.Addr().String()
+	refused.Close()
+	fiat := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{"from":"fiat"}`)
+	}))
+	defer fiat.Close()
+	for _, payout := range []string{refusedURL, hung.URL} {
+		u := upstreams()
+		u[UpstreamPayout], _ = url.Parse(payout)
+		u[UpstreamFiat], _ = url.Parse(fiat.URL)
+		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: testTransport(t),
+			InternalToken: "internal-token-0123456789", Log: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		for i := range breakerTrips + 2 {
+			start := time.Now()
+			w := serveOne(g, "GET", "/v1/limits", "")
+			if w.Code != 200 || w.Body.String() != `{"environment":"sandbox","from":"fiat"}` || time.Since(start) > referenceAttemptTimeout+time.Second {
+				t.Fatalf("payout at %s, read %d: %d %s after %s", payout, i, w.Code, w.Body, time.Since(start))
+			}
+			if i > breakerTrips && time.Since(start) > 100*time.Millisecond {
+				t.Errorf("with payout's circuit open the read still waited %s", time.Since(start))
+			}
+		}
 	}
 }
 

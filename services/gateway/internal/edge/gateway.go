@@ -59,6 +59,7 @@ type Gateway struct {
 	token    []string                     // the X-Internal-Token value
 	calls    atomic.Uint64                // numbers requests and calls to services (partner.HeaderCallID)
 	idPrefix string                       // the gateway's request ids start with it
+	stop     chan struct{}                // closed by Close: the circuits' probes end
 	routes   map[string]map[string]*route // path → method → route
 	public   map[string]*route            // "METHOD /path" → public route
 }
@@ -76,26 +77,50 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{
 		idPrefix: rand.Text()[:12] + "-",
+		stop:     make(chan struct{}),
 		env:      cfg.Env, keys: cfg.Keys, docs: cfg.Docs, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
 		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
 		routes: make(map[string]map[string]*route),
 		public: make(map[string]*route),
 	}
 	keyed := make(map[string]*routeProxy)
-	guarded := make(map[string]http.RoundTripper)
-	proxy := func(r Route, public bool) (*routeProxy, error) {
-		target, ok := cfg.Upstreams[r.Upstream]
+	upstreams := make(map[string]http.RoundTripper) // each upstream's guarded, measured transport
+	upstream := func(name string) (*url.URL, http.RoundTripper, error) {
+		target, ok := cfg.Upstreams[name]
 		if !ok || target == nil {
-			return nil, fmt.Errorf("edge: upstream %q (for %s %s) is not configured", r.Upstream, r.Method, r.Path)
+			return nil, nil, fmt.Errorf("edge: upstream %q is not configured", name)
 		}
 		if (target.Scheme != "http" && target.Scheme != "https") || target.RawQuery != "" || target.Fragment != "" {
 			// A query would be the request's, not the upstream's.
-			return nil, fmt.Errorf("edge: upstream %q must be an http:// or https:// URL without a query, not %s", r.Upstream, target.Redacted())
+			return nil, nil, fmt.Errorf("edge: upstream %q must be an http:// or https:// URL without a query, not %s", name, target.Redacted())
 		}
-		rt := guarded[r.Upstream]
-		if rt == nil {
-			rt = g.guard(r.Upstream, cfg.Transport) // one breaker per upstream
-			guarded[r.Upstream] = rt
+		if upstreams[name] == nil {
+			var rt http.RoundTripper = g.guard(name, target, cfg.Transport) // one circuit per upstream
+			if g.metrics != nil {
+				rt = g.metrics.instrumentUpstream(name, rt)
+			}
+			upstreams[name] = rt
+		}
+		return target, upstreams[name], nil
+	}
+	proxy := func(r Route, public bool) (*routeProxy, error) {
+		var target *url.URL
+		var rt http.RoundTripper
+		if r.Upstream == UpstreamAny {
+			f := &failover{}
+			for _, name := range AnyOrder {
+				t, u, err := upstream(name)
+				if err != nil {
+					return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
+				}
+				f.targets, f.rts = append(f.targets, t), append(f.rts, u)
+			}
+			target, rt = f.targets[0], f
+		} else {
+			var err error
+			if target, rt, err = upstream(r.Upstream); err != nil {
+				return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
+			}
 		}
 		if public {
 			return g.newProxy(r.Upstream, target, rt, true), nil
@@ -128,6 +153,10 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	return g, nil
 }
+
+// Close ends the background work of the edge (the probes of open
+// circuits).
+func (g *Gateway) Close() { close(g.stop) }
 
 // ServeHTTP answers one request and logs one line for it: method, route,
 // status, wire code, duration, key id, request id, trace id. Never the key,

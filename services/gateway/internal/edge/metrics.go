@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
@@ -85,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"upstream"}),
 		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_state",
-			Help: "The circuit breaker of each upstream: 0 closed (calls go through), 1 half-open (one call probes), 2 open (calls fail at once).",
+			Help: "The circuit breaker of each upstream: 0 closed (calls go through), 2 open (calls fail at once while the gateway probes its /health every second).",
 		}, []string{"upstream"}),
 		circuitOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_opened_total",
@@ -183,11 +182,15 @@ func (m *Metrics) KeysReloadFailed() {
 }
 
 // circuitChanged records an upstream's breaker state.
-func (m *Metrics) circuitChanged(upstream string, to gobreaker.State) {
-	m.circuitState.WithLabelValues(upstream).Set(float64(to))
-	if to == gobreaker.StateOpen {
+// circuitChanged: the state gauge reads 0 closed, 2 open (1, half-open, is
+// no longer a state: recovery is probed in the background).
+func (m *Metrics) circuitChanged(upstream string, open bool) {
+	if open {
+		m.circuitState.WithLabelValues(upstream).Set(2)
 		m.circuitOpened.WithLabelValues(upstream).Inc()
+		return
 	}
+	m.circuitState.WithLabelValues(upstream).Set(0)
 }
 
 // UpstreamDialed counts the connections a Transport opens, by upstream

@@ -69,9 +69,6 @@ type routeProxy struct {
 }
 
 func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTripper, public bool) *routeProxy {
-	if g.metrics != nil {
-		rt = g.metrics.instrumentUpstream(upstream, rt)
-	}
 	p := &routeProxy{g: g, upstream: upstream, public: public}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

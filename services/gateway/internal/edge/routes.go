@@ -11,7 +11,13 @@ const (
 	UpstreamPayout  = "payout"
 	UpstreamFiat    = "fiat"
 	UpstreamConsent = "consent"
+	// UpstreamAny is every service, in AnyOrder: the reference reads, which
+	// each serves (pkg/reference), go to the first that answers.
+	UpstreamAny = "any"
 )
+
+// AnyOrder is the order UpstreamAny tries the services in.
+var AnyOrder = []string{UpstreamPayout, UpstreamFiat, UpstreamConsent}
 
 // Route is one endpoint of the partner API: method and path, the service that
 // answers it, the product the key must carry ("" means any valid key), and
@@ -26,8 +32,8 @@ type Route struct {
 	Timeout     time.Duration
 }
 
-// Route timeouts: the payout service answers from Redis alone; fiat and
-// consent call the bank provider (whose client gives up within them). The
+// Route timeouts: the payout service answers from Redis and PostgreSQL;
+// the reference reads from memory; fiat and consent call the bank provider (whose client gives up within them). The
 // longest is what the gateway's shutdown grace must exceed.
 const (
 	readTimeout     = 5 * time.Second
@@ -43,13 +49,13 @@ const LongestTimeout = providerTimeout
 var Routes = []Route{
 	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout},
 	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
-	{"GET", "/v1/config", UpstreamPayout, "", false, readTimeout},
-	{"GET", "/v1/currencies", UpstreamPayout, "", false, readTimeout},
-	{"GET", "/v1/limits", UpstreamPayout, "", false, readTimeout},
-	{"GET", "/v1/countries", UpstreamPayout, "", false, readTimeout},
-	{"GET", "/v1/statuses", UpstreamPayout, "", false, readTimeout},
-	{"GET", "/v1/payment-methods", UpstreamPayout, "", false, readTimeout},
-	{"GET", "/v1/rates", UpstreamPayout, "", false, readTimeout},
+	{"GET", "/v1/config", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/currencies", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/limits", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/countries", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/statuses", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/payment-methods", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/rates", UpstreamAny, "", false, readTimeout},
 	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
 	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},

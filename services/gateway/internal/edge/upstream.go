@@ -3,70 +3,130 @@ package edge
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
-// Upstream calls are guarded two ways, under the route's own timeout:
+// Upstream calls are guarded three ways, under the route's own timeout:
 //
 //   - A refused connection is retried (twice, 25 and 50 ms later): nothing
 //     was sent, so a POST is as safe to retry as a GET. The body is the
 //     gateway's buffered copy (req.GetBody), so a retry sends it again.
-//   - A circuit breaker (github.com/sony/gobreaker) per upstream opens after
-//     five failures in a row — refused, reset, or no answer within the
-//     route's timeout — and then fails calls at once (500 internal) for
-//     BreakerCooldown, instead of holding every caller for the timeout. One
-//     call then probes the upstream; its success closes the breaker. An
+//   - A circuit per upstream opens after five failures in a row (refused,
+//     reset, or no answer in time) and then fails calls at once (500
+//     internal) instead of holding every caller for the timeout. While it
+//     is open, the gateway itself asks the upstream's GET /health every
+//     BreakerProbeEvery (no partner request is ever the probe, so none
+//     waits on a hung service); the first good answer closes it. An
 //     answer, even a 5xx, is a live upstream.
+//   - The reference reads (config and the lists), which every service
+//     serves, go to the first service whose circuit is closed, and on to
+//     the next when it fails or does not answer within
+//     referenceAttemptTimeout: one service's death does not take them down.
 const (
-	breakerTrips    = 5
-	BreakerCooldown = 5 * time.Second
-	refusedRetries  = 2
+	breakerTrips            = 5
+	BreakerProbeEvery       = time.Second
+	refusedRetries          = 2
+	referenceAttemptTimeout = time.Second
 )
 
 // errCircuitOpen is a call the breaker failed without trying it.
 var errCircuitOpen = errors.New("upstream circuit open: failing fast")
 
 type guarded struct {
-	name    string
-	next    http.RoundTripper
-	breaker *gobreaker.CircuitBreaker[*http.Response]
+	g        *Gateway
+	name     string
+	health   string // the upstream's GET /health
+	next     http.RoundTripper
+	open     atomic.Bool
+	mu       sync.Mutex
+	failures int
 }
 
-func (g *Gateway) guard(upstream string, next http.RoundTripper) http.RoundTripper {
-	gu := &guarded{name: upstream, next: next}
-	gu.breaker = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
-		Name:        upstream,
-		MaxRequests: 1,
-		Interval:    30 * time.Second,
-		Timeout:     BreakerCooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= breakerTrips },
-		// A caller that went away says nothing about the upstream.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			level := slog.LevelInfo
-			if to == gobreaker.StateOpen {
-				level = slog.LevelError
-			}
-			g.log.Log(context.Background(), level, "upstream circuit "+to.String(), "upstream", name, "from", from.String(),
-				"cooldown", BreakerCooldown.String())
-			g.count(func(m *Metrics) { m.circuitChanged(name, to) })
-		},
-	})
-	g.count(func(m *Metrics) { m.circuitChanged(upstream, gobreaker.StateClosed) })
+func (g *Gateway) guard(upstream string, target *url.URL, next http.RoundTripper) *guarded {
+	gu := &guarded{g: g, name: upstream, next: next, health: strings.TrimSuffix(target.String(), "/") + "/health"}
+	g.count(func(m *Metrics) { m.circuitChanged(upstream, false) })
 	return gu
 }
 
 func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := gu.breaker.Execute(func() (*http.Response, error) { return gu.tryRefused(req) })
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+	if gu.open.Load() {
 		return nil, errCircuitOpen
 	}
+	resp, err := gu.tryRefused(req)
+	switch {
+	case err == nil:
+		gu.mu.Lock()
+		gu.failures = 0
+		gu.mu.Unlock()
+	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
+		// The caller went away: that says nothing about the upstream.
+	default:
+		gu.failed()
+	}
 	return resp, err
+}
+
+// failed counts a failure and opens the circuit at the fifth in a row.
+func (gu *guarded) failed() {
+	gu.mu.Lock()
+	gu.failures++
+	trip := gu.failures >= breakerTrips && !gu.open.Load()
+	if trip {
+		gu.open.Store(true)
+	}
+	gu.mu.Unlock()
+	if !trip {
+		return
+	}
+	gu.g.log.Error("upstream circuit open", "upstream", gu.name, "probe_every", BreakerProbeEvery.String())
+	gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, true) })
+	go gu.probe()
+}
+
+// probe asks the upstream's health until it answers, then closes the
+// circuit.
+func (gu *guarded) probe() {
+	t := time.NewTicker(BreakerProbeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-gu.g.stop:
+			return
+		case <-t.C:
+		}
+		if gu.healthy() {
+			gu.mu.Lock()
+			gu.failures = 0
+			gu.open.Store(false)
+			gu.mu.Unlock()
+			gu.g.log.Info("upstream circuit closed", "upstream", gu.name)
+			gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, false) })
+			return
+		}
+	}
+}
+
+func (gu *guarded) healthy() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), BreakerProbeEvery)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, gu.health, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := gu.next.RoundTrip(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // tryRefused sends req, again on a refused connection while the request's
@@ -90,4 +150,56 @@ func (gu *guarded) tryRefused(req *http.Request) (*http.Response, error) {
 		}
 		req = retry
 	}
+}
+
+// failover sends a request to the first of several upstreams that answers:
+// the reference reads, which every service serves. Each upstream but the
+// last gets referenceAttemptTimeout; one whose circuit is open is skipped
+// at once.
+type failover struct {
+	targets []*url.URL
+	rts     []http.RoundTripper
+}
+
+func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
+	var err error
+	for i, rt := range f.rts {
+		r := req
+		if i > 0 {
+			r = req.Clone(req.Context())
+			t := f.targets[i]
+			r.URL.Scheme, r.URL.Host, r.Host = t.Scheme, t.Host, t.Host
+			r.URL.Path = strings.TrimSuffix(t.Path, "/") + strings.TrimPrefix(req.URL.Path, strings.TrimSuffix(f.targets[0].Path, "/"))
+		}
+		last := i == len(f.rts)-1
+		cancel := context.CancelFunc(func() {})
+		if !last {
+			var ctx context.Context
+			ctx, cancel = context.WithTimeout(r.Context(), referenceAttemptTimeout)
+			r = r.WithContext(ctx)
+		}
+		var resp *http.Response
+		resp, err = rt.RoundTrip(r)
+		if err == nil {
+			resp.Body = cancelOnClose{resp.Body, cancel}
+			return resp, nil
+		}
+		cancel()
+		if last || req.Context().Err() != nil {
+			break
+		}
+	}
+	return nil, err
+}
+
+// cancelOnClose ends an attempt's context once its answer is read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }

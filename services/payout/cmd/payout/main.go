@@ -14,6 +14,7 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/deposit"
 	"github.com/partnerpay/api/services/payout/internal/payout"
@@ -55,5 +56,6 @@ func run(ctx context.Context, s *serve.Setup) error {
 	svc := payout.NewService(s.Env, cfg.QuoteTTL, book, payout.NewStore(db), time.Now)
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
+	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

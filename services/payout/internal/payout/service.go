@@ -1,6 +1,6 @@
 // Package payout is the payout service: bank payout quotes (a mock while the
-// payout provider is being connected) and the reference lists partners read
-// before they quote. Business logic only; HTTP lives in transport.go.
+// payout provider is being connected) and their execution. Business logic
+// only; HTTP lives in transport.go.
 package payout
 
 import (
@@ -26,13 +26,6 @@ const MockMoney = "1234567.89"
 type Service interface {
 	Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (Quote, error)
 	Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error)
-	Config(ctx context.Context, caller partner.Caller) Config
-	Currencies(ctx context.Context) Currencies
-	Limits(ctx context.Context) Limits
-	Countries(ctx context.Context) Countries
-	Rates(ctx context.Context) Rates
-	PaymentMethods(ctx context.Context) PaymentMethods
-	Statuses(ctx context.Context) Statuses
 }
 
 // QuoteRequest is BankPayoutQuoteRequest. Pointers tell "sent" from "omitted"

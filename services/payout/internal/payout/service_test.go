@@ -158,14 +158,6 @@ func TestStoreFailureIsInternal(t *testing.T) {
 	}
 }
 
-func TestConfigWithoutBankHasNoBankCorridors(t *testing.T) {
-	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, nil, time.Now)
-	c := svc.Config(context.Background(), partner.Caller{KeyID: "f", Grants: partner.Grants{Products: []string{"fiat"}}})
-	if len(c.Corridors.Bank) != 0 || c.Crypto.Chains.Source == nil || c.Crypto.Tokens == nil {
-		t.Errorf("config %+v", c)
-	}
-}
-
 // BenchmarkQuote prices the same request over and over against a real
 // Redis: the quote answered again while open, the common case.
 func BenchmarkQuote(b *testing.B) {

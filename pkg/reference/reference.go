@@ -1,14 +1,70 @@
-package payout
+// Package reference is GET /v1/config and the reference lists
+// (currencies, limits, countries, rates, payment methods, statuses): what
+// a partner reads before it quotes. They need only the catalogue and the
+// key's grants, so every service serves them (a go-kit service of its own,
+// mounted on each service's mux), and the gateway reads them from whichever
+// service answers: the death of one service does not take them down.
+package reference
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
 	"slices"
 
+	"github.com/go-kit/kit/endpoint"
+
 	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
+
+// Service answers the reference reads.
+type Service interface {
+	Config(ctx context.Context, caller partner.Caller) (Config, error)
+	Currencies(ctx context.Context) Currencies
+	Limits(ctx context.Context) Limits
+	Countries(ctx context.Context) Countries
+	Rates(ctx context.Context) Rates
+	PaymentMethods(ctx context.Context) PaymentMethods
+	Statuses(ctx context.Context) Statuses
+}
+
+type service struct{ chains *catalog.Chains }
+
+var _ Service = (*service)(nil)
+
+// NewService returns the reference reads of environment env's catalogue.
+func NewService(env environment.Name) Service { return &service{chains: catalog.ChainsFor(env)} }
+
+// Routes mounts the reference reads on mux: each measured by o, not logged
+// (the gateway's request line says all there is to say about them).
+func Routes(mux *http.ServeMux, s Service, o *kithttp.Observer, log *slog.Logger) {
+	mux.Handle("GET /v1/config", kithttp.Server(o.Quiet("config", kithttp.Endpoint(func(ctx context.Context, c partner.Caller, _ struct{}) (Config, error) {
+		return s.Config(ctx, c)
+	})), kithttp.DecodeCaller, log))
+	for _, r := range []struct {
+		path, op string
+		e        endpoint.Endpoint
+	}{
+		{"/v1/currencies", "currencies", read(s.Currencies)},
+		{"/v1/limits", "limits", read(s.Limits)},
+		{"/v1/countries", "countries", read(s.Countries)},
+		{"/v1/rates", "rates", read(s.Rates)},
+		{"/v1/payment-methods", "payment_methods", read(s.PaymentMethods)},
+		{"/v1/statuses", "statuses", read(s.Statuses)},
+	} {
+		mux.Handle("GET "+r.path, kithttp.Server(o.Quiet(r.op, r.e), kithttp.DecodeCaller, log))
+	}
+}
+
+// read adapts a reference list, which needs no caller and cannot fail.
+func read[R any](f func(context.Context) R) endpoint.Endpoint {
+	return func(ctx context.Context, _ any) (any, error) { return f(ctx), nil }
+}
 
 // Config is GET /v1/config: what the calling key may do.
 type Config struct {
@@ -171,7 +227,7 @@ var (
 	}()
 )
 
-func (s *service) Config(_ context.Context, caller partner.Caller) Config {
+func (s *service) Config(_ context.Context, caller partner.Caller) (Config, error) {
 	g := caller.Grants
 	c := Config{
 		Products:        nonNil(g.Products),
@@ -190,7 +246,7 @@ func (s *service) Config(_ context.Context, caller partner.Caller) Config {
 	if g.HasProduct(partner.ProductBank) {
 		c.Corridors.Bank = bankCorridors
 	}
-	return c
+	return c, nil
 }
 
 func (s *service) Currencies(context.Context) Currencies {
