@@ -33,7 +33,8 @@ test: lint deploy-check build
 	@cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 ./e2e/
 
 # The deployment files: docker-compose.yml validates, the Prometheus config
-# and alert rules check, every alert's unit tests pass, and the Helm chart
+# and alert rules check, every alert's unit tests pass, Alertmanager's
+# routing checks, and the Helm chart
 # lints for both values files (devstack/deploycheck renders and decodes it).
 deploy-check:
 	@echo "== deploy"
@@ -50,6 +51,13 @@ deploy-check:
 	@promtool check config --syntax-only deploy/prometheus/prometheus.yml
 	@promtool check rules deploy/prometheus/rules/*.yml
 	@promtool test rules deploy/prometheus/tests/*.yml
+	@amtool check-config deploy/alertmanager/alertmanager.yml >/dev/null && echo "alertmanager.yml: valid"
+	@for t in page:severity=page,alertname=UpstreamDown ticket:severity=ticket,alertname=GatewayUpstreamErrors \
+		watchdog:severity=none,alertname=Watchdog ticket:alertname=SomethingNew; do \
+		IFS=: read -r want labels <<< "$$t"; \
+		amtool config routes test --config.file=deploy/alertmanager/alertmanager.yml --verify.receivers=$$want $${labels//,/ } >/dev/null 2>&1 \
+			|| { echo "alertmanager.yml: $$labels does not reach $$want"; exit 1; }; \
+	done
 
 run: build
 	@$(BIN)/devstack

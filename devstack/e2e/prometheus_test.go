@@ -20,11 +20,26 @@ type prometheusAPI struct {
 	base string
 }
 
+// promOptions: how the test's Prometheus runs.
+type promOptions struct {
+	interval     time.Duration   // scrape and evaluation interval; 1 s when zero
+	alertmanager string          // the Alertmanager it sends alerts to, if any
+	without      map[string]bool // jobs it has no target for
+}
+
 // startPrometheus runs a real Prometheus that scrapes every service of s
 // each second under its job name (as deploy/prometheus/prometheus.yml
 // does) and evaluates the repository's rules each second.
 func startPrometheus(t *testing.T, s *stack) *prometheusAPI {
 	t.Helper()
+	return startPrometheusWith(t, s, promOptions{})
+}
+
+func startPrometheusWith(t *testing.T, s *stack, o promOptions) *prometheusAPI {
+	t.Helper()
+	if o.interval == 0 {
+		o.interval = time.Second
+	}
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus is not installed (Debian's prometheus package; .ci/run installs it)")
@@ -35,8 +50,15 @@ func startPrometheus(t *testing.T, s *stack) *prometheusAPI {
 	}
 	dir := t.TempDir()
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [%q]\nscrape_configs:\n", rules)
+	fmt.Fprintf(&cfg, "global: {scrape_interval: %s, evaluation_interval: %[1]s}\nrule_files: [%q]\n", o.interval, rules)
+	if o.alertmanager != "" {
+		fmt.Fprintf(&cfg, "alerting: {alertmanagers: [{static_configs: [{targets: [%q]}]}]}\n", o.alertmanager)
+	}
+	cfg.WriteString("scrape_configs:\n")
 	for _, svc := range services {
+		if o.without[svc] {
+			continue
+		}
 		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", svc, s.Services[svc].AdminAddr)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {

@@ -142,6 +142,7 @@ func New(cfg Config) (*Gateway, error) {
 			g.routes[r.Path] = make(map[string]*route)
 		}
 		g.routes[r.Path][r.Method] = &route{Route: r, pattern: r.Method + " " + r.Path, proxy: p}
+		g.count(func(m *Metrics) { m.routeUpstream.WithLabelValues(r.Method+" "+r.Path, r.Upstream).Set(1) })
 	}
 	for _, pr := range Public {
 		r := Route{Method: pr.Method, Path: pr.Path, Upstream: pr.Upstream, Timeout: publicTimeout}
@@ -150,6 +151,7 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 		g.public[r.Method+" "+r.Path] = &route{Route: r, pattern: r.Method + " " + r.Path, proxy: p}
+		g.count(func(m *Metrics) { m.routeUpstream.WithLabelValues(r.Method+" "+r.Path, r.Upstream).Set(1) })
 	}
 	return g, nil
 }

@@ -42,6 +42,7 @@ type Metrics struct {
 	circuitState     *prometheus.GaugeVec
 	circuitOpened    *prometheus.CounterVec
 	upstreamDials    *prometheus.CounterVec
+	routeUpstream    *prometheus.GaugeVec
 
 	keysLoaded     prometheus.Gauge
 	keysFileValid  prometheus.Gauge
@@ -82,6 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_errors_total",
 			Help: "Upstream calls that failed (unreachable, timed out, an answer the gateway refused to pass on or one that broke off), by upstream.",
 		}, []string{"upstream"}),
+		routeUpstream: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "route_upstream_info",
+			Help: "1 for each route of the gateway and the service that answers it (\"any\": the reference reads, which every service serves). The alert rules join it to name a failing route's service.",
+		}, []string{"route", "upstream"}),
 		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_state",
 			Help: "The circuit breaker of each upstream: 0 closed (calls go through), 2 open (calls fail at once while the gateway probes its /health every second).",
@@ -108,7 +113,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.refusals, m.decisions, m.limitedKeys, m.fallbackActive, m.fallbackSwitches,
-		m.upstreamDuration, m.upstreamErrors, m.circuitState, m.circuitOpened, m.upstreamDials, m.keysLoaded, m.keysFileValid, m.reloadFailures)
+		m.upstreamDuration, m.upstreamErrors, m.circuitState, m.circuitOpened, m.upstreamDials, m.routeUpstream, m.keysLoaded, m.keysFileValid, m.reloadFailures)
 	m.refusedMissing = m.refusals.WithLabelValues("missing")
 	m.refusedMalformed = m.refusals.WithLabelValues("malformed")
 	m.refusedUnknown = m.refusals.WithLabelValues("unknown")

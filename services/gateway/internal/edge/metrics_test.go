@@ -161,3 +161,27 @@ func send(t *testing.T, rt http.RoundTripper, method, url string) (string, error
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
+
+// TestEveryRouteNamesItsService: the alert rules join a failing route to the
+// service behind it (to hold its page back while that service's own page is
+// firing); every route, keyed or public, has exactly one such series.
+func TestEveryRouteNamesItsService(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: upstreams(), Transport: testTransport(t),
+		InternalToken: "internal-token-0123456789", Log: quiet(), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if n := testutil.CollectAndCount(m.routeUpstream); n != len(Routes)+len(Public) {
+		t.Errorf("%d route series, want one per route (%d)", n, len(Routes)+len(Public))
+	}
+	for _, r := range []struct{ route, upstream string }{
+		{"POST /v1/bank/payout", "payout"}, {"GET /v1/config", "any"}, {"POST /v1/fiat/status", "fiat"}, {"POST /v1/fiat/consent/link", "consent"}, {"GET /consent/return", "consent"},
+	} {
+		if v := testutil.ToFloat64(m.routeUpstream.WithLabelValues(r.route, r.upstream)); v != 1 {
+			t.Errorf("route_upstream_info{route=%q,upstream=%q} = %v, want 1", r.route, r.upstream, v)
+		}
+	}
+}
