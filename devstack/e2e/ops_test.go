@@ -208,8 +208,9 @@ type otlpReceiver struct {
 }
 
 type receivedSpan struct {
-	service string
-	span    *tracepb.Span
+	service  string
+	resource map[string]string // the resource's string attributes
+	span     *tracepb.Span
 }
 
 func startReceiver(t *testing.T) *otlpReceiver {
@@ -228,15 +229,13 @@ func startReceiver(t *testing.T) *otlpReceiver {
 		}
 		r.mu.Lock()
 		for _, rs := range in.ResourceSpans {
-			svc := ""
+			res := map[string]string{}
 			for _, a := range rs.GetResource().GetAttributes() {
-				if a.Key == "service.name" {
-					svc = a.GetValue().GetStringValue()
-				}
+				res[a.Key] = a.GetValue().GetStringValue()
 			}
 			for _, ss := range rs.ScopeSpans {
 				for _, sp := range ss.Spans {
-					r.spans = append(r.spans, receivedSpan{service: svc, span: sp})
+					r.spans = append(r.spans, receivedSpan{service: res["service.name"], resource: res, span: sp})
 				}
 			}
 		}
@@ -269,7 +268,9 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	const callerSpan = "00f067aa0ba902b7"
-	r := s.do("POST", "/v1/fiat/accounts", key, onboardBody("ada@example.com"), "traceparent", "00-"+traceID+"-"+callerSpan+"-01")
+	// The caller did not sample its trace: it is our parent all the same,
+	// and our sampler (every request, by default) records it.
+	r := s.do("POST", "/v1/fiat/accounts", key, onboardBody("ada@example.com"), "traceparent", "00-"+traceID+"-"+callerSpan+"-00")
 	if r.Status != 200 {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
@@ -322,7 +323,15 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 	if gwServer.Name != "POST /v1/fiat/accounts" || fiatServer.Name != "POST /v1/fiat/accounts" {
 		t.Errorf("server spans are named after the route: gateway %q, fiat %q", gwServer.Name, fiatServer.Name)
 	}
-	_ = fiatClient
+	if gwClient.Name != "POST /v1/fiat/accounts" || !strings.HasPrefix(fiatClient.Name, "POST bank provider ") {
+		t.Errorf("client spans are named after the route or the provider's operation: gateway %q, fiat %q", gwClient.Name, fiatClient.Name)
+	}
+	for _, sp := range spans {
+		if sp.resource["service.version"] == "" || !strings.Contains(sp.resource["service.instance.id"], "/") {
+			t.Errorf("%s's span %q lacks service.version or service.instance.id: %v", sp.service, sp.span.Name, sp.resource)
+			break
+		}
+	}
 	if consent := find(spans, "consent", tracepb.Span_SPAN_KIND_SERVER, ""); consent != nil {
 		t.Errorf("the consent service's span has no parent: %s", consent.Name)
 	}

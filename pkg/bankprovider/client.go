@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
 )
 
@@ -193,6 +194,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, in any, idempo
 		}
 	}
 	var lastErr error
+	ctx = obs.ClientSpanName(ctx, "bank provider "+op) // the path has ids in it
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		status, respBody, err := c.once(ctx, method, path, body, idempotencyKey)

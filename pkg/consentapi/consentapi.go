@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/lifecycle"
-
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -87,7 +87,7 @@ func (c *Client) Create(ctx context.Context, in CreateSession) (Session, error) 
 		return Session{}, err
 	}
 	var out Session
-	return out, c.do(ctx, http.MethodPost, c.base.JoinPath("/internal/sessions").String(), body, &out)
+	return out, c.do(obs.ClientSpanName(ctx, "/internal/sessions"), http.MethodPost, c.base.JoinPath("/internal/sessions").String(), body, &out)
 }
 
 // Get reads the session id of owner; ErrNotFound when there is none.
@@ -95,7 +95,7 @@ func (c *Client) Get(ctx context.Context, owner, id string) (Session, error) {
 	u := c.base.JoinPath("/internal/sessions", id)
 	u.RawQuery = url.Values{"owner": {owner}}.Encode()
 	var out Session
-	return out, c.do(ctx, http.MethodGet, u.String(), nil, &out)
+	return out, c.do(obs.ClientSpanName(ctx, "/internal/sessions/{id}"), http.MethodGet, u.String(), nil, &out)
 }
 
 func (c *Client) do(ctx context.Context, method, target string, body []byte, out any) error {

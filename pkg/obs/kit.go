@@ -28,11 +28,11 @@ type ReadinessCheck func(context.Context) error
 
 // NewKit sets up metrics and tracing for service.
 func NewKit(ctx context.Context, service string, env environment.Name, getenv func(string) string) (*Kit, error) {
-	tr, err := NewTracing(ctx, service, env, getenv)
+	reg := NewRegistry(service, env)
+	tr, err := NewTracing(ctx, service, env, getenv, reg)
 	if err != nil {
 		return nil, err
 	}
-	reg := NewRegistry(service, env)
 	return &Kit{service: service, Registry: reg, HTTP: NewHTTPMetrics(reg), Tracing: tr}, nil
 }
 

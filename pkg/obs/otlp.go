@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkinstr "go.opentelemetry.io/otel/sdk/instrumentation"
@@ -45,6 +46,23 @@ type otlpExporter struct {
 	gzip     bool
 	client   *http.Client
 	shutdown chan struct{}
+	counts   *spanCounts // nil: not counted
+}
+
+// spanCounts are the spans this process sent to the collector and those it
+// gave up on (the collector unreachable or refusing past the export's
+// retries): traces with holes, which an operator should see.
+type spanCounts struct{ exported, dropped prometheus.Counter }
+
+func newSpanCounts(reg prometheus.Registerer) *spanCounts {
+	c := &spanCounts{
+		exported: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "trace", Name: "spans_exported_total",
+			Help: "Spans sent to the OTLP collector."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "trace", Name: "spans_dropped_total",
+			Help: "Spans given up on: their export failed after its retries (the collector unreachable, refusing or too slow)."}),
+	}
+	reg.MustRegister(c.exported, c.dropped)
+	return c
 }
 
 const otlpDefaultTimeout = 10 * time.Second
@@ -113,6 +131,18 @@ func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if len(spans) == 0 {
 		return nil
 	}
+	err := e.export(ctx, spans)
+	if e.counts != nil {
+		if err != nil {
+			e.counts.dropped.Add(float64(len(spans)))
+		} else {
+			e.counts.exported.Add(float64(len(spans)))
+		}
+	}
+	return err
+}
+
+func (e *otlpExporter) export(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	select {
 	case <-e.shutdown:
 		return errors.New("OTLP exporter is shut down")

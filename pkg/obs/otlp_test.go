@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkinstr "go.opentelemetry.io/otel/sdk/instrumentation"
@@ -256,10 +258,22 @@ func TestOTLPExporterGivesUpWithinItsTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewPedanticRegistry()
+	e.counts = newSpanCounts(reg)
 	start := time.Now()
 	err = e.ExportSpans(context.Background(), oneSpan())
 	if err == nil || !strings.Contains(err.Error(), "traces export to http://"+dead+"/v1/traces") || time.Since(start) > 5*time.Second {
 		t.Errorf("after %v: %v", time.Since(start), err)
+	}
+	// The spans given up on are counted: the operator sees traces with holes.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP partnerapi_trace_spans_dropped_total Spans given up on: their export failed after its retries (the collector unreachable, refusing or too slow).
+# TYPE partnerapi_trace_spans_dropped_total counter
+partnerapi_trace_spans_dropped_total 1
+# HELP partnerapi_trace_spans_exported_total Spans sent to the OTLP collector.
+# TYPE partnerapi_trace_spans_exported_total counter
+partnerapi_trace_spans_exported_total 0
+`)); err != nil {
+		t.Error(err)
 	}
 	e.Shutdown(context.Background())
 	if err := e.ExportSpans(context.Background(), oneSpan()); err == nil {

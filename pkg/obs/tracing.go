@@ -2,8 +2,12 @@ package obs
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -32,8 +36,17 @@ type Tracing struct {
 // NewTracing exports spans over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
 // (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Otherwise nothing is
 // recorded or exported, and nothing is logged, but trace context still
-// passes through, so a caller's trace continues downstream.
-func NewTracing(ctx context.Context, service string, env environment.Name, getenv func(string) string) (*Tracing, error) {
+// passes through, so a caller's trace continues downstream. reg, when not
+// nil, gets the count of spans exported and dropped.
+//
+// What is recorded is our decision, never the caller's: a partner's
+// traceparent is the parent of our spans (its trace id is in our logs), but
+// its sampled flag decides nothing. Every binary samples the share
+// OTEL_TRACES_SAMPLER_ARG (0 to 1; default 1, every request) by trace id,
+// whatever a remote parent says, so the gateway and the services it calls
+// take the same decision for the same trace; spans within a process follow
+// their parent.
+func NewTracing(ctx context.Context, service string, env environment.Name, getenv func(string) string, reg prometheus.Registerer) (*Tracing, error) {
 	t := &Tracing{
 		Provider:   noop.NewTracerProvider(),
 		Propagator: propagation.TraceContext{},
@@ -46,14 +59,37 @@ func NewTracing(ctx context.Context, service string, env environment.Name, geten
 	if err != nil {
 		return nil, err
 	}
+	share := 1.0
+	if v := getenv("OTEL_TRACES_SAMPLER_ARG"); v != "" {
+		if share, err = strconv.ParseFloat(v, 64); err != nil || share < 0 || share > 1 {
+			return nil, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG must be a share from 0 to 1, not %q", v)
+		}
+	}
+	if reg != nil {
+		exp.counts = newSpanCounts(reg)
+	}
+	version, _ := buildVersion()
+	host, _ := os.Hostname()
 	res := resource.NewSchemaless(
 		attribute.String("service.name", service),
 		attribute.String("service.namespace", Namespace),
+		attribute.String("service.version", version),
+		// The pod (or host) and process: which replica made the span.
+		attribute.String("service.instance.id", host+"/"+strconv.Itoa(os.Getpid())),
 		attribute.String("deployment.environment.name", string(env)),
 	)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(OwnSampler(share)))
 	t.Provider, t.shutdown, t.recording = tp, tp.Shutdown, true
 	return t, nil
+}
+
+// OwnSampler records the share of traces given, chosen by trace id: a span
+// with a remote parent (a partner's traceparent, or one of our services
+// calling another) is sampled by its trace id whatever the parent's flag,
+// a span with a local parent follows it.
+func OwnSampler(share float64) sdktrace.Sampler {
+	own := sdktrace.TraceIDRatioBased(share)
+	return sdktrace.ParentBased(own, sdktrace.WithRemoteParentSampled(own), sdktrace.WithRemoteParentNotSampled(own))
 }
 
 // NewTracingWith uses an existing provider (tests record spans in memory).
@@ -118,8 +154,31 @@ type clientSpans struct {
 	tracer trace.Tracer
 }
 
+// ClientSpanName names the client span of the calls made with ctx (an
+// operation of a provider's API, say): ids in a URL path must not name a
+// span.
+func ClientSpanName(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, clientSpanKey{}, name)
+}
+
+type clientSpanKey struct{}
+
+// clientSpanName is a client span's name: the route a proxied request
+// matched (the gateway's forward: its outgoing request is a clone of the
+// partner's, Pattern included), else the caller's name for the call, else
+// the method alone.
+func clientSpanName(r *http.Request) string {
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	if name, ok := r.Context().Value(clientSpanKey{}).(string); ok {
+		return Method(r.Method) + " " + name
+	}
+	return Method(r.Method)
+}
+
 func (c clientSpans) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, span := c.tracer.Start(r.Context(), Method(r.Method), trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := c.tracer.Start(r.Context(), clientSpanName(r), trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
 	r = r.Clone(ctx) // a RoundTripper must not change its request
 	c.p.Inject(ctx, propagation.HeaderCarrier(r.Header))

@@ -108,7 +108,7 @@ func TestOneTraceSpansEveryHop(t *testing.T) {
 }
 
 func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
-	tr, err := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" })
+	tr, err := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
 // TestWithoutAnExporterTheContextStillTravels: a service with no exporter
 // makes no span, yet its outgoing calls carry the caller's trace onward.
 func TestWithoutAnExporterTheContextStillTravels(t *testing.T) {
-	tr, _ := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" })
+	tr, _ := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" }, nil)
 	h, onward := callsOnward(t, tr)
 	const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	r := httptest.NewRequest("GET", "/", nil)
@@ -190,20 +190,67 @@ func TestSpansCarryWhatAnOperatorSearchesBy(t *testing.T) {
 	}
 }
 
-// TestAnUnsampledCallerCostsNoSpans: a caller that did not sample its trace
-// gets no recorded span, and its decision travels onward.
-func TestAnUnsampledCallerCostsNoSpans(t *testing.T) {
+// TestOurSamplerDecidesNotTheCaller: a partner's traceparent is the parent
+// of our spans, but its sampled flag decides nothing: with our share at 1
+// an unsampled caller's request is recorded in its trace and sent onward
+// sampled; with our share at 0 a sampled caller's is not recorded and goes
+// onward unsampled.
+func TestOurSamplerDecidesNotTheCaller(t *testing.T) {
+	for _, tc := range []struct {
+		share          float64
+		caller, onward string
+		spans          int
+	}{
+		{1, "-00", "-01", 2},
+		{1, "-01", "-01", 2},
+		{0, "-01", "-00", 0},
+		{0, "-00", "-00", 0},
+	} {
+		rec := tracetest.NewSpanRecorder()
+		tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSampler(OwnSampler(tc.share)), sdktrace.WithSpanProcessor(rec)))
+		h, onward := callsOnward(t, tr)
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"+tc.caller)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if n := len(rec.Ended()); n != tc.spans {
+			t.Errorf("share %v, caller %s: %d spans recorded, want %d", tc.share, tc.caller, n, tc.spans)
+		}
+		for _, s := range rec.Ended() {
+			if s.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+				t.Errorf("share %v, caller %s: span %s is not in the caller's trace", tc.share, tc.caller, s.Name())
+			}
+		}
+		if !strings.HasPrefix(*onward, "00-0af7651916cd43dd8448eb211c80319c-") || !strings.HasSuffix(*onward, tc.onward) {
+			t.Errorf("share %v, caller %s: onward traceparent %q, want the caller's trace, %s", tc.share, tc.caller, *onward, tc.onward)
+		}
+	}
+}
+
+// TestClientSpansNameTheirCall: a proxied request's span is named after the
+// route it matched; a call named by its caller after that name (never a
+// path with ids in it).
+func TestClientSpansNameTheirCall(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	h, onward := callsOnward(t, tr)
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
-	h.ServeHTTP(httptest.NewRecorder(), r)
-	if n := len(rec.Ended()); n != 0 {
-		t.Errorf("%d spans recorded for an unsampled caller", n)
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer downstream.Close()
+	client := &http.Client{Transport: tr.Transport(http.DefaultTransport)}
+	proxied, _ := http.NewRequest("POST", downstream.URL+"/v1/bank/payout/quote", nil)
+	proxied.Pattern = "POST /v1/bank/payout/quote"
+	named, _ := http.NewRequestWithContext(ClientSpanName(context.Background(), "bank provider get_customer"), "GET", downstream.URL+"/v1/customers/cus_123", nil)
+	for _, req := range []*http.Request{proxied, named} {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
 	}
-	if !strings.HasPrefix(*onward, "00-0af7651916cd43dd8448eb211c80319c-") || !strings.HasSuffix(*onward, "-00") {
-		t.Errorf("onward traceparent %q, want the caller's trace, unsampled", *onward)
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	if strings.Join(names, ", ") != "POST /v1/bank/payout/quote, GET bank provider get_customer" {
+		t.Errorf("client spans %q", names)
 	}
 }
 
