@@ -44,6 +44,7 @@ func (s *Setup) Redis(ctx context.Context, t RedisTuning) (redis.UniversalClient
 		return nil, err
 	}
 	s.Log.Info("redis", "target", desc)
+	s.Kit.Registry.MustRegister(newRedisCollector(rdb, t.DialTimeout))
 	if t.NoEviction {
 		if err := CheckNoEviction(ctx, rdb, s.Env, s.Log); err != nil {
 			rdb.Close()

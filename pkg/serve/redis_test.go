@@ -3,10 +3,13 @@ package serve
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/environment"
@@ -56,4 +59,40 @@ func TestNewRedisTakesOneOfTheTwoURLs(t *testing.T) {
 		t.Fatalf("%s %v: the password must not be shown", desc, err)
 	}
 	rdb.Close()
+}
+
+// TestRedisMetricsSayWhetherItAnswers: at each scrape the collector asks
+// Redis; a stopped Redis reads 0, and the pool's counters are there.
+func TestRedisMetricsSayWhetherItAnswers(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(newRedisCollector(rdb, 200*time.Millisecond))
+	up := func() string {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		value := ""
+		for _, mf := range mfs {
+			names = append(names, mf.GetName())
+			if mf.GetName() == "partnerapi_redis_up" {
+				value = fmt.Sprint(mf.GetMetric()[0].GetGauge().GetValue())
+			}
+		}
+		if len(names) != 5 {
+			t.Errorf("series %v, want up, connections and the three pool counters", names)
+		}
+		return value
+	}
+	if v := up(); v != "1" {
+		t.Errorf("partnerapi_redis_up = %s with Redis running, want 1", v)
+	}
+	rs.Stop()
+	if v := up(); v != "0" {
+		t.Errorf("partnerapi_redis_up = %s with Redis stopped, want 0", v)
+	}
 }

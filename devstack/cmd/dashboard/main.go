@@ -1,8 +1,11 @@
 // Command dashboard writes the Grafana dashboard of the partner API
 // (deploy/grafana/dashboards/partner-api.json): an overview (targets up,
-// alerts, deployed builds), one row per service with request rate, error
+// alerts, deployed builds), the SLOs (burn rates from the recording rules,
+// errors and p99 by route), one row per service with request rate, error
 // ratio and latency quantiles, and rows for the gateway's rate limits, keys
-// and upstreams, the services' operations and the bank provider. The JSON is generated so that
+// and upstreams, the processes, PostgreSQL and Redis, the services'
+// operations and the bank provider. Every panel reads the Prometheus the
+// datasource variable names. The JSON is generated so that
 // it stays reviewable here, as code: `make dashboards` rewrites it, and a
 // test fails when the file and this program disagree.
 package main
@@ -17,7 +20,9 @@ import (
 	"github.com/partnerpay/api/pkg/serve"
 )
 
-// DatasourceUID is the Prometheus datasource's uid in the provisioning file.
+// DatasourceUID is the Prometheus datasource's uid in the provisioning file:
+// the default of the dashboard's datasource variable, which every panel
+// uses (an SRE with another Prometheus picks it at the top).
 const DatasourceUID = "partnerapi-prometheus"
 
 // Services are the scrape jobs, in the order of the rows: the binaries from
@@ -108,7 +113,7 @@ func (b *builder) add(x, w, h int, typ, title, desc string, field, opts map[stri
 	p := panel{
 		ID: b.id, Type: typ, Title: title, Description: desc,
 		GridPos:     gridPos{H: h, W: w, X: x, Y: b.y},
-		Datasource:  map[string]any{"type": "prometheus", "uid": DatasourceUID},
+		Datasource:  map[string]any{"type": "prometheus", "uid": "${datasource}"},
 		FieldConfig: field, Options: opts,
 	}
 	for i, e := range exprs {
@@ -143,10 +148,25 @@ func Dashboard() map[string]any {
 		[2]string{`min by (job) (up{` + jobs() + `})`, "{{job}}"})
 	b.stat(8, 4, 6, "Alerts firing", "Alerts of the partner API rules now firing; the table lists them.", greenRed,
 		[2]string{`count(ALERTS{alertstate="firing"}) or on() vector(0)`, "firing"})
-	b.table(12, 12, 6, "Alerts", "Firing and pending alerts, by severity. The runbooks are in the README, under the alert's name.",
+	b.table(12, 12, 6, "Alerts", "Firing and pending alerts, by severity. Each alert's runbook_url leads to its section of docs/runbook.md.",
 		[2]string{`sum by (alertname, severity, alertstate) (ALERTS) or on() label_replace(vector(0), "alertname", "none", "", "")`, ""})
 	b.table(0, 24, 5, "Deployed builds", "The version and revision each running process was built from (partnerapi_build_info).",
 		[2]string{`count by (service, version, revision) (partnerapi_build_info{` + jobs() + `})`, ""})
+	b.row("SLOs: availability 99.9% without a 5xx, latency 99% within 250 ms (measured at the gateway)")
+	b.series(0, 8, "Error budget burn rate", "How fast the gateway spends its error budget (5xx ratio / 0.1%), from the SLO recording rules: 1 spends a 30-day budget in 30 days; the pages fire above 14.4 (1 h with 5 min) and 6 (6 h with 30 min).", "none",
+		[2]string{`gateway:http_errors:ratio_rate5m / 0.001`, "5 min"},
+		[2]string{`gateway:http_errors:ratio_rate1h / 0.001`, "1 h"},
+		[2]string{`gateway:http_errors:ratio_rate6h / 0.001`, "6 h"})
+	b.series(8, 8, "Latency budget burn rate", "How fast the gateway spends its latency budget (share over 250 ms / 1%), from the SLO recording rules.", "none",
+		[2]string{`gateway:http_slow:ratio_rate5m / 0.01`, "5 min"},
+		[2]string{`gateway:http_slow:ratio_rate1h / 0.01`, "1 h"},
+		[2]string{`gateway:http_slow:ratio_rate6h / 0.01`, "6 h"})
+	b.series(16, 8, "5xx ratio by route", "Each route's share of 5xx over 5 minutes (route:http_errors:ratio_rate5m), the ratio PartnerAPIRouteFailing watches.", "percentunit",
+		[2]string{`route:http_errors:ratio_rate5m`, "{{route}}"})
+	b.series(0, 12, "p99 latency by route", "Time for the gateway to answer, 99th percentile, by route.", "s",
+		[2]string{`histogram_quantile(0.99, sum by (le, route) (rate(partnerapi_http_request_duration_seconds_bucket` + sel("gateway", "") + `[$__rate_interval])))`, "{{route}}"})
+	b.series(12, 12, "5xx per second by route", "Server errors the gateway answered, by route and code.", "reqps",
+		[2]string{`sum by (route, code) (rate(partnerapi_http_requests_total` + sel("gateway", `code=~"5.."`) + `[$__rate_interval])) or on() vector(0)`, "{{route}} {{code}}"})
 	for _, svc := range Services {
 		b.row(svc)
 		b.series(0, 8, "Requests per second by route", "Answered requests, by route template.", "reqps",
@@ -184,6 +204,26 @@ func Dashboard() map[string]any {
 	b.series(8, 8, "Upstream connections opened", "New connections from the gateway to each service. Pooled connections carry request after request; a rate near the request rate means they are not being reused.", "cps",
 		[2]string{`sum by (upstream) (rate(partnerapi_gateway_upstream_connections_opened_total{job="gateway"}[$__rate_interval]))`, "{{upstream}}"})
 	b.y += 8
+	b.row("processes")
+	b.series(0, 8, "CPU", "CPU each process uses, in cores.", "none",
+		[2]string{`sum by (job, instance) (rate(process_cpu_seconds_total{` + jobs() + `}[$__rate_interval]))`, "{{job}} {{instance}}"})
+	b.series(8, 8, "Resident memory", "Memory each process holds (RSS). GOMEMLIMIT is 90% of the container's limit.", "bytes",
+		[2]string{`max by (job, instance) (process_resident_memory_bytes{` + jobs() + `})`, "{{job}} {{instance}}"})
+	b.series(16, 8, "Goroutines", "Goroutines of each process: a steady climb is a leak, a jump a stuck dependency.", "none",
+		[2]string{`max by (job, instance) (go_goroutines{` + jobs() + `})`, "{{job}} {{instance}}"})
+	b.row("PostgreSQL (the system of record) and Redis (rate buckets, quote offers)")
+	b.series(0, 8, "PostgreSQL writable", "1 when a service's pool reaches a primary that takes writes; 0 during a failover, when the service answers 500 and is not ready.", "none",
+		[2]string{`min by (job) (partnerapi_db_writable{` + jobs() + `})`, "{{job}}"})
+	b.series(8, 8, "PostgreSQL connections", "Each service's pool, by state; waits mean the pool is too small or queries too slow.", "none",
+		[2]string{`sum by (job, state) (partnerapi_db_connections{` + jobs() + `})`, "{{job}} {{state}}"},
+		[2]string{`sum by (job) (rate(partnerapi_db_acquire_waits_total{` + jobs() + `}[$__rate_interval]))`, "{{job}} waits/s"})
+	b.series(16, 8, "Redis answers", "1 when Redis (every master of a Cluster) answers the service's PING at scrape time.", "none",
+		[2]string{`min by (job) (partnerapi_redis_up{` + jobs() + `})`, "{{job}}"})
+	b.series(0, 12, "Redis connections", "Each client's pool, by state, and commands that found no free connection in time.", "none",
+		[2]string{`sum by (job, state) (partnerapi_redis_connections{` + jobs() + `})`, "{{job}} {{state}}"},
+		[2]string{`sum by (job) (rate(partnerapi_redis_pool_timeouts_total{` + jobs() + `}[$__rate_interval]))`, "{{job}} pool timeouts/s"})
+	b.series(12, 12, "Traces dropped", "Spans a process gave up exporting (the collector unreachable or refusing): traces with holes.", "none",
+		[2]string{`sum by (job) (increase(partnerapi_trace_spans_dropped_total{` + jobs() + `}[$__rate_interval])) or on() vector(0)`, "{{job}}"})
 	b.row("operations")
 	for i, svc := range Operated {
 		b.series(i*8, 8, svc+": operations by outcome", "Each operation of the "+svc+" service, by outcome: ok or the wire error code.", "reqps",
@@ -208,9 +248,12 @@ func Dashboard() map[string]any {
 		"version":       1,
 		"refresh":       "30s",
 		"time":          map[string]any{"from": "now-1h", "to": "now"},
-		"templating":    map[string]any{"list": []any{}},
-		"annotations":   map[string]any{"list": []any{}},
-		"panels":        b.panels,
+		"templating": map[string]any{"list": []any{map[string]any{
+			"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+			"current": map[string]any{"text": "Prometheus", "value": DatasourceUID}, "hide": 0, "refresh": 1,
+		}}},
+		"annotations": map[string]any{"list": []any{}},
+		"panels":      b.panels,
 	}
 }
 

@@ -38,6 +38,12 @@ func TestDashboardShape(t *testing.T) {
 		t.Fatalf("the provisioned datasource is not %s", DatasourceUID)
 	}
 	d := Dashboard()
+	// Every panel reads the Prometheus the datasource variable names; its
+	// default is the provisioned one.
+	vars := d["templating"].(map[string]any)["list"].([]any)
+	if len(vars) != 1 || vars[0].(map[string]any)["name"] != "datasource" || vars[0].(map[string]any)["current"].(map[string]any)["value"] != DatasourceUID {
+		t.Errorf("templating %v: want the datasource variable, defaulting to %s", vars, DatasourceUID)
+	}
 	panels := d["panels"].([]panel)
 	rows := map[string]bool{}
 	ids := map[int]bool{}
@@ -55,7 +61,7 @@ func TestDashboardShape(t *testing.T) {
 			rows[p.Title] = true
 			continue
 		}
-		if p.Datasource["uid"] != DatasourceUID || len(p.Targets) == 0 {
+		if p.Datasource["uid"] != "${datasource}" || len(p.Targets) == 0 {
 			t.Errorf("panel %q: datasource %v, %d targets", p.Title, p.Datasource, len(p.Targets))
 		}
 		for _, tg := range p.Targets {
