@@ -45,7 +45,7 @@ deploy-check:
 		echo "docker-compose.yml: valid"
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
 	@for v in sandbox production; do \
-		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml 2>&1) || { echo "$$out"; exit 1; }; \
+		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml --set image.tag=v-check 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "helm chart, values-$$v.yaml: $$(echo "$$out" | tail -1)"; \
 	done
 	@promtool check config --syntax-only deploy/prometheus/prometheus.yml
@@ -108,6 +108,7 @@ images:
 		docker build --build-arg SERVICE=$$s --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
 			-t $(IMAGE_PREFIX)/$$s:$(VERSION) . || exit 1; \
 	done
+	@echo "images tagged $(VERSION): helm install … --set image.tag=$(VERSION)"
 
 # Regenerate what is made from the OpenAPI document: the JSON form and the
 # reference page the gateway embeds, and the Go client (clients/go, with

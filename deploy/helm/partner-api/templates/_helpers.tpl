@@ -61,17 +61,20 @@ app.kubernetes.io/component: {{ .name }}
 
 {{/* Where the quote offers and rate buckets live: one node or a Redis Cluster. */}}
 {{- define "pa.redisEnv" -}}
-{{- if .Values.redis.clusterUrl }}
+{{- if .Values.redis.existingSecret }}
+- name: {{ ternary "REDIS_CLUSTER_URL" "REDIS_URL" (eq .Values.redis.existingSecretKey "clusterUrl") }}
+  valueFrom: {secretKeyRef: {name: {{ .Values.redis.existingSecret | quote }}, key: {{ .Values.redis.existingSecretKey | quote }}}}
+{{- else if .Values.redis.clusterUrl }}
 - name: REDIS_CLUSTER_URL
-  value: {{ .Values.redis.clusterUrl | quote }}
+  valueFrom: {secretKeyRef: {name: {{ include "pa.fullname" . }}-redis-url, key: clusterUrl}}
 {{- else if .Values.redis.url }}
 - name: REDIS_URL
-  value: {{ .Values.redis.url | quote }}
+  valueFrom: {secretKeyRef: {name: {{ include "pa.fullname" . }}-redis-url, key: url}}
 {{- else if .Values.redis.deploy }}
 - name: REDIS_URL
   value: {{ printf "redis://%s-redis:6379/0" (include "pa.fullname" .) | quote }}
 {{- else }}
-{{- fail "set redis.url, redis.clusterUrl, or redis.deploy=true (sandbox)" }}
+{{- fail "set redis.existingSecret, redis.url, redis.clusterUrl, or redis.deploy=true (sandbox)" }}
 {{- end }}
 {{- end -}}
 
@@ -92,4 +95,16 @@ app.kubernetes.io/component: {{ .name }}
     secretKeyRef:
       name: {{ include "pa.secretName" .root }}
       key: {{ .env }}
+{{- end -}}
+
+{{/* GOMEMLIMIT: 90% of a memory limit given in Mi or Gi, in MiB. */}}
+{{- define "pa.gomemlimit" -}}
+{{- $m := toString . -}}
+{{- if hasSuffix "Mi" $m -}}
+{{- div (mul (trimSuffix "Mi" $m | atoi) 9) 10 }}MiB
+{{- else if hasSuffix "Gi" $m -}}
+{{- div (mul (trimSuffix "Gi" $m | atoi) 9216) 10 }}MiB
+{{- else -}}
+{{- fail (printf "memory limit %q: give it in Mi or Gi (GOMEMLIMIT is 90%% of it)" $m) -}}
+{{- end -}}
 {{- end -}}
