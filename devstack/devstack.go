@@ -482,22 +482,53 @@ func (s *Stack) Stop() {
 	}
 }
 
-// Wait blocks until ctx ends or a service exits, and says which.
-func (s *Stack) Wait(ctx context.Context) error {
-	exited := make(chan string, len(s.Services))
-	for name, p := range s.Services {
-		go func(name string, p *Process) {
-			<-p.done
-			exited <- name
-		}(name, p)
+// Supervise restarts a service that exits, as a process supervisor would,
+// until ctx ends: after 1 s, then twice as long each time it exits again
+// within a minute of its start (at most 30 s). say gets a line naming the
+// service, its exit code and the delay. It returns once ctx has ended and
+// no restart is under way, so Stop may follow.
+func (s *Stack) Supervise(ctx context.Context, say func(string)) {
+	var wg sync.WaitGroup
+	for _, name := range serviceOrder {
+		p := s.Services[name]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			delay, started := time.Second, time.Now()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-p.done:
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if time.Since(started) > time.Minute {
+					delay = time.Second
+				}
+				say(fmt.Sprintf("devstack: %s exited (exit code %d); restarting it in %s", name, p.cmd.ProcessState.ExitCode(), delay))
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+				started = time.Now()
+				if err := p.Start(); err != nil {
+					say(fmt.Sprintf("devstack: %s did not restart: %v", name, err))
+					p.done = closed
+				} else if err := p.WaitHealthy(ctx, 30*time.Second); err == nil {
+					say(fmt.Sprintf("devstack: %s is back", name))
+				}
+				delay = min(2*delay, 30*time.Second)
+			}
+		}()
 	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case name := <-exited:
-		return fmt.Errorf("%s exited", name)
-	}
+	wg.Wait()
 }
+
+// closed is a done channel for a process that could not be started.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // loadSecrets reads the stack's shared secrets, making them on first use so
 // quote ids stay the same across restarts of `make run`.

@@ -489,3 +489,36 @@ func TestNoAnswerCrossesAKilledOrFrozenService(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeRunRestartsAServiceThatExits: make run supervises its services:
+// one that dies is restarted after a delay, with a line naming it, and its
+// routes answer again; the rest of the stack never stopped.
+func TestMakeRunRestartsAServiceThatExits(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	pid := s.Services["payout"].Pid() // before the supervisor may change it
+	var said syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	supervised := make(chan struct{})
+	go func() {
+		defer close(supervised)
+		s.Supervise(ctx, func(line string) { said.Write([]byte(line + "\n")) })
+	}()
+	defer func() { cancel(); <-supervised }() // before the stack stops
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(said.String(), "devstack: payout is back") {
+		if time.Now().After(deadline) {
+			t.Fatalf("payout was not restarted within 20s; the supervisor said:\n%s", said.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(said.String(), "devstack: payout exited (exit code -1); restarting it in 1s\n") {
+		t.Errorf("the restart is not explained: %q", said.String())
+	}
+	if r := s.post("/v1/bank/payout/quote", key, fmt.Sprintf(eurQuote, "10")); r.Status != 200 {
+		t.Errorf("a quote after the restart: %d %s", r.Status, r.Body)
+	}
+}

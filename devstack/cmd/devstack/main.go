@@ -26,7 +26,14 @@ func run(ctx context.Context) error {
 	if bin == "" {
 		bin = "bin"
 	}
+	// A local stack has no load balancer to drain from: on Ctrl-C each
+	// binary stops at once (after its requests in flight), not 5 s later.
+	env := map[string]string{}
+	if os.Getenv("SHUTDOWN_DRAIN") == "" {
+		env["SHUTDOWN_DRAIN"] = "0s"
+	}
 	s, err := devstack.Start(ctx, devstack.Options{
+		Env:             env,
 		BinDir:          bin,
 		KeysFile:        os.Getenv("GATEWAY_KEYS_FILE"),
 		RedisURL:        os.Getenv("REDIS_URL"),
@@ -51,6 +58,7 @@ func run(ctx context.Context) error {
 		fmt.Println("Keys file exists; issue another key with: bin/gateway keys issue --file .local/keys.json --id NAME --products bank,fiat --source-chains 84532")
 	}
 	fmt.Println("Try:  curl -s " + s.GatewayURL + "/v1/config -H \"Authorization: Bearer $KEY\"")
-	fmt.Println("Ctrl-C stops everything.")
-	return s.Wait(ctx)
+	fmt.Println("A service that exits is restarted (with a growing delay, and a log line naming it). Ctrl-C stops everything.")
+	s.Supervise(ctx, func(line string) { fmt.Fprintln(os.Stderr, line) })
+	return nil
 }
