@@ -164,7 +164,10 @@ func TestHugeClientInputMakesNoHugeLogLine(t *testing.T) {
 	if want := errorBody("invalid_request", `Unknown field "`+strings.Repeat("x", 63)+`"….`); r.Status != 400 || r.Body != want {
 		t.Errorf("a 900 KiB field name: %d %.300s", r.Status, r.Body)
 	}
-	time.Sleep(300 * time.Millisecond) // let the log lines cross their pipes
+	// Logs cross a pipe: wait for the last request's own line first.
+	if !s.logged(`"request_id":"` + r.Header.Get("X-Request-Id") + `"`) {
+		t.Fatal("the last request's log line never came")
+	}
 	longest := 0
 	sc := bufio.NewScanner(strings.NewReader(s.logs.String()))
 	sc.Buffer(make([]byte, 4<<20), 4<<20)

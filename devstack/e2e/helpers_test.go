@@ -224,6 +224,20 @@ func (s *stack) waitFor(cond func() bool) {
 	s.t.Fatal("condition not met within 3s")
 }
 
+// withinASecond polls cond until it holds, and fails the test if that
+// takes longer than the contract's second (keys files are re-read every
+// 100 ms in the tests).
+func (s *stack) withinASecond(what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: not within a second", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
 // logged waits up to 3 s for a log line containing want: logs cross a pipe,
 // so a line can arrive after the response it belongs to.
 func (s *stack) logged(want string) bool {

@@ -9,6 +9,7 @@
 package envelope
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -157,10 +158,24 @@ type wireEnvelope struct {
 	Error       wireError `json:"error"`
 }
 
+// JSON encodes v as every answer is written: compact, with `&`, `<` and
+// `>` as themselves (encoding/json escapes them for HTML by default, which
+// turned "Antigua & Barbuda" into "Antigua \u0026 Barbuda"; answers are
+// application/json, never HTML).
+func JSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // Marshal encodes e as the envelope. An empty environment leaves the field out:
 // that is how services answer the gateway, which stamps it first itself.
 func Marshal(environment string, e *Error) []byte {
-	b, err := json.Marshal(wireEnvelope{
+	b, err := JSON(wireEnvelope{
 		Environment: environment,
 		Error:       wireError{Code: e.Code, Message: e.Message, Fields: e.Fields},
 	})

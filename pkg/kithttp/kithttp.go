@@ -9,7 +9,6 @@ package kithttp
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -167,7 +166,7 @@ func WriteError(w http.ResponseWriter, e *envelope.Error) {
 // means the caller has gone: there is nothing to answer it with, so it is
 // not an error (go-kit would otherwise write a second, error answer).
 func EncodeJSON(_ context.Context, w http.ResponseWriter, response any) error {
-	b, err := json.Marshal(response)
+	b, err := envelope.JSON(response)
 	if err != nil {
 		return err
 	}
