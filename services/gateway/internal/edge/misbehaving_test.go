@@ -129,7 +129,8 @@ func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
 			for round := range 5 {
 				for i := range 2 {
 					id := fmt.Sprintf("client-%d-%d", round, i)
-					req, _ := http.NewRequest("GET", "http://"+addr+"/v1/limits", nil)
+					req, _ := http.NewRequest("POST", "http://"+addr+"/v1/bank/payout/quote", strings.NewReader("{}")) // one service: no reference read fail-over
+					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("Authorization", "Bearer "+testKey)
 					req.Header.Set("X-Request-Id", id)
 					resp, err := client.Do(req)
@@ -199,7 +200,8 @@ func TestUnderConcurrencyNoAnswerGoesToAnotherRequest(t *testing.T) {
 				client := &http.Client{Timeout: 5 * time.Second}
 				for i := range 100 {
 					id := fmt.Sprintf("client-%d-%d", w, i)
-					req, _ := http.NewRequest("GET", "http://"+addr+"/v1/limits", nil)
+					req, _ := http.NewRequest("POST", "http://"+addr+"/v1/bank/payout/quote", strings.NewReader("{}")) // one service: no reference read fail-over
+					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("Authorization", "Bearer "+testKey)
 					req.Header.Set("X-Request-Id", id)
 					resp, err := client.Do(req)
@@ -238,7 +240,8 @@ func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
 	}
 	addr := wireServer(t, g)
 	var hints []string
-	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/limits", nil)
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/bank/payout/quote", strings.NewReader("{}")) // one service: no reference read fail-over
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	req.Header.Set("X-Request-Id", "early-1")
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
