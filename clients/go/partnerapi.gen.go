@@ -1368,7 +1368,7 @@ type FiatStatusAwaitingDeposit struct {
 	Environment Environment                     `json:"environment"`
 	Status      FiatStatusAwaitingDepositStatus `json:"status"`
 
-	// Transactions The bank's raw records, for debugging. Their shape is explicitly not a contract.
+	// Transactions The bank's raw records, for debugging. Their shape is explicitly not a contract: the fields below are what the bank sends today, typed so a client can read them, and others may appear. Ids in them are the bank's: `virtual_account_id` is the bank's id of the virtual account, not our `virtualAccountId`, and is empty for a one-off deposit; match transactions by `id`, and read amounts and the settlement from the status's own fields.
 	Transactions RawTransactions `json:"transactions"`
 }
 
@@ -1391,7 +1391,7 @@ type FiatStatusFunded struct {
 	Environment Environment            `json:"environment"`
 	Status      FiatStatusFundedStatus `json:"status"`
 
-	// Transactions The bank's raw records, for debugging. Their shape is explicitly not a contract.
+	// Transactions The bank's raw records, for debugging. Their shape is explicitly not a contract: the fields below are what the bank sends today, typed so a client can read them, and others may appear. Ids in them are the bank's: `virtual_account_id` is the bank's id of the virtual account, not our `virtualAccountId`, and is empty for a one-off deposit; match transactions by `id`, and read amounts and the settlement from the status's own fields.
 	Transactions RawTransactions `json:"transactions"`
 	TxHash       string          `json:"txHash"`
 }
@@ -1517,8 +1517,32 @@ type RatesBase string
 // RatesIndicative defines model for Rates.Indicative.
 type RatesIndicative bool
 
-// RawTransactions The bank's raw records, for debugging. Their shape is explicitly not a contract.
-type RawTransactions = []map[string]interface{}
+// RawTransactions The bank's raw records, for debugging. Their shape is explicitly not a contract: the fields below are what the bank sends today, typed so a client can read them, and others may appear. Ids in them are the bank's: `virtual_account_id` is the bank's id of the virtual account, not our `virtualAccountId`, and is empty for a one-off deposit; match transactions by `id`, and read amounts and the settlement from the status's own fields.
+type RawTransactions = []RawTransactions_Item
+
+// RawTransactions_Item defines model for RawTransactions.Item.
+type RawTransactions_Item struct {
+	Amount            *string `json:"amount,omitempty"`
+	Currency          *string `json:"currency,omitempty"`
+	DeliveredAmount   *string `json:"delivered_amount,omitempty"`
+	DeliveredCurrency *string `json:"delivered_currency,omitempty"`
+
+	// Id The bank's transaction id.
+	Id *string `json:"id,omitempty"`
+
+	// Status received, then settled (or unmatched, for a one-off deposit that matched nothing).
+	Status *string `json:"status,omitempty"`
+
+	// TxHash The settlement transaction on the settlement network.
+	TxHash *string `json:"tx_hash,omitempty"`
+
+	// Type deposit, for a pay-in.
+	Type *string `json:"type,omitempty"`
+
+	// VirtualAccountId The bank's id of the virtual account (not ours); empty for a one-off deposit.
+	VirtualAccountId     *string                `json:"virtual_account_id,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
 
 // SandboxIdentityRequest defines model for SandboxIdentityRequest.
 type SandboxIdentityRequest struct {
@@ -1670,9 +1694,6 @@ type Internal = Error500
 // NotConfigured Nothing of that name for this key: the error envelope with the codes answered with 404.
 type NotConfigured = Error404
 
-// NotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
-type NotFound = Error404
-
 // PermissionDenied A key that may not do this: the error envelope with the codes answered with 403.
 type PermissionDenied = Error403
 
@@ -1759,6 +1780,194 @@ type SandboxIdentityJSONRequestBody = SandboxIdentityRequest
 
 // SandboxPayinJSONRequestBody defines body for SandboxPayin for application/json ContentType.
 type SandboxPayinJSONRequestBody = SandboxPayinRequest
+
+// Getter for additional properties for RawTransactions_Item. Returns the specified
+// element and whether it was found
+func (a RawTransactions_Item) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for RawTransactions_Item
+func (a *RawTransactions_Item) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for RawTransactions_Item to handle AdditionalProperties
+func (a *RawTransactions_Item) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["amount"]; found {
+		err = json.Unmarshal(raw, &a.Amount)
+		if err != nil {
+			return fmt.Errorf("error reading 'amount': %w", err)
+		}
+		delete(object, "amount")
+	}
+
+	if raw, found := object["currency"]; found {
+		err = json.Unmarshal(raw, &a.Currency)
+		if err != nil {
+			return fmt.Errorf("error reading 'currency': %w", err)
+		}
+		delete(object, "currency")
+	}
+
+	if raw, found := object["delivered_amount"]; found {
+		err = json.Unmarshal(raw, &a.DeliveredAmount)
+		if err != nil {
+			return fmt.Errorf("error reading 'delivered_amount': %w", err)
+		}
+		delete(object, "delivered_amount")
+	}
+
+	if raw, found := object["delivered_currency"]; found {
+		err = json.Unmarshal(raw, &a.DeliveredCurrency)
+		if err != nil {
+			return fmt.Errorf("error reading 'delivered_currency': %w", err)
+		}
+		delete(object, "delivered_currency")
+	}
+
+	if raw, found := object["id"]; found {
+		err = json.Unmarshal(raw, &a.Id)
+		if err != nil {
+			return fmt.Errorf("error reading 'id': %w", err)
+		}
+		delete(object, "id")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["tx_hash"]; found {
+		err = json.Unmarshal(raw, &a.TxHash)
+		if err != nil {
+			return fmt.Errorf("error reading 'tx_hash': %w", err)
+		}
+		delete(object, "tx_hash")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["virtual_account_id"]; found {
+		err = json.Unmarshal(raw, &a.VirtualAccountId)
+		if err != nil {
+			return fmt.Errorf("error reading 'virtual_account_id': %w", err)
+		}
+		delete(object, "virtual_account_id")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for RawTransactions_Item to handle AdditionalProperties
+func (a RawTransactions_Item) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Amount != nil {
+		object["amount"], err = json.Marshal(a.Amount)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'amount': %w", err)
+		}
+	}
+
+	if a.Currency != nil {
+		object["currency"], err = json.Marshal(a.Currency)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'currency': %w", err)
+		}
+	}
+
+	if a.DeliveredAmount != nil {
+		object["delivered_amount"], err = json.Marshal(a.DeliveredAmount)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'delivered_amount': %w", err)
+		}
+	}
+
+	if a.DeliveredCurrency != nil {
+		object["delivered_currency"], err = json.Marshal(a.DeliveredCurrency)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'delivered_currency': %w", err)
+		}
+	}
+
+	if a.Id != nil {
+		object["id"], err = json.Marshal(a.Id)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'id': %w", err)
+		}
+	}
+
+	if a.Status != nil {
+		object["status"], err = json.Marshal(a.Status)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'status': %w", err)
+		}
+	}
+
+	if a.TxHash != nil {
+		object["tx_hash"], err = json.Marshal(a.TxHash)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'tx_hash': %w", err)
+		}
+	}
+
+	if a.Type != nil {
+		object["type"], err = json.Marshal(a.Type)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'type': %w", err)
+		}
+	}
+
+	if a.VirtualAccountId != nil {
+		object["virtual_account_id"], err = json.Marshal(a.VirtualAccountId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'virtual_account_id': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // AsBankPayoutQuoteRequest0 returns the union data inside the BankPayoutQuoteRequest as a BankPayoutQuoteRequest0
 func (t BankPayoutQuoteRequest) AsBankPayoutQuoteRequest0() (BankPayoutQuoteRequest0, error) {
