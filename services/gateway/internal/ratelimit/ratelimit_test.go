@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -99,10 +100,14 @@ func TestRedisThenFallbackThenRedis(t *testing.T) {
 	}
 
 	srv.Stop()
-	if d := l.Allow(ctx, "k", 1); !d.Allowed || !d.Local {
+	// The in-process bucket goes on from where Redis left "k": spent.
+	if d := l.Allow(ctx, "k", 1); d.Allowed || !d.Local || d.RetryAfter <= 0 {
+		t.Fatalf("with Redis down, a key that spent its bucket in Redis: %+v, want refused in-process", d)
+	}
+	if d := l.Allow(ctx, "fresh-in-fallback", 1); !d.Allowed || !d.Local {
 		t.Fatalf("with Redis down: %+v, want allowed in-process", d)
 	}
-	if d := l.Allow(ctx, "k", 1); d.Allowed || !d.Local {
+	if d := l.Allow(ctx, "fresh-in-fallback", 1); d.Allowed || !d.Local {
 		t.Fatalf("in-process limiting keeps the rate: %+v", d)
 	}
 	if rec.fallback.Load() != 1 {
@@ -409,5 +414,61 @@ func TestAnEmptyBucketIsNotAskedAgainBeforeItsRetryAfter(t *testing.T) {
 	// accrued, 20 ms at 100/s.
 	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 20*time.Millisecond || b.calls.Load() != calls {
 		t.Errorf("a refused key: %+v after %d more calls; want refused in-process, RetryAfter ≤ 20ms", d, b.calls.Load()-calls)
+	}
+}
+
+// flakyBackend answers from a real bucket until it is told to fail: a
+// Redis that stops answering within its deadline.
+type flakyBackend struct {
+	Backend
+	failing atomic.Bool
+}
+
+func (b *flakyBackend) AllowN(ctx context.Context, key string, limit redis_rate.Limit, n int) (*redis_rate.Result, error) {
+	if b.failing.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return b.Backend.AllowN(ctx, key, limit, n)
+}
+
+// TestAFallbackGivesNoFreshBurst: a key that spent its bucket in Redis,
+// exact (50/s) or leased (300/s), gets no new burst when Redis stops
+// answering: the in-process bucket goes on from the shared one's state, at
+// this replica's share of the rate.
+func TestAFallbackGivesNoFreshBurst(t *testing.T) {
+	for _, rate := range []int{50, 300} {
+		c := &fakeClock{t: time.Now()}
+		b := &flakyBackend{Backend: redis_rate.NewLimiter(startRedis(t))}
+		l := New(b, Options{Timeout: time.Second, Recheck: time.Hour, Replicas: 2, Now: c.now}, slog.New(slog.DiscardHandler), nil)
+		key := fmt.Sprintf("k%d", rate)
+		for i := 0; ; i++ { // spend the shared bucket
+			if d := l.Allow(context.Background(), key, rate); !d.Allowed && d.RetryAfter > 0 {
+				break
+			}
+			if i > 2*rate {
+				t.Fatalf("%d/s: the bucket never emptied", rate)
+			}
+			waitForRefills(l, key)
+		}
+		b.failing.Store(true)
+		allowed := 0
+		for range rate {
+			if d := l.Allow(context.Background(), key, rate); d.Allowed {
+				allowed++
+			}
+		}
+		if allowed > 1 {
+			t.Errorf("%d/s: %d requests passed at once as Redis failed, with the bucket spent; want none (a fresh burst was %d)", rate, allowed, rate/2)
+		}
+		c.advance(time.Second) // a second later, this replica's share of a second's tokens
+		allowed = 0
+		for range rate {
+			if d := l.Allow(context.Background(), key, rate); d.Allowed {
+				allowed++
+			}
+		}
+		if allowed != rate/2 {
+			t.Errorf("%d/s on one of 2 replicas: %d passed a second into the fallback, want %d", rate, allowed, rate/2)
+		}
 	}
 }
