@@ -98,35 +98,8 @@ func startAlertmanager(t *testing.T, p *pager) string {
 	if err := os.WriteFile(filepath.Join(dir, "alertmanager.yml"), out, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddrs(t, 1)[0]
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "alertmanager.yml"),
-		"--storage.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--cluster.listen-address=", "--log.level=warn")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("alertmanager logs:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if resp, err := client.Get("http://" + addr + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alertmanager not ready within 20s:\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return runReady(t, "alertmanager", bin, "--config.file="+filepath.Join(dir, "alertmanager.yml"),
+		"--storage.path="+filepath.Join(dir, "data"), "--cluster.listen-address=", "--log.level=warn")
 }
 
 // TestPagesArriveWithinMinutes: through a real Prometheus and the

@@ -64,10 +64,19 @@ func startPrometheusWith(t *testing.T, s *stack, o promOptions) *prometheusAPI {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddrs(t, 1)[0]
+	addr := runReady(t, "prometheus", bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--log.level=warn")
+	return &prometheusAPI{t: t, base: "http://" + addr}
+}
+
+// runReady runs a server of the Prometheus family (Prometheus,
+// Alertmanager) on a free address with args, ends it with the test (its
+// log shown if the test failed), and waits for its /-/ready.
+func runReady(t *testing.T, name, bin string, args ...string) (addr string) {
+	t.Helper()
+	addr = freeAddrs(t, 1)[0]
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	cmd := exec.CommandContext(ctx, bin, append(args, "--web.listen-address="+addr)...)
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -77,20 +86,19 @@ func startPrometheusWith(t *testing.T, s *stack, o promOptions) *prometheusAPI {
 		cancel()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("prometheus logs:\n%s", logs.String())
+			t.Logf("%s logs:\n%s", name, logs.String())
 		}
 	})
-	p := &prometheusAPI{t: t, base: "http://" + addr}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if resp, err := client.Get(p.base + "/-/ready"); err == nil {
+		if resp, err := client.Get("http://" + addr + "/-/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return addr
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within 20s:\n%s", logs.String())
+			t.Fatalf("%s not ready within 20s:\n%s", name, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
