@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/partnerpay/api/pkg/envelope"
@@ -155,5 +156,49 @@ func TestTokenAddressesAreChecksummed(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCardCorridors: an order finds its corridor by currency, cardholder
+// country and direction, or a no_route that says which is missing; the
+// per-order limits hold at both ends.
+func TestCardCorridors(t *testing.T) {
+	for _, tc := range []struct {
+		direction, currency, country string
+		message                      string
+	}{
+		{DirectionBuy, "EUR", "DE", ""},
+		{DirectionSell, "EUR", "FR", ""},
+		{DirectionBuy, "BRL", "BR", ""},
+		{DirectionSell, "BRL", "BR", "The BRL card corridor for BR takes buy orders only; see GET /v1/limits."},
+		{DirectionBuy, "EUR", "GB", "No card corridor serves EUR for cardholders in GB; see GET /v1/limits."},
+		{DirectionBuy, "JPY", "JP", "No card corridor serves JPY for cardholders in JP; see GET /v1/limits."},
+	} {
+		c, err := FindCardCorridor(tc.direction, tc.currency, tc.country)
+		switch {
+		case tc.message == "" && (err != nil || c.FiatCurrency != tc.currency):
+			t.Errorf("%s %s %s: %v", tc.direction, tc.currency, tc.country, err)
+		case tc.message != "" && (err == nil || !strings.Contains(err.Error(), tc.message)):
+			t.Errorf("%s %s %s: %v, want no_route %q", tc.direction, tc.currency, tc.country, err, tc.message)
+		}
+	}
+	eur, _ := FindCardCorridor(DirectionBuy, "EUR", "DE")
+	for _, a := range []struct {
+		amount string
+		ok     bool
+	}{{"20", true}, {"5000", true}, {"19.99", false}, {"5000.01", false}} {
+		amount, _ := new(big.Rat).SetString(a.amount)
+		if err := eur.CheckAmount(amount); (err == nil) != a.ok {
+			t.Errorf("EUR %s: %v", a.amount, err)
+		}
+	}
+	if err := eur.CheckAmount(big.NewRat(10, 1)); err == nil || !strings.Contains(err.Error(), "takes 20 to 5000 EUR per order; this order is 10 EUR") {
+		t.Errorf("the refusal does not give the limits: %v", err)
+	}
+	if !CardMethodOffered(MethodApplePay, DirectionBuy) || CardMethodOffered(MethodApplePay, "payout") {
+		t.Error("Apple Pay is offered for buy orders only where a corridor has it")
+	}
+	if got := eur.CountryList(); len(got) != 20 || got[0] != "AT" {
+		t.Errorf("EUR card countries %v", got)
 	}
 }
