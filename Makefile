@@ -1,7 +1,7 @@
 # The partner payments API. `make run` starts the sandbox stack locally;
 # `make test` is what CI runs.
 SHELL := /bin/bash
-MODULES := pkg clients/go services/gateway services/payout services/fiat services/consent services/sandboxbank devstack
+MODULES := pkg clients/go services/gateway services/payout services/fiat services/consent services/orders services/sandboxbank devstack
 SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
 GO ?= go
@@ -40,8 +40,8 @@ deploy-check:
 	@echo "== deploy"
 	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x BANK_PROVIDER_KEY=x POSTGRES_PASSWORD=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
 		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 6 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
-		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 5 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
-		test "$$(echo "$$out" | grep -c 'DATABASE_URL: postgres://partnerapi:x@postgres:5432/partnerapi')" -eq 3 || { echo "docker-compose.yml: payout, fiat and consent must keep their records in PostgreSQL"; exit 1; }; \
+		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 6 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
+		test "$$(echo "$$out" | grep -c 'DATABASE_URL: postgres://partnerapi:x@postgres:5432/partnerapi')" -eq 4 || { echo "docker-compose.yml: payout, fiat, consent and orders must keep their records in PostgreSQL"; exit 1; }; \
 		echo "docker-compose.yml: valid"
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
 	@for v in sandbox production; do \

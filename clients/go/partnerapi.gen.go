@@ -34,9 +34,46 @@ func (e BankPayoutStatus) Valid() bool {
 	}
 }
 
+// Defines values for CardCorridorDirections.
+const (
+	CardCorridorDirectionsBuy  CardCorridorDirections = "buy"
+	CardCorridorDirectionsSell CardCorridorDirections = "sell"
+)
+
+// Valid indicates whether the value is a known member of the CardCorridorDirections enum.
+func (e CardCorridorDirections) Valid() bool {
+	switch e {
+	case CardCorridorDirectionsBuy:
+		return true
+	case CardCorridorDirectionsSell:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CardCorridorPaymentMethods.
+const (
+	CardCorridorPaymentMethodsApplePay CardCorridorPaymentMethods = "apple_pay"
+	CardCorridorPaymentMethodsCard     CardCorridorPaymentMethods = "card"
+)
+
+// Valid indicates whether the value is a known member of the CardCorridorPaymentMethods enum.
+func (e CardCorridorPaymentMethods) Valid() bool {
+	switch e {
+	case CardCorridorPaymentMethodsApplePay:
+		return true
+	case CardCorridorPaymentMethodsCard:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConfigProducts.
 const (
 	ConfigProductsBank    ConfigProducts = "bank"
+	ConfigProductsCard    ConfigProducts = "card"
 	ConfigProductsDeposit ConfigProducts = "deposit"
 	ConfigProductsFiat    ConfigProducts = "fiat"
 )
@@ -45,6 +82,8 @@ const (
 func (e ConfigProducts) Valid() bool {
 	switch e {
 	case ConfigProductsBank:
+		return true
+	case ConfigProductsCard:
 		return true
 	case ConfigProductsDeposit:
 		return true
@@ -67,6 +106,24 @@ func (e ConsentStatusState) Valid() bool {
 	case ConsentStatusStatePending:
 		return true
 	case ConsentStatusStateReturned:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateOrderRequestDirection.
+const (
+	CreateOrderRequestDirectionBuy  CreateOrderRequestDirection = "buy"
+	CreateOrderRequestDirectionSell CreateOrderRequestDirection = "sell"
+)
+
+// Valid indicates whether the value is a known member of the CreateOrderRequestDirection enum.
+func (e CreateOrderRequestDirection) Valid() bool {
+	switch e {
+	case CreateOrderRequestDirectionBuy:
+		return true
+	case CreateOrderRequestDirectionSell:
 		return true
 	default:
 		return false
@@ -185,6 +242,7 @@ const (
 	Error404ErrorCodeDepositNotFound        Error404ErrorCode = "deposit_not_found"
 	Error404ErrorCodeNotConfigured          Error404ErrorCode = "not_configured"
 	Error404ErrorCodeNotFound               Error404ErrorCode = "not_found"
+	Error404ErrorCodeOrderNotFound          Error404ErrorCode = "order_not_found"
 	Error404ErrorCodeQuoteNotFound          Error404ErrorCode = "quote_not_found"
 	Error404ErrorCodeVirtualAccountNotFound Error404ErrorCode = "virtual_account_not_found"
 )
@@ -201,6 +259,8 @@ func (e Error404ErrorCode) Valid() bool {
 	case Error404ErrorCodeNotConfigured:
 		return true
 	case Error404ErrorCodeNotFound:
+		return true
+	case Error404ErrorCodeOrderNotFound:
 		return true
 	case Error404ErrorCodeQuoteNotFound:
 		return true
@@ -340,6 +400,7 @@ const (
 	ErrorEnvelopeErrorCodeNoRoute                ErrorEnvelopeErrorCode = "no_route"
 	ErrorEnvelopeErrorCodeNotConfigured          ErrorEnvelopeErrorCode = "not_configured"
 	ErrorEnvelopeErrorCodeNotFound               ErrorEnvelopeErrorCode = "not_found"
+	ErrorEnvelopeErrorCodeOrderNotFound          ErrorEnvelopeErrorCode = "order_not_found"
 	ErrorEnvelopeErrorCodePermissionDenied       ErrorEnvelopeErrorCode = "permission_denied"
 	ErrorEnvelopeErrorCodeQuoteAlreadyExecuted   ErrorEnvelopeErrorCode = "quote_already_executed"
 	ErrorEnvelopeErrorCodeQuoteExpired           ErrorEnvelopeErrorCode = "quote_expired"
@@ -380,6 +441,8 @@ func (e ErrorEnvelopeErrorCode) Valid() bool {
 	case ErrorEnvelopeErrorCodeNotConfigured:
 		return true
 	case ErrorEnvelopeErrorCodeNotFound:
+		return true
+	case ErrorEnvelopeErrorCodeOrderNotFound:
 		return true
 	case ErrorEnvelopeErrorCodePermissionDenied:
 		return true
@@ -484,6 +547,150 @@ const (
 func (e MockFlag) Valid() bool {
 	switch e {
 	case MockFlagTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderDirection.
+const (
+	OrderDirectionBuy  OrderDirection = "buy"
+	OrderDirectionSell OrderDirection = "sell"
+)
+
+// Valid indicates whether the value is a known member of the OrderDirection enum.
+func (e OrderDirection) Valid() bool {
+	switch e {
+	case OrderDirectionBuy:
+		return true
+	case OrderDirectionSell:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderPaymentMethods.
+const (
+	OrderPaymentMethodsApplePay OrderPaymentMethods = "apple_pay"
+	OrderPaymentMethodsCard     OrderPaymentMethods = "card"
+)
+
+// Valid indicates whether the value is a known member of the OrderPaymentMethods enum.
+func (e OrderPaymentMethods) Valid() bool {
+	switch e {
+	case OrderPaymentMethodsApplePay:
+		return true
+	case OrderPaymentMethodsCard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderStatus.
+const (
+	OrderStatusAwaitingDeposit OrderStatus = "awaiting_deposit"
+	OrderStatusAwaitingPayment OrderStatus = "awaiting_payment"
+)
+
+// Valid indicates whether the value is a known member of the OrderStatus enum.
+func (e OrderStatus) Valid() bool {
+	switch e {
+	case OrderStatusAwaitingDeposit:
+		return true
+	case OrderStatusAwaitingPayment:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderStateDirection.
+const (
+	OrderStateDirectionBuy  OrderStateDirection = "buy"
+	OrderStateDirectionSell OrderStateDirection = "sell"
+)
+
+// Valid indicates whether the value is a known member of the OrderStateDirection enum.
+func (e OrderStateDirection) Valid() bool {
+	switch e {
+	case OrderStateDirectionBuy:
+		return true
+	case OrderStateDirectionSell:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderStateFailureReason.
+const (
+	AuthenticationFailed OrderStateFailureReason = "authentication_failed"
+	CardDeclined         OrderStateFailureReason = "card_declined"
+	ExpiredCard          OrderStateFailureReason = "expired_card"
+	InsufficientFunds    OrderStateFailureReason = "insufficient_funds"
+)
+
+// Valid indicates whether the value is a known member of the OrderStateFailureReason enum.
+func (e OrderStateFailureReason) Valid() bool {
+	switch e {
+	case AuthenticationFailed:
+		return true
+	case CardDeclined:
+		return true
+	case ExpiredCard:
+		return true
+	case InsufficientFunds:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderStatePaymentMethod.
+const (
+	OrderStatePaymentMethodApplePay OrderStatePaymentMethod = "apple_pay"
+	OrderStatePaymentMethodCard     OrderStatePaymentMethod = "card"
+)
+
+// Valid indicates whether the value is a known member of the OrderStatePaymentMethod enum.
+func (e OrderStatePaymentMethod) Valid() bool {
+	switch e {
+	case OrderStatePaymentMethodApplePay:
+		return true
+	case OrderStatePaymentMethodCard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderStateStatus.
+const (
+	OrderStateStatusAwaitingDeposit OrderStateStatus = "awaiting_deposit"
+	OrderStateStatusAwaitingPayment OrderStateStatus = "awaiting_payment"
+	OrderStateStatusCompleted       OrderStateStatus = "completed"
+	OrderStateStatusExpired         OrderStateStatus = "expired"
+	OrderStateStatusFailed          OrderStateStatus = "failed"
+	OrderStateStatusProcessing      OrderStateStatus = "processing"
+)
+
+// Valid indicates whether the value is a known member of the OrderStateStatus enum.
+func (e OrderStateStatus) Valid() bool {
+	switch e {
+	case OrderStateStatusAwaitingDeposit:
+		return true
+	case OrderStateStatusAwaitingPayment:
+		return true
+	case OrderStateStatusCompleted:
+		return true
+	case OrderStateStatusExpired:
+		return true
+	case OrderStateStatusFailed:
+		return true
+	case OrderStateStatusProcessing:
 		return true
 	default:
 		return false
@@ -664,6 +871,7 @@ const (
 	StatusesResourcesResourceConsentSession StatusesResourcesResource = "consentSession"
 	StatusesResourcesResourceDeposit        StatusesResourcesResource = "deposit"
 	StatusesResourcesResourceFunding        StatusesResourcesResource = "funding"
+	StatusesResourcesResourceOrder          StatusesResourcesResource = "order"
 	StatusesResourcesResourcePayout         StatusesResourcesResource = "payout"
 	StatusesResourcesResourceVirtualAccount StatusesResourcesResource = "virtualAccount"
 )
@@ -678,6 +886,8 @@ func (e StatusesResourcesResource) Valid() bool {
 	case StatusesResourcesResourceDeposit:
 		return true
 	case StatusesResourcesResourceFunding:
+		return true
+	case StatusesResourcesResourceOrder:
 		return true
 	case StatusesResourcesResourcePayout:
 		return true
@@ -864,6 +1074,31 @@ type BankPayoutRequest struct {
 	QuoteId string `json:"quoteId"`
 }
 
+// CardCorridor A card route, what the hosted card page offers in it, its directions and per-order limits (major units of `fiatCurrency`).
+type CardCorridor struct {
+	// Countries The cardholders' countries it serves.
+	Countries    []string                 `json:"countries"`
+	Directions   []CardCorridorDirections `json:"directions"`
+	FiatCurrency string                   `json:"fiatCurrency"`
+
+	// MaxAmount A decimal string in major units, never a JSON number.
+	//
+	// Examples: 100.50
+	MaxAmount DecimalMajorUnits `json:"maxAmount"`
+
+	// MinAmount A decimal string in major units, never a JSON number.
+	//
+	// Examples: 100.50
+	MinAmount      DecimalMajorUnits            `json:"minAmount"`
+	PaymentMethods []CardCorridorPaymentMethods `json:"paymentMethods"`
+}
+
+// CardCorridorDirections defines model for CardCorridor.Directions.
+type CardCorridorDirections string
+
+// CardCorridorPaymentMethods defines model for CardCorridor.PaymentMethods.
+type CardCorridorPaymentMethods string
+
 // ChainId EVM chain id. A JSON integer literal (`1.5`, `"84532"` and `1e3` are refused).
 //
 // Examples: 84532
@@ -876,10 +1111,9 @@ type Config struct {
 			FiatCurrency string     `json:"fiatCurrency"`
 			Rails        []RailName `json:"rails"`
 		} `json:"bank"`
-		Card []struct {
-			Countries    []string `json:"countries"`
-			FiatCurrency string   `json:"fiatCurrency"`
-		} `json:"card"`
+
+		// Card The card corridors, for a key with the `card` product (as `cardCorridors` of `GET /v1/limits`).
+		Card []CardCorridor `json:"card"`
 	} `json:"corridors"`
 	Crypto struct {
 		Chains struct {
@@ -960,6 +1194,38 @@ type Countries struct {
 	// Environment The deployment that answered.
 	Environment Environment `json:"environment"`
 }
+
+// CreateOrderRequest Exactly one of `cryptoAmount` and `fiatAmount`.
+type CreateOrderRequest struct {
+	Chain int64 `json:"chain"`
+
+	// Country The cardholder's country (ISO 3166-1 alpha-2).
+	Country      string  `json:"country"`
+	CryptoAmount *string `json:"cryptoAmount,omitempty"`
+
+	// CryptoCurrency A stablecoin symbol on `chain`, as `GET /v1/currencies` lists it.
+	CryptoCurrency string `json:"cryptoCurrency"`
+
+	// Direction buy: a card pays for stablecoins; sell: stablecoins are paid out to a card.
+	Direction  CreateOrderRequestDirection `json:"direction"`
+	FiatAmount *string                     `json:"fiatAmount,omitempty"`
+
+	// FiatCurrency The card's currency; a card corridor must serve it.
+	FiatCurrency string `json:"fiatCurrency"`
+
+	// WalletAddress buy: where the stablecoins go; sell: the address they come from.
+	WalletAddress string `json:"walletAddress"`
+	union         json.RawMessage
+}
+
+// CreateOrderRequestDirection buy: a card pays for stablecoins; sell: stablecoins are paid out to a card.
+type CreateOrderRequestDirection string
+
+// CreateOrderRequest0 defines model for CreateOrderRequest.0.
+type CreateOrderRequest0 = interface{}
+
+// CreateOrderRequest1 defines model for CreateOrderRequest.1.
+type CreateOrderRequest1 = interface{}
 
 // Currencies defines model for Currencies.
 type Currencies struct {
@@ -1431,6 +1697,9 @@ type IsoDuration = string
 
 // Limits defines model for Limits.
 type Limits struct {
+	// CardCorridors The card corridors (POST /v1/orders) and their per-order limits, in the corridor's currency.
+	CardCorridors []CardCorridor `json:"cardCorridors"`
+
 	// Environment The deployment that answered.
 	Environment Environment `json:"environment"`
 	Rails       []struct {
@@ -1467,6 +1736,94 @@ type MockFlag bool
 //
 // Examples: 1234567.89
 type MockMoney = string
+
+// Order defines model for Order.
+type Order struct {
+	Chain   int64  `json:"chain"`
+	Country string `json:"country"`
+
+	// CryptoAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	CryptoAmount   MockMoney `json:"cryptoAmount"`
+	CryptoCurrency string    `json:"cryptoCurrency"`
+
+	// DepositAddress A sell only: where the user sends the stablecoins.
+	DepositAddress *string        `json:"depositAddress,omitempty"`
+	Direction      OrderDirection `json:"direction"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	ExpiresAt   time.Time   `json:"expiresAt"`
+
+	// Fee While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	Fee MockMoney `json:"fee"`
+
+	// FiatAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	FiatAmount   MockMoney `json:"fiatAmount"`
+	FiatCurrency string    `json:"fiatCurrency"`
+
+	// Mock Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
+	Mock    MockFlag `json:"mock"`
+	OrderId string   `json:"orderId"`
+
+	// PaymentMethods What the hosted card page offers for this order.
+	PaymentMethods []OrderPaymentMethods `json:"paymentMethods"`
+	Status         OrderStatus           `json:"status"`
+	WalletAddress  string                `json:"walletAddress"`
+}
+
+// OrderDirection defines model for Order.Direction.
+type OrderDirection string
+
+// OrderPaymentMethods defines model for Order.PaymentMethods.
+type OrderPaymentMethods string
+
+// OrderStatus defines model for Order.Status.
+type OrderStatus string
+
+// OrderState defines model for OrderState.
+type OrderState struct {
+	// CryptoAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	CryptoAmount MockMoney           `json:"cryptoAmount"`
+	Direction    OrderStateDirection `json:"direction"`
+
+	// Environment The deployment that answered.
+	Environment   Environment              `json:"environment"`
+	FailureReason *OrderStateFailureReason `json:"failureReason,omitempty"`
+
+	// FiatAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	FiatAmount    MockMoney                `json:"fiatAmount"`
+	OrderId       string                   `json:"orderId"`
+	PaymentMethod *OrderStatePaymentMethod `json:"paymentMethod,omitempty"`
+	Status        OrderStateStatus         `json:"status"`
+	TxHash        *string                  `json:"txHash,omitempty"`
+}
+
+// OrderStateDirection defines model for OrderState.Direction.
+type OrderStateDirection string
+
+// OrderStateFailureReason defines model for OrderState.FailureReason.
+type OrderStateFailureReason string
+
+// OrderStatePaymentMethod defines model for OrderState.PaymentMethod.
+type OrderStatePaymentMethod string
+
+// OrderStateStatus defines model for OrderState.Status.
+type OrderStateStatus string
+
+// OrderStatusRequest defines model for OrderStatusRequest.
+type OrderStatusRequest struct {
+	OrderId string `json:"orderId"`
+}
 
 // PaymentMethods defines model for PaymentMethods.
 type PaymentMethods struct {
@@ -1694,6 +2051,9 @@ type Internal = Error500
 // NotConfigured Nothing of that name for this key: the error envelope with the codes answered with 404.
 type NotConfigured = Error404
 
+// OrderNotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
+type OrderNotFound = Error404
+
 // PermissionDenied A key that may not do this: the error envelope with the codes answered with 403.
 type PermissionDenied = Error403
 
@@ -1742,6 +2102,12 @@ type CreateVirtualAccountParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateOrderParams defines parameters for CreateOrder.
+type CreateOrderParams struct {
+	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // SandboxPayinParams defines parameters for SandboxPayin.
 type SandboxPayinParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
@@ -1774,6 +2140,12 @@ type FiatStatusJSONRequestBody = FiatStatusRequest
 
 // CreateVirtualAccountJSONRequestBody defines body for CreateVirtualAccount for application/json ContentType.
 type CreateVirtualAccountJSONRequestBody = VirtualAccountRequest
+
+// CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
+type CreateOrderJSONRequestBody = CreateOrderRequest
+
+// OrderStatusJSONRequestBody defines body for OrderStatus for application/json ContentType.
+type OrderStatusJSONRequestBody = OrderStatusRequest
 
 // SandboxIdentityJSONRequestBody defines body for SandboxIdentity for application/json ContentType.
 type SandboxIdentityJSONRequestBody = SandboxIdentityRequest
@@ -2135,6 +2507,189 @@ func (t *BankPayoutQuoteRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Rail)
 		if err != nil {
 			return fmt.Errorf("error reading 'rail': %w", err)
+		}
+	}
+
+	return err
+}
+
+// AsCreateOrderRequest0 returns the union data inside the CreateOrderRequest as a CreateOrderRequest0
+func (t CreateOrderRequest) AsCreateOrderRequest0() (CreateOrderRequest0, error) {
+	var body CreateOrderRequest0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCreateOrderRequest0 overwrites any union data inside the CreateOrderRequest as the provided CreateOrderRequest0
+func (t *CreateOrderRequest) FromCreateOrderRequest0(v CreateOrderRequest0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCreateOrderRequest0 performs a merge with any union data inside the CreateOrderRequest, using the provided CreateOrderRequest0
+func (t *CreateOrderRequest) MergeCreateOrderRequest0(v CreateOrderRequest0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCreateOrderRequest1 returns the union data inside the CreateOrderRequest as a CreateOrderRequest1
+func (t CreateOrderRequest) AsCreateOrderRequest1() (CreateOrderRequest1, error) {
+	var body CreateOrderRequest1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCreateOrderRequest1 overwrites any union data inside the CreateOrderRequest as the provided CreateOrderRequest1
+func (t *CreateOrderRequest) FromCreateOrderRequest1(v CreateOrderRequest1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCreateOrderRequest1 performs a merge with any union data inside the CreateOrderRequest, using the provided CreateOrderRequest1
+func (t *CreateOrderRequest) MergeCreateOrderRequest1(v CreateOrderRequest1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CreateOrderRequest) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	object["chain"], err = json.Marshal(t.Chain)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'chain': %w", err)
+	}
+
+	object["country"], err = json.Marshal(t.Country)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'country': %w", err)
+	}
+
+	if t.CryptoAmount != nil {
+		object["cryptoAmount"], err = json.Marshal(t.CryptoAmount)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'cryptoAmount': %w", err)
+		}
+	}
+
+	object["cryptoCurrency"], err = json.Marshal(t.CryptoCurrency)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'cryptoCurrency': %w", err)
+	}
+
+	object["direction"], err = json.Marshal(t.Direction)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'direction': %w", err)
+	}
+
+	if t.FiatAmount != nil {
+		object["fiatAmount"], err = json.Marshal(t.FiatAmount)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'fiatAmount': %w", err)
+		}
+	}
+
+	object["fiatCurrency"], err = json.Marshal(t.FiatCurrency)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'fiatCurrency': %w", err)
+	}
+
+	object["walletAddress"], err = json.Marshal(t.WalletAddress)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'walletAddress': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *CreateOrderRequest) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["chain"]; found {
+		err = json.Unmarshal(raw, &t.Chain)
+		if err != nil {
+			return fmt.Errorf("error reading 'chain': %w", err)
+		}
+	}
+
+	if raw, found := object["country"]; found {
+		err = json.Unmarshal(raw, &t.Country)
+		if err != nil {
+			return fmt.Errorf("error reading 'country': %w", err)
+		}
+	}
+
+	if raw, found := object["cryptoAmount"]; found {
+		err = json.Unmarshal(raw, &t.CryptoAmount)
+		if err != nil {
+			return fmt.Errorf("error reading 'cryptoAmount': %w", err)
+		}
+	}
+
+	if raw, found := object["cryptoCurrency"]; found {
+		err = json.Unmarshal(raw, &t.CryptoCurrency)
+		if err != nil {
+			return fmt.Errorf("error reading 'cryptoCurrency': %w", err)
+		}
+	}
+
+	if raw, found := object["direction"]; found {
+		err = json.Unmarshal(raw, &t.Direction)
+		if err != nil {
+			return fmt.Errorf("error reading 'direction': %w", err)
+		}
+	}
+
+	if raw, found := object["fiatAmount"]; found {
+		err = json.Unmarshal(raw, &t.FiatAmount)
+		if err != nil {
+			return fmt.Errorf("error reading 'fiatAmount': %w", err)
+		}
+	}
+
+	if raw, found := object["fiatCurrency"]; found {
+		err = json.Unmarshal(raw, &t.FiatCurrency)
+		if err != nil {
+			return fmt.Errorf("error reading 'fiatCurrency': %w", err)
+		}
+	}
+
+	if raw, found := object["walletAddress"]; found {
+		err = json.Unmarshal(raw, &t.WalletAddress)
+		if err != nil {
+			return fmt.Errorf("error reading 'walletAddress': %w", err)
 		}
 	}
 
@@ -3037,10 +3592,86 @@ type ClientInterface interface {
 	// in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 	// normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 	// (`otherCountries: true`) serves every country the other rails do not serve in that currency.
-	// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with.
+	// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
+	// are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
+	// the directions and the per-order limits in the corridor's currency.
 	//
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOrderWithBody Create a card order (buy or sell stablecoins)
+	//
+	// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+	// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+	// `Idempotency-Key` to retry safely.
+	//
+	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	//
+	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+	// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+	// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+	// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+	// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+	// `maxExecutionUsd` (`403 execution_capped`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+	CreateOrderWithBody(ctx context.Context, params *CreateOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOrder Create a card order (buy or sell stablecoins)
+	//
+	// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+	// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+	// `Idempotency-Key` to retry safely.
+	//
+	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	//
+	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+	// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+	// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+	// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+	// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+	// `maxExecutionUsd` (`403 execution_capped`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+	CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OrderStatusWithBody An order's status
+	//
+	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+	OrderStatusWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OrderStatus An order's status
+	//
+	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+	OrderStatus(ctx context.Context, body OrderStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPaymentMethods Payment methods, their directions, and whether this deployment offers them
 	//
@@ -3682,11 +4313,127 @@ func (c *Client) CreateVirtualAccount(ctx context.Context, params *CreateVirtual
 // in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 // normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 // (`otherCountries: true`) serves every country the other rails do not serve in that currency.
-// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with.
+// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
+// are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
+// the directions and the per-order limits in the corridor's currency.
 //
 // Corresponds with GET /v1/limits (the `GetLimits` operationId).
 func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetLimitsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOrderWithBody Create a card order (buy or sell stablecoins)
+//
+// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+// `Idempotency-Key` to retry safely.
+//
+// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+//
+// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+// `maxExecutionUsd` (`403 execution_capped`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+func (c *Client) CreateOrderWithBody(ctx context.Context, params *CreateOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOrderRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOrder Create a card order (buy or sell stablecoins)
+//
+// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+// `Idempotency-Key` to retry safely.
+//
+// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+//
+// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+// `maxExecutionUsd` (`403 execution_capped`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+func (c *Client) CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOrderRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OrderStatusWithBody An order's status
+//
+// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+func (c *Client) OrderStatusWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOrderStatusRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OrderStatus An order's status
+//
+// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+func (c *Client) OrderStatus(ctx context.Context, body OrderStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOrderStatusRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4393,6 +5140,101 @@ func NewGetLimitsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCreateOrderRequest calls the generic CreateOrder builder with application/json body
+func NewCreateOrderRequest(server string, params *CreateOrderParams, body CreateOrderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateOrderRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCreateOrderRequestWithBody constructs an http.Request for the CreateOrder method, with any body, and a specified content type
+func NewCreateOrderRequestWithBody(server string, params *CreateOrderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewOrderStatusRequest calls the generic OrderStatus builder with application/json body
+func NewOrderStatusRequest(server string, body OrderStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOrderStatusRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOrderStatusRequestWithBody constructs an http.Request for the OrderStatus method, with any body, and a specified content type
+func NewOrderStatusRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders/status")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListPaymentMethodsRequest constructs an http.Request for the ListPaymentMethods method
 func NewListPaymentMethodsRequest(server string) (*http.Request, error) {
 	var err error
@@ -4969,12 +5811,88 @@ type ClientWithResponsesInterface interface {
 	// in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 	// normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 	// (`otherCountries: true`) serves every country the other rails do not serve in that currency.
-	// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with.
+	// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
+	// are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
+	// the directions and the per-order limits in the corridor's currency.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimitsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLimitsResponse, error)
+
+	// CreateOrderWithBodyWithResponse Create a card order (buy or sell stablecoins)
+	//
+	// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+	// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+	// `Idempotency-Key` to retry safely.
+	//
+	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	//
+	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+	// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+	// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+	// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+	// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+	// `maxExecutionUsd` (`403 execution_capped`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+	CreateOrderWithBodyWithResponse(ctx context.Context, params *CreateOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error)
+
+	// CreateOrderWithResponse Create a card order (buy or sell stablecoins)
+	//
+	// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+	// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+	// `Idempotency-Key` to retry safely.
+	//
+	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	//
+	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+	// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+	// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+	// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+	// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+	// `maxExecutionUsd` (`403 execution_capped`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+	CreateOrderWithResponse(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error)
+
+	// OrderStatusWithBodyWithResponse An order's status
+	//
+	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+	OrderStatusWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OrderStatusResponse, error)
+
+	// OrderStatusWithResponse An order's status
+	//
+	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+	OrderStatusWithResponse(ctx context.Context, body OrderStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*OrderStatusResponse, error)
 
 	// ListPaymentMethodsWithResponse Payment methods, their directions, and whether this deployment offers them
 	//
@@ -7298,6 +8216,388 @@ func (r GetLimitsResponse) ContentType() string {
 	return ""
 }
 
+// CreateOrderResponse200Headers the declared response headers of an HTTP 200 response for CreateOrder
+type CreateOrderResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          string
+	RateLimitPolicy    string
+	XRequestId         string
+}
+
+// CreateOrderResponse400Headers the declared response headers of an HTTP 400 response for CreateOrder
+type CreateOrderResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// CreateOrderResponse401Headers the declared response headers of an HTTP 401 response for CreateOrder
+type CreateOrderResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// CreateOrderResponse403Headers the declared response headers of an HTTP 403 response for CreateOrder
+type CreateOrderResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// CreateOrderResponse404Headers the declared response headers of an HTTP 404 response for CreateOrder
+type CreateOrderResponse404Headers struct {
+	XRequestId string
+}
+
+// CreateOrderResponse408Headers the declared response headers of an HTTP 408 response for CreateOrder
+type CreateOrderResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// CreateOrderResponse409Headers the declared response headers of an HTTP 409 response for CreateOrder
+type CreateOrderResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
+}
+
+// CreateOrderResponse413Headers the declared response headers of an HTTP 413 response for CreateOrder
+type CreateOrderResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// CreateOrderResponse422Headers the declared response headers of an HTTP 422 response for CreateOrder
+type CreateOrderResponse422Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// CreateOrderResponse429Headers the declared response headers of an HTTP 429 response for CreateOrder
+type CreateOrderResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// CreateOrderResponse500Headers the declared response headers of an HTTP 500 response for CreateOrder
+type CreateOrderResponse500Headers struct {
+	XRequestId string
+}
+
+type CreateOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Order
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error403
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error409
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateOrderResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateOrderResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateOrderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateOrderResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateOrderResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *CreateOrderResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateOrderResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateOrderResponse413Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateOrderResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateOrderResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateOrderResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateOrderResponse) GetJSON200() *Order {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateOrderResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateOrderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateOrderResponse) GetJSON403() *Error403 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateOrderResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r CreateOrderResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateOrderResponse) GetJSON409() *Error409 {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateOrderResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateOrderResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateOrderResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateOrderResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OrderStatusResponse200Headers the declared response headers of an HTTP 200 response for OrderStatus
+type OrderStatusResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderStatusResponse400Headers the declared response headers of an HTTP 400 response for OrderStatus
+type OrderStatusResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderStatusResponse401Headers the declared response headers of an HTTP 401 response for OrderStatus
+type OrderStatusResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// OrderStatusResponse403Headers the declared response headers of an HTTP 403 response for OrderStatus
+type OrderStatusResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderStatusResponse404Headers the declared response headers of an HTTP 404 response for OrderStatus
+type OrderStatusResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// OrderStatusResponse408Headers the declared response headers of an HTTP 408 response for OrderStatus
+type OrderStatusResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// OrderStatusResponse413Headers the declared response headers of an HTTP 413 response for OrderStatus
+type OrderStatusResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderStatusResponse429Headers the declared response headers of an HTTP 429 response for OrderStatus
+type OrderStatusResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// OrderStatusResponse500Headers the declared response headers of an HTTP 500 response for OrderStatus
+type OrderStatusResponse500Headers struct {
+	XRequestId string
+}
+
+type OrderStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrderState
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OrderStatusResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OrderStatusResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OrderStatusResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OrderStatusResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OrderStatusResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *OrderStatusResponse408Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *OrderStatusResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OrderStatusResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OrderStatusResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OrderStatusResponse) GetJSON200() *OrderState {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OrderStatusResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OrderStatusResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OrderStatusResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OrderStatusResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r OrderStatusResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r OrderStatusResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OrderStatusResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OrderStatusResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OrderStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OrderStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OrderStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OrderStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListPaymentMethodsResponse200Headers the declared response headers of an HTTP 200 response for ListPaymentMethods
 type ListPaymentMethodsResponse200Headers struct {
 	RateLimit       string
@@ -8516,7 +9816,9 @@ func (c *ClientWithResponses) CreateVirtualAccountWithResponse(ctx context.Conte
 // in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 // normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 // (`otherCountries: true`) serves every country the other rails do not serve in that currency.
-// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with.
+// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
+// are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
+// the directions and the per-order limits in the corridor's currency.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8527,6 +9829,104 @@ func (c *ClientWithResponses) GetLimitsWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetLimitsResponse(rsp)
+}
+
+// CreateOrderWithBodyWithResponse Create a card order (buy or sell stablecoins)
+//
+// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+// `Idempotency-Key` to retry safely.
+//
+// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+//
+// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+// `maxExecutionUsd` (`403 execution_capped`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+func (c *ClientWithResponses) CreateOrderWithBodyWithResponse(ctx context.Context, params *CreateOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error) {
+	rsp, err := c.CreateOrderWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOrderResponse(rsp)
+}
+
+// CreateOrderWithResponse Create a card order (buy or sell stablecoins)
+//
+// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
+// order: the user sends stablecoins from `walletAddress` to the order's `depositAddress` and the card is
+// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
+// `Idempotency-Key` to retry safely.
+//
+// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
+// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
+// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+//
+// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
+// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
+// invalid_request`) → the key's chain, the destination side for a buy and the source side for a sell (`403
+// chain_not_allowed`) → the key's token on that chain (`403 token_not_allowed`) → a card corridor for the
+// country and currency, and the direction (`400 no_route`) → the corridor's per-order limits, in the fiat
+// currency (`400 no_route`, giving them) → the order's USD value at the reference rates above the key's
+// `maxExecutionUsd` (`403 execution_capped`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
+func (c *ClientWithResponses) CreateOrderWithResponse(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error) {
+	rsp, err := c.CreateOrder(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOrderResponse(rsp)
+}
+
+// OrderStatusWithBodyWithResponse An order's status
+//
+// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+func (c *ClientWithResponses) OrderStatusWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OrderStatusResponse, error) {
+	rsp, err := c.OrderStatusWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOrderStatusResponse(rsp)
+}
+
+// OrderStatusWithResponse An order's status
+//
+// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
+// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
+// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
+// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders/status (the `OrderStatus` operationId).
+func (c *ClientWithResponses) OrderStatusWithResponse(ctx context.Context, body OrderStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*OrderStatusResponse, error) {
+	rsp, err := c.OrderStatus(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOrderStatusResponse(rsp)
 }
 
 // ListPaymentMethodsWithResponse Payment methods, their directions, and whether this deployment offers them
@@ -12140,6 +13540,628 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetLimitsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateOrderResponse parses an HTTP response from a CreateOrderWithResponse call
+func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Order
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error403
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error409
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateOrderResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateOrderResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateOrderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateOrderResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateOrderResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers CreateOrderResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateOrderResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateOrderResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateOrderResponse422Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateOrderResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateOrderResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOrderStatusResponse parses an HTTP response from a OrderStatusWithResponse call
+func ParseOrderStatusResponse(rsp *http.Response) (*OrderStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OrderStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrderState
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers OrderStatusResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers OrderStatusResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OrderStatusResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OrderStatusResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OrderStatusResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers OrderStatusResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 413:
+		var headers OrderStatusResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers OrderStatusResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OrderStatusResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

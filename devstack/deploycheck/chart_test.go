@@ -157,7 +157,7 @@ func TestTheChartKeepsItsPromises(t *testing.T) {
 	}{{"values-sandbox.yaml", true}, {"values-production.yaml", false}} {
 		t.Run(tt.values, func(t *testing.T) {
 			r := render(t, tt.values)
-			want := []string{"consent", "fiat", "gateway", "payout"}
+			want := []string{"consent", "fiat", "gateway", "orders", "payout"}
 			if tt.sandbox {
 				want = append(want, "sandboxbank")
 			}
@@ -312,7 +312,7 @@ func checkNetwork(t *testing.T, r rendered) {
 	if deny == nil || len(deny.Spec.Ingress) != 0 || !slices.Contains(deny.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 		t.Fatal("no default-deny NetworkPolicy")
 	}
-	ports := map[string]int{"payout": 8081, "fiat": 8082, "consent": 8083}
+	ports := map[string]int{"payout": 8081, "fiat": 8082, "consent": 8083, "orders": 8084}
 	for name, port := range ports {
 		np := r.policies["pa-partner-api-"+name]
 		var from []string

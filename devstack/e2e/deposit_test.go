@@ -92,7 +92,7 @@ func TestReferenceListsStatusesPaymentMethodsRates(t *testing.T) {
 	for _, r := range st["resources"].([]any) {
 		resources = append(resources, r.(map[string]any)["resource"].(string))
 	}
-	if !slices.Equal(resources, []string{"payout", "funding", "consentSession", "account", "virtualAccount", "deposit"}) {
+	if !slices.Equal(resources, []string{"payout", "funding", "consentSession", "account", "virtualAccount", "deposit", "order"}) {
 		t.Errorf("statuses cover %v", resources)
 	}
 	if r := s.get("/v1/statuses", key); !strings.Contains(r.Body, `{"resource":"funding","field":"status","statuses":[{"value":"awaiting_deposit",`) ||

@@ -145,7 +145,8 @@ func TestARealPrometheusEvaluatesEveryRuleAndPanel(t *testing.T) {
 	}
 	s := startStack(t)
 	prom := startPrometheus(t, s)
-	key := s.issue("acme", "--products", "bank,fiat,deposit", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000")
+	key := s.issue("acme", "--products", "bank,fiat,deposit,card", "--source-chains", "84532", "--destination-chains", "84532",
+		"--tokens", "84532:"+baseSepoliaUSDC, "--rate", "1000")
 	slow := s.issue("slow", "--products", "bank", "--source-chains", "84532", "--rate", "1")
 
 	// Traffic of every kind, over several scrapes so that rates have two
@@ -157,6 +158,7 @@ func TestARealPrometheusEvaluatesEveryRuleAndPanel(t *testing.T) {
 		s.get("/v1/limits", slow)
 		s.get("/v1/no-such-thing", key)
 		decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody(fmt.Sprintf("ada%d@example.com", i))))
+		decodeOK(t, s.post("/v1/orders", key, `{"direction":"buy","cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100","walletAddress":"`+orderWallet+`"}`))
 		time.Sleep(1200 * time.Millisecond)
 	}
 

@@ -36,6 +36,7 @@ const (
 	CodeVirtualAccountNotFound Code = "virtual_account_not_found"
 	CodeDepositNotFound        Code = "deposit_not_found"
 	CodeConsentSessionNotFound Code = "consent_session_not_found"
+	CodeOrderNotFound          Code = "order_not_found"
 	CodeRequestTimeout         Code = "request_timeout"
 	CodeQuoteAlreadyExecuted   Code = "quote_already_executed"
 	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
@@ -64,6 +65,7 @@ var statuses = map[Code]int{
 	CodeVirtualAccountNotFound: http.StatusNotFound,
 	CodeDepositNotFound:        http.StatusNotFound,
 	CodeConsentSessionNotFound: http.StatusNotFound,
+	CodeOrderNotFound:          http.StatusNotFound,
 	CodeRequestTimeout:         http.StatusRequestTimeout,
 	CodeQuoteAlreadyExecuted:   http.StatusConflict,
 	CodeIdempotencyInProgress:  http.StatusConflict,

@@ -47,6 +47,16 @@ const (
 	VirtualAccountActive          = "active"
 )
 
+// Order statuses (POST /v1/orders, POST /v1/orders/status).
+const (
+	OrderAwaitingPayment = "awaiting_payment"
+	OrderAwaitingDeposit = "awaiting_deposit"
+	OrderProcessing      = "processing"
+	OrderCompleted       = "completed"
+	OrderFailed          = "failed"
+	OrderExpired         = "expired"
+)
+
 // All is the table GET /v1/statuses answers. Callers must not modify it.
 func All() []Resource { return all }
 
@@ -75,5 +85,13 @@ var all = []Resource{
 	{"deposit", "status", []Status{
 		{AwaitingDeposit, "Waiting for a transfer of exactly amount, with reference, before expiresAt.", false},
 		{Funded, "The transfer arrived and settled: stablecoins were delivered to the wallet.", true},
+	}},
+	{"order", "status", []Status{
+		{OrderAwaitingPayment, "A buy order waits for the user to pay on the hosted card page, until expiresAt.", false},
+		{OrderAwaitingDeposit, "A sell order waits for the user's stablecoins at depositAddress, until expiresAt.", false},
+		{OrderProcessing, "The payment was authorised (buy), or the stablecoins arrived (sell).", false},
+		{OrderCompleted, "Done: the stablecoins were delivered (buy, txHash), or the card was credited (sell).", true},
+		{OrderFailed, "The payment or payout failed; failureReason says why (card_declined, authentication_failed, insufficient_funds, expired_card).", true},
+		{OrderExpired, "The order was not paid (or its deposit did not arrive) before expiresAt.", true},
 	}},
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/partnerpay/api/pkg/envelope"
 )
@@ -35,10 +36,11 @@ const (
 	ProductBank    = "bank"
 	ProductFiat    = "fiat"
 	ProductDeposit = "deposit"
+	ProductCard    = "card"
 )
 
 // Products lists every product name, for validation.
-var Products = []string{ProductBank, ProductFiat, ProductDeposit}
+var Products = []string{ProductBank, ProductFiat, ProductDeposit, ProductCard}
 
 // Chains are the chains a key may name, per side of a transfer.
 type Chains struct {
@@ -79,6 +81,17 @@ func (g *Grants) AllowChain(side Side, chain int64) error {
 	}
 	return envelope.New(envelope.CodeChainNotAllowed,
 		"This key is not enabled for chain "+strconv.FormatInt(chain, 10)+" as a "+string(side)+".")
+}
+
+// AllowToken is the key's check of a token (its contract address) on a
+// chain, on one side: nil, or the 403 token_not_allowed that names them.
+func (g *Grants) AllowToken(side Side, chain int64, address string) error {
+	id := strconv.FormatInt(chain, 10)
+	if slices.ContainsFunc(g.Tokens[id], func(a string) bool { return strings.EqualFold(a, address) }) {
+		return nil
+	}
+	return envelope.New(envelope.CodeTokenNotAllowed, "This key is not enabled for token "+address+
+		" on chain "+id+" as a "+string(side)+"; see crypto.tokens in GET /v1/config.")
 }
 
 // Caller is the authenticated partner key behind a request.

@@ -94,10 +94,16 @@ type BankCorridor struct {
 	Rails        []string `json:"rails"`
 }
 
-// CardCorridor is a card on/off-ramp route. None is open yet.
+// CardCorridor is a card on/off-ramp route (catalog.CardCorridors): the
+// cardholders' countries it serves, what the hosted card page offers in
+// it, its directions and its per-order limits.
 type CardCorridor struct {
-	FiatCurrency string   `json:"fiatCurrency"`
-	Countries    []string `json:"countries"`
+	FiatCurrency   string   `json:"fiatCurrency"`
+	Countries      []string `json:"countries"`
+	PaymentMethods []string `json:"paymentMethods"`
+	Directions     []string `json:"directions"`
+	MinAmount      string   `json:"minAmount"`
+	MaxAmount      string   `json:"maxAmount"`
 }
 
 // ReadBack says which records can be read again after they were created:
@@ -114,8 +120,9 @@ type Currencies struct {
 
 // Limits is GET /v1/limits: the payout rails and their limits.
 type Limits struct {
-	SettlementNotation string      `json:"settlementNotation"`
-	Rails              []RailLimit `json:"rails"`
+	SettlementNotation string         `json:"settlementNotation"`
+	Rails              []RailLimit    `json:"rails"`
+	CardCorridors      []CardCorridor `json:"cardCorridors"`
 	// ReferenceRatesUSD value one unit of each payout currency in USD, to
 	// hold a payout against maxExecutionUsd; stablecoins count at par.
 	ReferenceRatesUSD map[string]string `json:"referenceRatesUsd"`
@@ -178,7 +185,7 @@ type CountryEntry struct {
 
 var (
 	limits = func() Limits {
-		l := Limits{SettlementNotation: catalog.SettlementNotation, ReferenceRatesUSD: catalog.ReferenceRatesUSD}
+		l := Limits{SettlementNotation: catalog.SettlementNotation, ReferenceRatesUSD: catalog.ReferenceRatesUSD, CardCorridors: cardCorridors}
 		for _, r := range catalog.Rails() {
 			countries := r.CountryList()
 			l.Rails = append(l.Rails, RailLimit{
@@ -207,10 +214,18 @@ var (
 			{Method: "bank_transfer", Directions: []string{"payin", "payout"}, Offered: true, Rails: rails,
 				Description: "A bank transfer in to a virtual account or a one-off deposit (on-ramp), or out to a bank account over a payout rail (POST /v1/bank/payout/quote); rails as GET /v1/limits publishes them."},
 			{Method: "card", Directions: []string{"payin", "payout"}, Offered: false,
-				Description: "Card on- and off-ramp on a hosted card page: not offered by this deployment yet."},
+				Description: "Card on- and off-ramp on a hosted card page: orders can be created (POST /v1/orders, the card corridors of GET /v1/limits), but the hosted page that takes the payment is not connected yet, so it is not offered."},
 			{Method: "apple_pay", Directions: []string{"payin"}, Offered: false,
-				Description: "Apple Pay, a payment method on the hosted card page: not offered by this deployment yet."},
+				Description: "Apple Pay, a payment method on the hosted card page: not offered until the page is connected."},
 		}}
+	}()
+	cardCorridors = func() []CardCorridor {
+		out := []CardCorridor{}
+		for _, c := range catalog.CardCorridors() {
+			out = append(out, CardCorridor{FiatCurrency: c.FiatCurrency, Countries: c.CountryList(), PaymentMethods: c.Methods,
+				Directions: c.Directions, MinAmount: c.MinAmount, MaxAmount: c.MaxAmount})
+		}
+		return out
 	}()
 	bankCorridors = func() []BankCorridor {
 		var out []BankCorridor
@@ -245,6 +260,9 @@ func (s *service) Config(_ context.Context, caller partner.Caller) (Config, erro
 	}
 	if g.HasProduct(partner.ProductBank) {
 		c.Corridors.Bank = bankCorridors
+	}
+	if g.HasProduct(partner.ProductCard) {
+		c.Corridors.Card = cardCorridors
 	}
 	return c, nil
 }

@@ -38,6 +38,8 @@ var Binaries = []Binary{
 	// started creating request runs to its end within 25 s.
 	{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Internal: true, Database: true, Grace: 30 * time.Second},
 	{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Internal: true, Database: true, Grace: 30 * time.Second},
+	// PostgreSQL; a started order runs to its end within 10 s.
+	{Name: "orders", Addr: "127.0.0.1:8084", AdminAddr: "127.0.0.1:9184", Internal: true, Database: true, Grace: 15 * time.Second},
 	// Its longest route timeout is 20 s.
 	{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Internal: true, Grace: 25 * time.Second},
 }

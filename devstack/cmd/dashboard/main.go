@@ -92,7 +92,7 @@ func sel(job string, extra string) string {
 
 // Operated are the services that report operations
 // (partnerapi_<service>_operations_total).
-var Operated = []string{"payout", "fiat", "consent"}
+var Operated = []string{"payout", "fiat", "consent", "orders"}
 
 // stat adds a single-value panel; table adds a table of an instant query.
 func (b *builder) stat(x, w, h int, title, desc string, thresholds []any, exprs ...[2]string) {

@@ -13,6 +13,7 @@
   "payout" (dict "port" 8081 "admin" 9181)
   "consent" (dict "port" 8083 "admin" 9183)
   "fiat" (dict "port" 8082 "admin" 9182)
+  "orders" (dict "port" 8084 "admin" 9184)
   "gateway" (dict "port" 8080 "admin" 9180) -}}
 {{- if .Values.sandbox -}}
 {{- $_ := set $s "sandboxbank" (dict "port" 8090 "admin" 9190) -}}

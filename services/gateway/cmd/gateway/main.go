@@ -41,6 +41,7 @@ type config struct {
 	PayoutURL    string        `env:"PAYOUT_URL" default:"http://127.0.0.1:8081" url:"absolute"`
 	FiatURL      string        `env:"FIAT_URL" default:"http://127.0.0.1:8082" url:"absolute"`
 	ConsentURL   string        `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
+	OrdersURL    string        `env:"ORDERS_URL" default:"http://127.0.0.1:8084" url:"absolute"`
 	// The PEM bundle that signs the services' certificates, for https://
 	// upstream URLs (the system's pool when unset).
 	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
@@ -48,7 +49,7 @@ type config struct {
 
 func (c config) upstreams() map[string]*url.URL {
 	out := map[string]*url.URL{}
-	for name, raw := range map[string]string{edge.UpstreamPayout: c.PayoutURL, edge.UpstreamFiat: c.FiatURL, edge.UpstreamConsent: c.ConsentURL} {
+	for name, raw := range map[string]string{edge.UpstreamPayout: c.PayoutURL, edge.UpstreamFiat: c.FiatURL, edge.UpstreamConsent: c.ConsentURL, edge.UpstreamOrders: c.OrdersURL} {
 		out[name], _ = url.Parse(raw) // LoadConfig checked it
 	}
 	return out

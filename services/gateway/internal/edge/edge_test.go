@@ -82,7 +82,7 @@ func newGateway(t testing.TB, keys Keys, rt http.RoundTripper, log *slog.Logger)
 // upstreams points every upstream at one in-process target.
 func upstreams() map[string]*url.URL {
 	u, _ := url.Parse("http://service.internal")
-	return map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u}
+	return map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u, UpstreamOrders: u}
 }
 
 func newGatewayWith(t testing.TB, keys Keys, limiter Limiter, rt http.RoundTripper, log *slog.Logger) *Gateway {

@@ -11,13 +11,14 @@ const (
 	UpstreamPayout  = "payout"
 	UpstreamFiat    = "fiat"
 	UpstreamConsent = "consent"
+	UpstreamOrders  = "orders"
 	// UpstreamAny is every service, in AnyOrder: the reference reads, which
 	// each serves (pkg/reference), go to the first that answers.
 	UpstreamAny = "any"
 )
 
 // AnyOrder is the order UpstreamAny tries the services in.
-var AnyOrder = []string{UpstreamPayout, UpstreamFiat, UpstreamConsent}
+var AnyOrder = []string{UpstreamPayout, UpstreamFiat, UpstreamConsent, UpstreamOrders}
 
 // Route is one endpoint of the partner API: method and path, the service that
 // answers it, the product the key must carry ("" means any valid key), and
@@ -57,6 +58,8 @@ var Routes = []Route{
 	{"GET", "/v1/payment-methods", UpstreamAny, "", false, readTimeout},
 	{"GET", "/v1/rates", UpstreamAny, "", false, readTimeout},
 	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
+	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, readTimeout},
+	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, readTimeout},
 	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},

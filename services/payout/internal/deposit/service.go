@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,9 +151,8 @@ func (s *service) validate(caller partner.Caller, req QuoteRequest) (Quote, erro
 		name partner.Side
 		s    Side
 	}{{partner.Source, src}, {partner.Destination, dst}} {
-		if !tokenGranted(caller.Grants, side.s) {
-			return Quote{}, envelope.New(envelope.CodeTokenNotAllowed, "This key is not enabled for token "+side.s.Token+
-				" on chain "+strconv.FormatInt(side.s.Chain, 10)+" as a "+string(side.name)+"; see crypto.tokens in GET /v1/config.")
+		if err := caller.Grants.AllowToken(side.name, side.s.Chain, side.s.Token); err != nil {
+			return Quote{}, err
 		}
 	}
 	switch {
@@ -208,10 +206,6 @@ func (s *service) token(name string, side Side) (catalog.Token, error) {
 	}
 	return catalog.Token{}, envelope.InvalidRequest(name + ".token " + side.Token + " is not a token on chain " +
 		strconv.FormatInt(side.Chain, 10) + "; see GET /v1/currencies.")
-}
-
-func tokenGranted(g partner.Grants, side Side) bool {
-	return slices.ContainsFunc(g.Tokens[strconv.FormatInt(side.Chain, 10)], func(a string) bool { return strings.EqualFold(a, side.Token) })
 }
 
 // ceiling holds the deposit to maxExecutionUsd: amount is in the source

@@ -1,0 +1,119 @@
+// Package orders is the card on- and off-ramp (DESIGN §7): a partner's user
+// buys stablecoins with a card or Apple Pay, or sells them and has the card
+// credited, through the card provider's hosted page. Card numbers, expiry
+// and CVC are typed on that page only: nothing here ever sees them.
+//
+// This is the service (no HTTP): creating an order, with the contract's
+// checks in order, and its status, which only moves forward.
+package orders
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// Service is the card order API.
+type Service interface {
+	Create(ctx context.Context, caller partner.Caller, req CreateRequest) (Order, error)
+	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (OrderStatus, error)
+}
+
+// The statuses of an order (GET /v1/statuses): a buy awaits payment, a
+// sell awaits the user's stablecoin deposit; then processing, then
+// completed or failed; an unpaid order expires. The last three are final.
+const (
+	StatusAwaitingPayment = lifecycle.OrderAwaitingPayment
+	StatusAwaitingDeposit = lifecycle.OrderAwaitingDeposit
+	StatusProcessing      = lifecycle.OrderProcessing
+	StatusCompleted       = lifecycle.OrderCompleted
+	StatusFailed          = lifecycle.OrderFailed
+	StatusExpired         = lifecycle.OrderExpired
+)
+
+// Final reports whether status is final.
+func Final(status string) bool {
+	return status == StatusCompleted || status == StatusFailed || status == StatusExpired
+}
+
+// Record is an order as the store keeps it.
+type Record struct {
+	ID             string
+	Owner          string
+	Direction      string
+	Status         string
+	CryptoCurrency string
+	Chain          int64
+	FiatCurrency   string
+	Country        string
+	CryptoAmount   string // exactly one of the two amounts, as the partner sent it
+	FiatAmount     string
+	WalletAddress  string
+	DepositAddress string // a sell's: where the user sends the stablecoins
+	PaymentMethod  string
+	TxHash         string
+	FailureReason  string
+	ExpiresAt      time.Time
+	CreatedAt      time.Time
+}
+
+// Store keeps orders (DBStore in production).
+type Store interface {
+	// Create writes r and keeps answer with it (idempotency.Answer).
+	Create(ctx context.Context, r Record, answer Order) error
+	Get(ctx context.Context, id string) (Record, error)
+	// Expire moves an unpaid order past its expiry to expired, and
+	// answers the order as it now is.
+	Expire(ctx context.Context, id string, now time.Time) (Record, error)
+}
+
+// ErrNotFound is an order the store does not have.
+var ErrNotFound = errors.New("order not found")
+
+// OrderTTL is how long an order waits for its payment or deposit.
+const OrderTTL = 30 * time.Minute
+
+// MockMoney is every money figure while the card provider is a stand-in,
+// as the payout quote's mock rule has it.
+const MockMoney = "1234567.89"
+
+const orderPrefix = "ord_"
+
+var errOrderNotFound = envelope.New(envelope.CodeOrderNotFound, "No order with this orderId exists for this key.")
+
+type service struct {
+	env    environment.Name
+	chains *catalog.Chains
+	store  Store
+	now    func() time.Time
+}
+
+var _ Service = (*service)(nil)
+
+// NewService returns the order service of environment env.
+func NewService(env environment.Name, store Store, now func() time.Time) Service {
+	return &service{env: env, chains: catalog.ChainsFor(env), store: store, now: now}
+}
+
+// owned loads an order of the caller's: another key's, an unknown id, or an
+// id of the wrong shape (refused without a lookup) is order_not_found.
+func (s *service) owned(ctx context.Context, caller partner.Caller, id string) (Record, error) {
+	if id == "" {
+		return Record{}, envelope.InvalidRequest("orderId is required.")
+	}
+	if !format.ValidID(orderPrefix, id) {
+		return Record{}, errOrderNotFound
+	}
+	r, err := s.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && r.Owner != caller.KeyID) {
+		return Record{}, errOrderNotFound
+	}
+	return r, err
+}

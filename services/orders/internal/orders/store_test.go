@@ -1,0 +1,84 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/database/databasetest"
+)
+
+// The schema holds an order's rules itself, on both engines: its terms
+// never change, its status moves only forward, and completed, failed and
+// expired are final.
+func TestTheSchemaHoldsTheOrderRules(t *testing.T) {
+	databasetest.Each(t, []database.Migrations{Migrations}, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		s := NewStore(db)
+		at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
+		r := Record{ID: "ord_1", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment, CryptoCurrency: "USDC", Chain: 84532,
+			FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet, ExpiresAt: at.Add(OrderTTL), CreatedAt: at}
+		if err := s.Create(ctx, r, Order{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, r, Order{}); err != nil {
+			t.Fatalf("a retry of the same order: %v", err)
+		}
+		got, err := s.Get(ctx, "ord_1")
+		if err != nil || got.Owner != "acme" || got.FiatAmount != "100" || got.CryptoAmount != "" || !got.ExpiresAt.Equal(r.ExpiresAt) {
+			t.Fatalf("read back %+v %v", got, err)
+		}
+		if got, err := s.Expire(ctx, "ord_1", at); err != nil || got.Status != StatusAwaitingPayment {
+			t.Errorf("before its expiry: %+v %v", got, err)
+		}
+		for _, stmt := range []string{
+			`UPDATE orders SET fiat_amount = '1' WHERE id = 'ord_1'`,
+			`UPDATE orders SET wallet_address = '0x0000000000000000000000000000000000000000' WHERE id = 'ord_1'`,
+			`UPDATE orders SET status = 'completed' WHERE id = 'ord_1'`, // a buy completes with its hash
+			`UPDATE orders SET status = 'awaiting_deposit' WHERE id = 'ord_1'`,
+			`UPDATE orders SET status = 'failed' WHERE id = 'ord_1'`, // failed says why
+		} {
+			if _, err := db.Exec(ctx, stmt); !database.IsRuleViolation(err) {
+				t.Errorf("%s: %v, want the schema to refuse it", stmt, err)
+			}
+		}
+		if _, err := db.Exec(ctx, `UPDATE orders SET status = 'processing', payment_method = 'card' WHERE id = 'ord_1'`); err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range []string{
+			`UPDATE orders SET status = 'awaiting_payment' WHERE id = 'ord_1'`,
+			`UPDATE orders SET status = 'expired' WHERE id = 'ord_1'`, // a paid order does not expire
+		} {
+			if _, err := db.Exec(ctx, stmt); !database.IsRuleViolation(err) {
+				t.Errorf("%s: %v, want the schema to refuse it", stmt, err)
+			}
+		}
+		if _, err := db.Exec(ctx, `UPDATE orders SET status = 'completed', tx_hash = '0xab' WHERE id = 'ord_1'`); err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range []string{
+			`UPDATE orders SET status = 'failed', failure_reason = 'card_declined' WHERE id = 'ord_1'`,
+			`UPDATE orders SET tx_hash = '0xcd' WHERE id = 'ord_1'`,
+		} {
+			if _, err := db.Exec(ctx, stmt); !database.IsRuleViolation(err) {
+				t.Errorf("%s on a completed order: %v, want the schema to refuse it", stmt, err)
+			}
+		}
+		sell := r
+		sell.ID, sell.Direction, sell.Status, sell.DepositAddress = "ord_2", "sell", StatusAwaitingDeposit, wallet
+		if err := s.Create(ctx, sell, Order{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Expire(ctx, "ord_2", sell.ExpiresAt); err != nil || got.Status != StatusExpired {
+			t.Errorf("at its expiry: %+v %v, want expired", got, err)
+		}
+		if _, err := db.Exec(ctx, `UPDATE orders SET status = 'processing' WHERE id = 'ord_2'`); !database.IsRuleViolation(err) {
+			t.Errorf("an expired order moved on: %v", err)
+		}
+		if _, err := s.Get(ctx, "ord_unknown"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unknown order: %v", err)
+		}
+	})
+}
