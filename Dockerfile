@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # One recipe for every service image:
 #   docker build --build-arg SERVICE=gateway -t partnerapi/gateway .
-# SERVICE is one of gateway, payout, fiat, consent, sandboxbank.
+# SERVICE is one of gateway, payout, fiat, consent, orders, sandboxbank.
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
