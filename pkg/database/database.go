@@ -85,6 +85,19 @@ type Migrations struct {
 	SQLite   fs.FS
 }
 
+// MigrationsIn is the schema named name kept in fsys (a module's embedded
+// migrations directory) under migrations/postgres and migrations/sqlite.
+func MigrationsIn(name string, fsys fs.FS) Migrations {
+	sub := func(dir string) fs.FS {
+		f, err := fs.Sub(fsys, "migrations/"+dir)
+		if err != nil {
+			panic(err) // a constant path in an embedded tree
+		}
+		return f
+	}
+	return Migrations{Name: name, Postgres: sub("postgres"), SQLite: sub("sqlite")}
+}
+
 // DB is the system of record.
 type DB struct {
 	engine Engine

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -18,19 +17,7 @@ var migrations embed.FS
 
 // Migrations is the schema of the idempotency records; every binary that
 // serves creating routes applies it with its own.
-var Migrations = database.Migrations{
-	Name:     "idempotency",
-	Postgres: sub("migrations/postgres"),
-	SQLite:   sub("migrations/sqlite"),
-}
-
-func sub(dir string) fs.FS {
-	f, err := fs.Sub(migrations, dir)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
+var Migrations = database.MigrationsIn("idempotency", migrations)
 
 // Store keeps the records in the system of record.
 type Store struct {

@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -15,15 +14,7 @@ import (
 var migrations embed.FS
 
 // Migrations is the fiat service's schema.
-var Migrations = database.Migrations{Name: "fiat", Postgres: sub("migrations/postgres"), SQLite: sub("migrations/sqlite")}
-
-func sub(dir string) fs.FS {
-	f, err := fs.Sub(migrations, dir)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
+var Migrations = database.MigrationsIn("fiat", migrations)
 
 // ErrNotFound is a record the store does not have.
 var ErrNotFound = errors.New("not found")

@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -16,15 +15,7 @@ import (
 var migrations embed.FS
 
 // Migrations is the order service's schema.
-var Migrations = database.Migrations{Name: "orders", Postgres: sub("migrations/postgres"), SQLite: sub("migrations/sqlite")}
-
-func sub(dir string) fs.FS {
-	f, err := fs.Sub(migrations, dir)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
+var Migrations = database.MigrationsIn("orders", migrations)
 
 // DBStore keeps orders in the system of record. The schema holds their
 // rules: terms never change, a status only moves forward, completed,

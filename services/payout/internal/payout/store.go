@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -16,15 +15,7 @@ import (
 var migrations embed.FS
 
 // Migrations is the payout service's schema.
-var Migrations = database.Migrations{Name: "payout", Postgres: sub("migrations/postgres"), SQLite: sub("migrations/sqlite")}
-
-func sub(dir string) fs.FS {
-	f, err := fs.Sub(migrations, dir)
-	if err != nil {
-		panic(err)
-	}
-	return f
-}
+var Migrations = database.MigrationsIn("payout", migrations)
 
 // StoredPayout is a payout as the system of record keeps it. It holds the
 // beneficiary, which is personal data: it is never logged.
