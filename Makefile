@@ -31,6 +31,9 @@ test: lint deploy-check build
 	done
 	@echo "== devstack/e2e against a 3-master Redis Cluster"
 	@cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 ./e2e/
+	@echo "== the benchmarks of make bench run (one iteration each)"
+	@set -o pipefail; cd services/gateway && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/edge/ ./internal/ratelimit/ | grep -v '^Benchmark'
+	@set -o pipefail; cd services/payout && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/payout/ | grep -v '^Benchmark'
 
 # The deployment files: docker-compose.yml validates, the Prometheus config
 # and alert rules check, every alert's unit tests pass, Alertmanager's

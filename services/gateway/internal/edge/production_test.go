@@ -52,8 +52,8 @@ func BenchmarkProductionPath(b *testing.B) {
 	for _, tc := range []struct{ name, otlp, flags string }{
 		{"tracing=off", "", sampled},
 		{"tracing=exporting", collector.URL, sampled},
-		// The caller's trace is not sampled (or a ratio sampler said no):
-		// the spans are made but not recorded or exported.
+		// The caller's trace is not sampled: our sampler decides all the
+		// same (every request by default), so the spans are recorded.
 		{"tracing=exporting,unsampled", collector.URL, unsampled},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -108,7 +108,7 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 			ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 100000,
 			Grants: partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"},
 		}}})},
-		Upstreams:     map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u},
+		Upstreams:     map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u, UpstreamOrders: u},
 		Transport:     kit.Tracing.Transport(transport),
 		InternalToken: "internal-token-0123456789",
 	})
