@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,8 +44,7 @@ type guarded struct {
 	health   string // the upstream's GET /health
 	next     http.RoundTripper
 	open     atomic.Bool
-	mu       sync.Mutex
-	failures int
+	failures atomic.Int32 // in a row; a success in steady state only reads it
 }
 
 func (g *Gateway) guard(upstream string, target *url.URL, next http.RoundTripper) *guarded {
@@ -62,9 +60,9 @@ func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := gu.tryRefused(req)
 	switch {
 	case err == nil:
-		gu.mu.Lock()
-		gu.failures = 0
-		gu.mu.Unlock()
+		if gu.failures.Load() != 0 { // no write (no shared cache line) per request
+			gu.failures.Store(0)
+		}
 	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
 		// The caller went away: that says nothing about the upstream.
 	default:
@@ -75,14 +73,7 @@ func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // failed counts a failure and opens the circuit at the fifth in a row.
 func (gu *guarded) failed() {
-	gu.mu.Lock()
-	gu.failures++
-	trip := gu.failures >= breakerTrips && !gu.open.Load()
-	if trip {
-		gu.open.Store(true)
-	}
-	gu.mu.Unlock()
-	if !trip {
+	if gu.failures.Add(1) < breakerTrips || !gu.open.CompareAndSwap(false, true) {
 		return
 	}
 	gu.g.log.Error("upstream circuit open", "upstream", gu.name, "probe_every", BreakerProbeEvery.String())
@@ -102,10 +93,8 @@ func (gu *guarded) probe() {
 		case <-t.C:
 		}
 		if gu.healthy() {
-			gu.mu.Lock()
-			gu.failures = 0
+			gu.failures.Store(0)
 			gu.open.Store(false)
-			gu.mu.Unlock()
 			gu.g.log.Info("upstream circuit closed", "upstream", gu.name)
 			gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, false) })
 			return

@@ -344,16 +344,28 @@ func (l *Limiter) probeUntilBack() {
 }
 
 // Local is an in-process GCRA with redis_rate's arithmetic: a burst of rate,
-// one emission every 1/rate seconds.
+// one emission every 1/rate seconds. Each key has its own lock: Sync runs
+// on every request Redis decides for a key below LeaseMinRate, and keys
+// must not wait on one another for it.
 type Local struct {
+	keys sync.Map // key → *localKey
+	now  func() time.Time
+}
+
+type localKey struct {
 	mu  sync.Mutex
-	tat map[string]time.Time // theoretical arrival time per key
-	now func() time.Time
+	tat time.Time // theoretical arrival time
 }
 
 // NewLocal returns an empty in-process limiter on clock now.
-func NewLocal(now func() time.Time) *Local {
-	return &Local{tat: make(map[string]time.Time), now: now}
+func NewLocal(now func() time.Time) *Local { return &Local{now: now} }
+
+func (l *Local) key(key string) *localKey {
+	v, ok := l.keys.Load(key)
+	if !ok {
+		v, _ = l.keys.LoadOrStore(key, &localKey{})
+	}
+	return v.(*localKey)
 }
 
 // Sync sets key's bucket at rate to hold remaining tokens (of a burst of
@@ -362,9 +374,10 @@ func (l *Local) Sync(key string, rate, remaining int) {
 	emission := max(time.Second/time.Duration(rate), 1)
 	remaining = min(max(remaining, 0), rate)
 	tat := l.now().Add(emission * time.Duration(rate-remaining))
-	l.mu.Lock()
-	l.tat[key] = tat
-	l.mu.Unlock()
+	k := l.key(key)
+	k.mu.Lock()
+	k.tat = tat
+	k.mu.Unlock()
 }
 
 // Allow decides one request of key at rate per second.
@@ -373,9 +386,10 @@ func (l *Local) Allow(_ context.Context, key string, rate int) Decision {
 	emission := max(time.Second/time.Duration(rate), 1)
 	burstOffset := emission * time.Duration(rate)
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	tat := l.tat[key]
+	k := l.key(key)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	tat := k.tat
 	if tat.Before(now) {
 		tat = now
 	}
@@ -385,6 +399,6 @@ func (l *Local) Allow(_ context.Context, key string, rate int) Decision {
 	if diff < 0 {
 		return Decision{Limit: rate, Remaining: 0, ResetAfter: tat.Sub(now), RetryAfter: -diff}
 	}
-	l.tat[key] = newTat
+	k.tat = newTat
 	return Decision{Allowed: true, Limit: rate, Remaining: int(diff / emission), ResetAfter: newTat.Sub(now)}
 }

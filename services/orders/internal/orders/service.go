@@ -43,6 +43,12 @@ func Final(status string) bool {
 	return status == StatusCompleted || status == StatusFailed || status == StatusExpired
 }
 
+// awaiting reports whether an order in status still waits for its payment
+// or deposit: the only statuses that expire.
+func awaiting(status string) bool {
+	return status == StatusAwaitingPayment || status == StatusAwaitingDeposit
+}
+
 // Record is an order as the store keeps it.
 type Record struct {
 	ID             string

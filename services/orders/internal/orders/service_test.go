@@ -45,7 +45,7 @@ func (m *memStore) Expire(_ context.Context, id string, now time.Time) (Record, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.orders[id]
-	if (r.Status == StatusAwaitingPayment || r.Status == StatusAwaitingDeposit) && !now.Before(r.ExpiresAt) {
+	if awaiting(r.Status) && !now.Before(r.ExpiresAt) {
 		r.Status = StatusExpired
 		m.orders[id] = r
 	}

@@ -33,7 +33,7 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	if err != nil {
 		return OrderStatus{}, err
 	}
-	if !Final(r.Status) && r.Status != StatusProcessing && !s.now().Before(r.ExpiresAt) {
+	if awaiting(r.Status) && !s.now().Before(r.ExpiresAt) {
 		if r, err = s.store.Expire(ctx, r.ID, s.now().UTC()); err != nil {
 			return OrderStatus{}, fmt.Errorf("expire order: %w", err)
 		}
