@@ -23,6 +23,11 @@ const (
 	opTransactions       = "list_transactions"
 	opDepositTransaction = "list_deposit_transactions"
 	opSimulateDeposit    = "simulate_deposit"
+
+	opCreateCardOrder     = "create_card_order"
+	opCardOrder           = "get_card_order"
+	opCreateCardSession   = "create_card_session"
+	opSimulateCardDeposit = "simulate_card_deposit"
 )
 
 // Outcomes of one attempt: the closed set of values of the outcome label.
@@ -61,7 +66,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Every series exists from the start: a quiet provider reads 0, not
 	// "no data", on the dashboard and in the alert.
 	for _, op := range []string{opCreateCustomer, opCustomer, opCreateTerms, opTerms, opForceIdentity,
-		opCreateVirtual, opCreateDeposit, opTransactions, opDepositTransaction, opSimulateDeposit} {
+		opCreateVirtual, opCreateDeposit, opTransactions, opDepositTransaction, opSimulateDeposit,
+		opCreateCardOrder, opCardOrder, opCreateCardSession, opSimulateCardDeposit} {
 		for _, outcome := range []string{outcomeOK, outcomeRefused, outcomeError, outcomeTimeout} {
 			m.requests.WithLabelValues(op, outcome)
 		}

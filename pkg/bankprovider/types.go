@@ -1,7 +1,8 @@
-// Package bankprovider is the client of the external bank provider (in
-// sandbox, services/sandboxbank) that the fiat and consent services share:
-// its wire types, an HTTP client with timeouts and bounded retries on
-// idempotent calls, and the one mapping of its answers to the API's errors.
+// Package bankprovider is the client of the external provider (in sandbox,
+// services/sandboxbank) that the fiat, consent and orders services share:
+// one provider for bank transfers and for cards (cards.go). Its wire
+// types, an HTTP client with timeouts and bounded retries on idempotent
+// calls, and the one mapping of its answers to the API's errors.
 package bankprovider
 
 import "encoding/json"
@@ -133,4 +134,5 @@ const (
 	TypeStateLost         = "sandbox_state_lost"
 	TypeTermsRequired     = "terms_required"
 	TypeCustomerNotActive = "customer_not_active"
+	TypeInvalidState      = "invalid_state"
 )

@@ -12,15 +12,8 @@ package consent
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -28,6 +21,7 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -36,14 +30,6 @@ const (
 	StatePending  = consentapi.StatePending
 	StateReturned = consentapi.StateReturned
 )
-
-// ReturnLife is how long the state in a return address stays good: the
-// provider's link lives five minutes, and a user may take a little longer
-// to click through.
-const ReturnLife = 15 * time.Minute
-
-// MaxReturnURL is the longest returnUrl accepted.
-const MaxReturnURL = 2048
 
 // Service is what the consent service does.
 type Service interface {
@@ -136,7 +122,7 @@ type service struct {
 	env       environment.Name
 	store     Store
 	provider  Provider
-	secret    []byte
+	signer    hostedlink.Signer
 	returnURL string // the gateway's public GET /consent/return
 	now       func() time.Time
 }
@@ -146,18 +132,13 @@ var _ Service = (*service)(nil)
 // NewService returns the consent service. returnURL is the gateway's public
 // return address; secret signs the state carried through the browser.
 func NewService(env environment.Name, store Store, provider Provider, secret []byte, returnURL string, now func() time.Time) Service {
-	return &service{env: env, store: store, provider: provider, secret: secret, returnURL: returnURL, now: now}
+	return &service{env: env, store: store, provider: provider, signer: hostedlink.Signer{Secret: secret, Now: now}, returnURL: returnURL, now: now}
 }
 
 var (
 	errSessionNotFound = envelope.New(envelope.CodeConsentSessionNotFound, "No consent session with this consentSessionId exists for this key.")
 	errNoSessionID     = envelope.InvalidRequest("consentSessionId is required: the id from a consent_required answer.")
-	errReturnURL       = envelope.InvalidRequest("returnUrl must be an https URL of at most 2048 characters, without user info (plain http only to a loopback host, in sandbox).")
-	// Return failures are shown to a person in a browser.
-	errBadState   = envelope.InvalidRequest("This return link is not valid.")
-	errLateState  = envelope.New(envelope.CodeReturnLinkExpired, "This return link has expired. Go back to the app and start again.")
-	errUsedState  = envelope.New(envelope.CodeReturnLinkExpired, "This return link was already used. Go back to the app to continue.")
-	errOldState   = envelope.New(envelope.CodeReturnLinkExpired, "A newer link was made for this step, so this one no longer counts. Go back to the app to continue.")
+	// Shown to a person in a browser.
 	errNoDecision = envelope.InvalidRequest("The bank has no decision from you for this link. Go back to the app and open the link again.")
 )
 
@@ -207,16 +188,15 @@ func (s *service) owned(ctx context.Context, owner, id string) (Record, error) {
 }
 
 func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error) {
-	if req.ReturnURL != "" && !s.validReturnURL(req.ReturnURL) {
-		return Link{}, errReturnURL
+	if req.ReturnURL != "" && !hostedlink.ValidReturnURL(s.env, req.ReturnURL) {
+		return Link{}, hostedlink.ErrReturnURL
 	}
 	r, err := s.owned(ctx, caller.KeyID, req.ConsentSessionID)
 	if err != nil {
 		return Link{}, err
 	}
 	attempt := format.NewID("att_")
-	back := s.returnURL + "?state=" + url.QueryEscape(s.sign(attempt, s.now().Add(ReturnLife)))
-	ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, back)
+	ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, s.signer.ReturnAddress(s.returnURL, attempt))
 	if err != nil {
 		return Link{}, bankprovider.ToAPI(err)
 	}
@@ -239,26 +219,26 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 // Return checks the signed state, that it belongs to the session's current
 // link and is used once, and reads the decision back from the provider.
 func (s *service) Return(ctx context.Context, state string) (Returned, error) {
-	attemptID, err := s.verify(state)
+	attemptID, err := s.signer.Verify(state)
 	if err != nil {
 		return Returned{}, err
 	}
 	a, err := s.store.Attempt(ctx, attemptID)
 	if errors.Is(err, ErrNotFound) {
-		return Returned{}, errBadState
+		return Returned{}, hostedlink.ErrBadState
 	}
 	if err != nil {
 		return Returned{}, fmt.Errorf("read attempt: %w", err)
 	}
 	if a.Used {
-		return Returned{}, errUsedState
+		return Returned{}, hostedlink.ErrUsedState
 	}
 	r, err := s.store.Get(ctx, a.SessionID)
 	if err != nil {
 		return Returned{}, fmt.Errorf("read consent session: %w", err)
 	}
 	if r.CurrentAttempt != attemptID {
-		return Returned{}, errOldState
+		return Returned{}, hostedlink.ErrOldState
 	}
 	ts, err := s.provider.TermsSession(ctx, a.ProviderSessionID)
 	if err != nil {
@@ -267,89 +247,21 @@ func (s *service) Return(ctx context.Context, state string) (Returned, error) {
 	switch ts.Status {
 	case bankprovider.TermsAccepted, bankprovider.TermsDeclined:
 	case "expired", "superseded":
-		return Returned{}, errLateState
+		return Returned{}, hostedlink.ErrLateState
 	default:
 		return Returned{}, errNoDecision
 	}
 	switch r, err = s.store.Return(ctx, a, ts.Status, s.now().UTC()); {
 	case errors.Is(err, ErrUsed):
-		return Returned{}, errUsedState // another return took it a moment ago
+		return Returned{}, hostedlink.ErrUsedState // another return took it a moment ago
 	case errors.Is(err, ErrSuperseded):
-		return Returned{}, errOldState // a newer link was minted a moment ago
+		return Returned{}, hostedlink.ErrOldState // a newer link was minted a moment ago
 	case err != nil:
 		return Returned{}, fmt.Errorf("return: %w", err)
 	}
 	out := Returned{SessionID: r.ID, Result: ts.Status}
 	if a.ReturnURL != "" {
-		u, _ := url.Parse(a.ReturnURL) // checked when the link was minted
-		q := u.Query()
-		q.Set("consentSessionId", r.ID)
-		q.Set("result", ts.Status)
-		u.RawQuery = q.Encode()
-		out.Redirect = u.String()
+		out.Redirect = hostedlink.WithQuery(a.ReturnURL, "consentSessionId", r.ID, "result", ts.Status)
 	}
 	return out, nil
-}
-
-// sign makes the state carried through the browser: the attempt and its
-// deadline, under an HMAC only this service can make.
-func (s *service) sign(attempt string, until time.Time) string {
-	payload := attempt + "." + strconv.FormatInt(until.Unix(), 10)
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write([]byte(payload))
-	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
-
-func (s *service) verify(state string) (attempt string, err error) {
-	if len(state) > 256 {
-		return "", errBadState
-	}
-	p64, sig64, ok := strings.Cut(state, ".")
-	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
-	sig, err2 := base64.RawURLEncoding.DecodeString(sig64)
-	if !ok || err1 != nil || err2 != nil {
-		return "", errBadState
-	}
-	mac := hmac.New(sha256.New, s.secret)
-	mac.Write(payload)
-	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return "", errBadState
-	}
-	attempt, until, ok := strings.Cut(string(payload), ".")
-	deadline, err := strconv.ParseInt(until, 10, 64)
-	if !ok || err != nil {
-		return "", errBadState
-	}
-	if s.now().Unix() > deadline {
-		return "", errLateState
-	}
-	return attempt, nil
-}
-
-// validReturnURL is DESIGN §4's rule: https, or plain http to a loopback
-// host in sandbox; at most 2048 characters; no user info. Anything else
-// would make the return an open redirect or a credential leak.
-func (s *service) validReturnURL(raw string) bool {
-	if len(raw) > MaxReturnURL {
-		return false
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
-		return false
-	}
-	switch u.Scheme {
-	case "https":
-		return true
-	case "http":
-		return s.env == environment.Sandbox && loopback(u.Hostname())
-	}
-	return false
-}
-
-func loopback(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

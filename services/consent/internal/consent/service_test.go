@@ -14,6 +14,7 @@ import (
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -204,7 +205,7 @@ func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 			t.Errorf("state %.40q: %v", bad, err)
 		}
 	}
-	*now = now.Add(ReturnLife + time.Second)
+	*now = now.Add(hostedlink.ReturnLife + time.Second)
 	if _, err := s.Return(ctx, state); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("a late state: %v", err)
 	}

@@ -2,7 +2,6 @@ package consent
 
 import (
 	"context"
-	"html/template"
 	"log/slog"
 	"net/http"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
@@ -51,15 +51,13 @@ func decodeReturn(_ context.Context, r *http.Request) (any, error) {
 func encodeReturn(_ context.Context, w http.ResponseWriter, response any) error {
 	out := response.(Returned)
 	if out.Redirect != "" {
-		w.Header().Set("Location", out.Redirect)
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusSeeOther)
+		hostedlink.Redirect(w, out.Redirect)
 		return nil
 	}
 	if out.Result == "declined" {
-		return writePage(w, http.StatusOK, "You declined", "You can close this page and return to the app.")
+		return hostedlink.WritePage(w, http.StatusOK, "You declined", "You can close this page and return to the app.")
 	}
-	return writePage(w, http.StatusOK, "All done", "You can close this page and return to the app.")
+	return hostedlink.WritePage(w, http.StatusOK, "All done", "You can close this page and return to the app.")
 }
 
 func returnError(log *slog.Logger) httptransport.ErrorEncoder {
@@ -69,32 +67,6 @@ func returnError(log *slog.Logger) httptransport.ErrorEncoder {
 			log.ErrorContext(ctx, "consent return failed", "err", err, "request_id", obs.RequestID(ctx))
 		}
 		w.Header().Set(partner.HeaderErrorCode, string(e.Code))
-		_ = writePage(w, e.Status, "We could not finish this step", e.Message)
+		_ = hostedlink.WritePage(w, e.Status, "We could not finish this step", e.Message)
 	}
-}
-
-var returnPage = template.Must(template.New("return").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;color:#1d2330;max-width:36rem;margin:3rem auto;padding:0 1rem}</style>
-</head>
-<body>
-<main>
-<h1>{{.Title}}</h1>
-<p>{{.Message}}</p>
-</main>
-</body>
-</html>
-`))
-
-func writePage(w http.ResponseWriter, status int, title, message string) error {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	return returnPage.Execute(w, struct{ Title, Message string }{title, message})
 }

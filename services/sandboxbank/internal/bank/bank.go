@@ -22,9 +22,9 @@ import (
 
 // Config tunes the simulator.
 type Config struct {
-	PublicURL       string        // where browsers reach the hosted consent page
-	LinkTTL         time.Duration // life of a consent link (five minutes)
-	SettlementDelay time.Duration // pay-in received → stablecoins delivered
+	PublicURL       string        // where browsers reach the hosted consent and card pages
+	LinkTTL         time.Duration // life of a consent or card page link (five minutes)
+	SettlementDelay time.Duration // pay-in received or card approved → stablecoins delivered; sell deposit → card credited
 	IdentityDelay   time.Duration // terms accepted → identity result
 	Latency         time.Duration // added to every provider API call: a slow provider, for fault tests
 	Now             func() time.Time
@@ -42,8 +42,11 @@ type Bank struct {
 	accounts  map[string]*account
 	deposits  map[string]*instruction
 	txs       map[string]*transaction
-	idem      map[string]string // Idempotency-Key → record id
-	seq       int64
+	// The card side (cards.go).
+	cardOrders   map[string]*cardOrder
+	cardSessions map[string]*cardSession
+	idem         map[string]string // Idempotency-Key → record id
+	seq          int64
 }
 
 type customer struct {
@@ -104,6 +107,7 @@ func New(cfg Config) *Bank {
 		cfg: cfg, epoch: hex.EncodeToString(e[:]), booted: cfg.Now().UTC(),
 		customers: map[string]*customer{}, sessions: map[string]*session{},
 		accounts: map[string]*account{}, deposits: map[string]*instruction{}, txs: map[string]*transaction{}, idem: map[string]string{},
+		cardOrders: map[string]*cardOrder{}, cardSessions: map[string]*cardSession{},
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 )
 
 // NewHandler serves the provider API (under /v1, behind the provider key)
-// and the hosted consent page (under /consent, for browsers).
+// and the hosted consent and card pages (under /consent and /card, for
+// browsers).
 func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	h := &handler{bank: b, log: log}
 	api := http.NewServeMux()
@@ -29,6 +30,10 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	api.HandleFunc("GET /v1/deposit_instructions/{id}/transactions", h.depositTransactions)
 	api.HandleFunc("POST /v1/sandbox/customers/{id}/identity", h.forceIdentity)
 	api.HandleFunc("POST /v1/sandbox/deposits", h.deposit)
+	api.HandleFunc("POST /v1/card_orders", h.createCardOrder)
+	api.HandleFunc("GET /v1/card_orders/{id}", h.cardOrder)
+	api.HandleFunc("POST /v1/card_orders/{id}/sessions", h.createCardSession)
+	api.HandleFunc("POST /v1/sandbox/card_orders/{id}/deposit", h.cardDeposit)
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 404, fail(404, "invalid_request_error", "Unrecognized request URL ("+r.Method+" "+r.URL.Path+").").Body)
 	})
@@ -37,6 +42,9 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /health", serve.Health)
 	mux.HandleFunc("GET /consent/{id}", h.page)
 	mux.HandleFunc("POST /consent/{id}", h.decide)
+	mux.HandleFunc("GET /card/{id}", h.cardPage)
+	mux.HandleFunc("POST /card/{id}", h.pay)
+	mux.HandleFunc("POST /card/{id}/3ds", h.authenticate)
 	mux.Handle("/v1/", requireKey(key, slow(b.cfg.Latency, api)))
 	return mux
 }

@@ -1,0 +1,177 @@
+package bank
+
+import (
+	"html/template"
+	"net/http"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+)
+
+// The card provider's API (behind the provider key) and its hosted card
+// page (for browsers).
+
+func (h *handler) createCardOrder(w http.ResponseWriter, r *http.Request) {
+	var in bankprovider.NewCardOrder
+	if f := decode(r, &in); f != nil {
+		h.answer(w, false, nil, f)
+		return
+	}
+	o, created, err := h.bank.CreateCardOrder(in, r.Header.Get("Idempotency-Key"))
+	if created {
+		h.log.Info("card order opened", "card_order_id", o.ID, "direction", o.Direction)
+	}
+	h.answer(w, created, o, err)
+}
+
+func (h *handler) cardOrder(w http.ResponseWriter, r *http.Request) {
+	o, err := h.bank.CardOrder(r.PathValue("id"))
+	h.answer(w, false, o, err)
+}
+
+func (h *handler) createCardSession(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		ReturnURL string `json:"return_url"`
+	}
+	if f := decode(r, &in); f != nil {
+		h.answer(w, false, nil, f)
+		return
+	}
+	s, err := h.bank.CreateCardSession(r.PathValue("id"), in.ReturnURL)
+	h.answer(w, err == nil, s, err)
+}
+
+func (h *handler) cardDeposit(w http.ResponseWriter, r *http.Request) {
+	var in struct{}
+	if f := decode(r, &in); f != nil {
+		h.answer(w, false, nil, f)
+		return
+	}
+	o, err := h.bank.SimulateCardDeposit(r.PathValue("id"))
+	h.answer(w, false, o, err)
+}
+
+// The hosted card page: plain HTML forms, no script, usable with a
+// keyboard and a screen reader. A mistake is shown with the form empty
+// again: what was typed is never written back into a page.
+var cardTemplate = template.Must(template.New("card").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{if .Problem}}Link not usable{{else if .Challenge}}Confirm it's you{{else if eq .Direction "sell"}}Get paid to your card{{else}}Pay by card{{end}} — Sandbox Provider</title>
+<style>
+body{font:16px/1.5 system-ui,sans-serif;color:#1d2330;max-width:30rem;margin:3rem auto;padding:0 1rem}
+.sandbox{background:#fff4ce;border:1px solid #e0c36c;padding:.5rem .75rem;border-radius:6px;font-size:14px}
+.error{background:#fde8e8;border:1px solid #e08a8a;padding:.5rem .75rem;border-radius:6px}
+label{display:block;margin-top:1rem;font-weight:600}
+input{font:inherit;width:100%;box-sizing:border-box;padding:.5rem;border:1px solid #8a93a6;border-radius:6px}
+.row{display:flex;gap:1rem}.row>div{flex:1}
+.actions{display:flex;gap:1rem;margin-top:1.5rem}
+button{font:inherit;padding:.6rem 1.4rem;border-radius:6px;border:2px solid #1d2330;background:#fff;cursor:pointer}
+button.primary{background:#1f6feb;border-color:#1f6feb;color:#fff}
+button.apple-pay{background:#000;border-color:#000;color:#fff;width:100%;margin-top:1.5rem}
+button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}
+</style>
+</head>
+<body>
+<main>
+<p class="sandbox" role="note">Sandbox Provider — test mode. No card is charged and no money moves. Use a test card: 4242 4242 4242 4242, any future expiry, any CVC.</p>
+{{if .Problem}}
+<h1>This link can't be used</h1>
+<p>{{.Problem}}</p>
+{{else if .Challenge}}
+<h1>Confirm it's you</h1>
+<p>Your bank asks you to confirm this payment of {{.Amount}} (3-D Secure, simulated).</p>
+{{if .FormError}}<p class="error" role="alert">{{.FormError}}</p>{{end}}
+<form method="post" action="/card/{{.SessionID}}/3ds">
+<div class="actions">
+<button type="submit" name="decision" value="approve" id="approve-3ds" class="primary">Approve</button>
+<button type="submit" name="decision" value="fail" id="fail-3ds">Fail authentication</button>
+</div>
+</form>
+{{else}}
+{{if eq .Direction "sell"}}
+<h1>Get paid to your card</h1>
+<p>You are selling {{.Amount}}. Enter the card to credit.</p>
+{{else}}
+<h1>Pay by card</h1>
+<p>You are paying {{.Amount}} for {{.CryptoLine}}.</p>
+{{end}}
+{{if .FormError}}<p class="error" role="alert" id="form-error">{{.FormError}}</p>{{end}}
+{{if .ApplePay}}
+<form method="post" action="/card/{{.SessionID}}">
+<input type="hidden" name="method" value="apple_pay">
+<input type="hidden" name="wallet_token" value="tok_applepay_sandbox">
+<button type="submit" id="apple-pay" class="apple-pay" >Pay with Apple Pay</button>
+</form>
+<p>Or pay by card:</p>
+{{end}}
+<form method="post" action="/card/{{.SessionID}}" autocomplete="on">
+<input type="hidden" name="method" value="card">
+<label for="card-number">Card number</label>
+<input id="card-number" name="number" inputmode="numeric" autocomplete="cc-number" maxlength="23" required>
+<div class="row">
+<div><label for="card-expiry">Expiry (MM/YY)</label>
+<input id="card-expiry" name="expiry" autocomplete="cc-exp" maxlength="7" placeholder="MM/YY" required></div>
+<div><label for="card-cvc">Security code</label>
+<input id="card-cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" maxlength="4" required></div>
+</div>
+<div class="actions">
+<button type="submit" id="pay" class="primary">{{if eq .Direction "sell"}}Get paid{{else}}Pay {{.Amount}}{{end}}</button>
+</div>
+</form>
+{{end}}
+</main>
+</body>
+</html>
+`))
+
+func (h *handler) renderCard(w http.ResponseWriter, p CardPage) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// No form-action: browsers apply it to the redirect after the submit
+	// too, and that goes to the partner's gateway, whose address varies.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(p.Status)
+	_ = cardTemplate.Execute(w, p)
+}
+
+func (h *handler) cardPage(w http.ResponseWriter, r *http.Request) {
+	h.renderCard(w, h.bank.CardPageFor(r.PathValue("id")))
+}
+
+// pay takes the card form or the Apple Pay button. It logs the attempt's
+// session, method and outcome: never what was typed.
+func (h *handler) pay(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	p := h.bank.PayByCard(r.PathValue("id"), CardEntry{
+		Method: r.PostFormValue("method"), Number: r.PostFormValue("number"), Expiry: r.PostFormValue("expiry"),
+		CVC: r.PostFormValue("cvc"), Token: r.PostFormValue("wallet_token"),
+	})
+	h.cardAnswer(w, r, p)
+}
+
+func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<10)
+	decision := r.PostFormValue("decision")
+	if decision != "approve" && decision != "fail" {
+		p := h.bank.CardPageFor(r.PathValue("id"))
+		if p.Problem == "" {
+			p.Challenge, p.FormError, p.Status = true, "Choose Approve or Fail authentication.", 400
+		}
+		h.renderCard(w, p)
+		return
+	}
+	h.cardAnswer(w, r, h.bank.Authenticate(r.PathValue("id"), decision == "approve"))
+}
+
+func (h *handler) cardAnswer(w http.ResponseWriter, r *http.Request, p CardPage) {
+	if p.redirect == "" {
+		h.renderCard(w, p)
+		return
+	}
+	h.log.Info("card payment attempted", "card_session_id", p.SessionID, "method", p.paymentMethod)
+	http.Redirect(w, r, p.redirect, http.StatusSeeOther)
+}
