@@ -10,10 +10,12 @@
 package hostedlink
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"html/template"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,8 +23,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-kit/kit/endpoint"
+	httptransport "github.com/go-kit/kit/transport/http"
+
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/partner"
 )
 
 // ReturnLife is how long the state in a return address stays good: the
@@ -168,4 +175,32 @@ func Redirect(w http.ResponseWriter, to string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// ReturnRequest is what the browser brings back from the hosted page: the
+// signed state. Whatever else its query says (a "result" a provider may
+// add) is the browser's word and is not read.
+type ReturnRequest struct{ State string }
+
+// Handler serves a public return route (GET, through the gateway, no key):
+// e gets a ReturnRequest; encode writes its answer (a redirect or a page);
+// a failure is shown as a page a person can read, with its code in the
+// header the gateway reads. Only an unexpected failure is logged.
+func Handler(e endpoint.Endpoint, encode httptransport.EncodeResponseFunc, log *slog.Logger) http.Handler {
+	return httptransport.NewServer(e,
+		func(_ context.Context, r *http.Request) (any, error) {
+			return ReturnRequest{State: r.URL.Query().Get("state")}, nil
+		},
+		encode,
+		httptransport.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
+			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
+		}),
+		httptransport.ServerErrorEncoder(func(ctx context.Context, err error, w http.ResponseWriter) {
+			e, known := envelope.From(err)
+			if !known {
+				log.ErrorContext(ctx, "return failed", "err", err, "request_id", obs.RequestID(ctx))
+			}
+			w.Header().Set(partner.HeaderErrorCode, string(e.Code))
+			_ = WritePage(w, e.Status, "We could not finish this step", e.Message)
+		}))
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 
 	"github.com/partnerpay/api/pkg/consentapi"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/kithttp"
 )
 
@@ -22,11 +23,6 @@ type Endpoints struct {
 // sessionRequest is the internal read of one session for its owner.
 type sessionRequest struct{ Owner, ID string }
 
-// returnRequest is what the browser brings back from the hosted page: the
-// signed state. Whatever else its query says (a "result" the provider may
-// add) is the browser's word and is not read.
-type returnRequest struct{ State string }
-
 // MakeEndpoints wraps s.
 func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
@@ -40,7 +36,7 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		Link:   o.Op("link", kithttp.Endpoint(s.Link)),
 		Status: o.Op("status", kithttp.Endpoint(s.Status)),
 		Return: o.Op("return", func(ctx context.Context, r any) (any, error) {
-			req := r.(returnRequest)
+			req := r.(hostedlink.ReturnRequest)
 			return s.Return(ctx, req.State)
 		}),
 	}

@@ -5,15 +5,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	httptransport "github.com/go-kit/kit/transport/http"
-
 	"github.com/partnerpay/api/pkg/consentapi"
-	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/kithttp"
-	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/partner"
 )
 
 // Routes adds the service's routes to mux. The /internal routes are the fiat
@@ -25,11 +20,7 @@ func Routes(mux *http.ServeMux, e Endpoints, log *slog.Logger) {
 	mux.Handle(consentapi.RouteGet, kithttp.Server(e.Session, decodeSession, log))
 	mux.Handle("POST /v1/fiat/consent/link", kithttp.Server(e.Link, kithttp.Decode[LinkRequest], log))
 	mux.Handle("POST /v1/fiat/consent/status", kithttp.Server(e.Status, kithttp.Decode[StatusRequest], log))
-	mux.Handle("GET /consent/return", httptransport.NewServer(e.Return, decodeReturn, encodeReturn,
-		httptransport.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
-			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
-		}),
-		httptransport.ServerErrorEncoder(returnError(log))))
+	mux.Handle("GET /consent/return", hostedlink.Handler(e.Return, encodeReturn, log))
 }
 
 func decodeCreate(_ context.Context, r *http.Request) (any, error) {
@@ -44,10 +35,6 @@ func decodeSession(_ context.Context, r *http.Request) (any, error) {
 	return sessionRequest{Owner: r.URL.Query().Get("owner"), ID: r.PathValue("id")}, nil
 }
 
-func decodeReturn(_ context.Context, r *http.Request) (any, error) {
-	return returnRequest{State: r.URL.Query().Get("state")}, nil
-}
-
 func encodeReturn(_ context.Context, w http.ResponseWriter, response any) error {
 	out := response.(Returned)
 	if out.Redirect != "" {
@@ -58,15 +45,4 @@ func encodeReturn(_ context.Context, w http.ResponseWriter, response any) error 
 		return hostedlink.WritePage(w, http.StatusOK, "You declined", "You can close this page and return to the app.")
 	}
 	return hostedlink.WritePage(w, http.StatusOK, "All done", "You can close this page and return to the app.")
-}
-
-func returnError(log *slog.Logger) httptransport.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		e, known := envelope.From(err)
-		if !known {
-			log.ErrorContext(ctx, "consent return failed", "err", err, "request_id", obs.RequestID(ctx))
-		}
-		w.Header().Set(partner.HeaderErrorCode, string(e.Code))
-		_ = hostedlink.WritePage(w, e.Status, "We could not finish this step", e.Message)
-	}
 }

@@ -1,5 +1,6 @@
 // Command orders serves the card on- and off-ramp behind the gateway: card
-// orders (buy and sell) and their status.
+// orders (buy and sell), opened at the card provider; the hosted card page
+// link and the browser's return; their status; a sell's sandbox deposit.
 //
 //	orders              serve (configured by environment variables)
 //	orders healthcheck  exit 0 if the service on ORDERS_ADDR is healthy
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
@@ -21,19 +23,35 @@ import (
 
 func main() { serve.Main("orders", run) }
 
+type config struct {
+	OrdersSecret serve.Secret `env:"ORDERS_SECRET" doc:"it signs the return state"`
+	ReturnURL    string       `env:"ORDERS_RETURN_URL" default:"http://127.0.0.1:8080/orders/return" url:"absolute"`
+	// The card provider is the bank provider's card side (DESIGN §7).
+	bankprovider.Config
+}
+
 func run(ctx context.Context, s *serve.Setup) error {
+	var cfg config
+	if err := s.Config(&cfg); err != nil {
+		return err
+	}
+	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
+	if err != nil {
+		return err
+	}
 	db, err := database.ForBinary(ctx, s, idempotency.Migrations, orders.Migrations)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	svc := orders.NewService(s.Env, orders.NewStore(db), time.Now)
+	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db), Provider: provider,
+		Secret: []byte(cfg.OrdersSecret), ReturnURL: cfg.ReturnURL, Log: s.Log, Now: time.Now})
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "orders"))
 	idem := idempotency.NewStore(db, time.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	orders.Routes(mux, orders.MakeEndpoints(svc, o), creating, s.Log)
+	orders.Routes(mux, orders.MakeEndpoints(svc, o), s.Env, creating, s.Log)
 	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
@@ -60,11 +61,29 @@ func (s *service) Create(ctx context.Context, caller partner.Caller, req CreateR
 	o.Status = StatusAwaitingPayment
 	if o.Direction == catalog.DirectionSell {
 		o.Status = StatusAwaitingDeposit
-		// While the card provider is a stand-in, the deposit address is a
-		// placeholder derived from the order id: no real address to send to.
-		o.DepositAddress = depositAddress(o.ID)
 	}
 	answer := s.order(o, corridor)
+	// The order is opened at the card provider first, keyed by its id: a
+	// retry after a crash (the same id, idempotency.NewID) finds the same
+	// provider order rather than opening a second.
+	po, err := s.provider.CreateCardOrder(ctx, bankprovider.NewCardOrder{
+		Reference: o.ID, Direction: o.Direction, CryptoCurrency: o.CryptoCurrency, Chain: o.Chain, WalletAddress: o.WalletAddress,
+		FiatCurrency: o.FiatCurrency, Country: o.Country, CryptoAmount: o.CryptoAmount, FiatAmount: o.FiatAmount,
+		PaymentMethods: answer.PaymentMethods, ExpiresAt: answer.ExpiresAt,
+	}, o.ID)
+	if err != nil {
+		return Order{}, bankprovider.ToAPI(err)
+	}
+	if !providerRef(po.ID) {
+		return Order{}, fmt.Errorf("card provider: order id of an unexpected shape")
+	}
+	o.ProviderID = po.ID
+	if o.Direction == catalog.DirectionSell {
+		if o.DepositAddress, err = format.EVMAddress("deposit_address", po.DepositAddress); err != nil {
+			return Order{}, fmt.Errorf("card provider: deposit address of an unexpected shape")
+		}
+		answer.DepositAddress = o.DepositAddress
+	}
 	if err := s.store.Create(ctx, o, answer); err != nil {
 		return Order{}, fmt.Errorf("save order: %w", err)
 	}
@@ -85,14 +104,6 @@ func (s *service) order(r Record, c *catalog.CardCorridor) Order {
 		WalletAddress: r.WalletAddress, DepositAddress: r.DepositAddress, PaymentMethods: methods,
 		ExpiresAt: r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"),
 	}
-}
-
-// depositAddress is a sell order's placeholder deposit address: 0x and the
-// order id's hex digits, padded with zeros to an EVM address, checksummed.
-func depositAddress(orderID string) string {
-	hex := strings.TrimPrefix(orderID, orderPrefix)
-	addr, _ := format.Checksummed("0x" + hex + strings.Repeat("0", 40-len(hex)))
-	return addr
 }
 
 func (s *service) validate(caller partner.Caller, req CreateRequest) (Record, *catalog.CardCorridor, error) {

@@ -1,22 +1,33 @@
 package orders
 
 import (
+	"context"
+
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/kithttp"
 )
 
 // Endpoints are the service's operations as go-kit endpoints, each logged
 // and measured by the observer under its operation name.
 type Endpoints struct {
-	Create endpoint.Endpoint
-	Status endpoint.Endpoint
+	Create         endpoint.Endpoint
+	Link           endpoint.Endpoint
+	Status         endpoint.Endpoint
+	SandboxDeposit endpoint.Endpoint
+	Return         endpoint.Endpoint
 }
 
 // MakeEndpoints wraps s.
 func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
-		Create: o.Op("create_order", kithttp.Endpoint(s.Create)),
-		Status: o.Op("order_status", kithttp.Endpoint(s.Status)),
+		Create:         o.Op("create_order", kithttp.Endpoint(s.Create)),
+		Link:           o.Op("order_link", kithttp.Endpoint(s.Link)),
+		Status:         o.Op("order_status", kithttp.Endpoint(s.Status)),
+		SandboxDeposit: o.Op("sandbox_order_deposit", kithttp.Endpoint(s.SandboxDeposit)),
+		Return: o.Op("order_return", func(ctx context.Context, r any) (any, error) {
+			return s.Return(ctx, r.(hostedlink.ReturnRequest).State)
+		}),
 	}
 }

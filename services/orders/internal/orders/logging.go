@@ -34,3 +34,14 @@ func (r StatusRequest) LogAttrs() []slog.Attr {
 func (s OrderStatus) LogAttrs() []slog.Attr {
 	return []slog.Attr{slog.String("order_id", s.OrderID), slog.String("status", s.Status)}
 }
+
+// LogAttrs of a link request: the order id, if it has the shape of one.
+// Never the return URL, nor the link: it opens a payment page.
+func (r LinkRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("order_id", format.LogID(orderPrefix, r.OrderID))}
+}
+
+// LogAttrs of a return: the order and the status read back.
+func (r Returned) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("order_id", r.OrderID), slog.String("status", r.Status)}
+}

@@ -4,18 +4,23 @@
 // and CVC are typed on that page only: nothing here ever sees them.
 //
 // This is the service (no HTTP): creating an order, with the contract's
-// checks in order, and its status, which only moves forward.
+// checks in order, and opening it at the card provider; minting the hosted
+// card page link; the browser's return; its status, read back from the
+// provider and moved only forward; and a sell's sandbox deposit.
 package orders
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -23,7 +28,12 @@ import (
 // Service is the card order API.
 type Service interface {
 	Create(ctx context.Context, caller partner.Caller, req CreateRequest) (Order, error)
+	Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (OrderStatus, error)
+	SandboxDeposit(ctx context.Context, caller partner.Caller, req StatusRequest) (OrderStatus, error)
+	// Return handles the browser coming back from the hosted card page
+	// with the state its link carried.
+	Return(ctx context.Context, state string) (Returned, error)
 }
 
 // The statuses of an order (GET /v1/statuses): a buy awaits payment, a
@@ -63,6 +73,7 @@ type Record struct {
 	FiatAmount     string
 	WalletAddress  string
 	DepositAddress string // a sell's: where the user sends the stablecoins
+	ProviderID     string // the order at the card provider
 	PaymentMethod  string
 	TxHash         string
 	FailureReason  string
@@ -78,10 +89,43 @@ type Store interface {
 	// Expire moves an unpaid order past its expiry to expired, and
 	// answers the order as it now is.
 	Expire(ctx context.Context, id string, now time.Time) (Record, error)
+	// Advance moves an order forward to p, if p is forward of where it
+	// stands, and answers the order as it now is.
+	Advance(ctx context.Context, id string, p Progress) (Record, error)
+	// Mint makes l its order's current link: the earlier ones stop counting.
+	Mint(ctx context.Context, l LinkRecord) error
+	Link(ctx context.Context, id string) (LinkRecord, error)
+	// Redeem uses l once (ErrUsed after), while it is current
+	// (ErrSuperseded otherwise).
+	Redeem(ctx context.Context, id string, at time.Time) error
 }
 
-// ErrNotFound is an order the store does not have.
-var ErrNotFound = errors.New("order not found")
+// LinkRecord is one minted hosted card page link.
+type LinkRecord struct {
+	ID                string
+	OrderID           string
+	ProviderSessionID string
+	ReturnURL         string
+	Current           bool
+	Used              bool
+	CreatedAt         time.Time
+}
+
+// Provider is what the service needs of the card provider.
+type Provider interface {
+	CreateCardOrder(ctx context.Context, in bankprovider.NewCardOrder, idempotencyKey string) (bankprovider.CardOrder, error)
+	CardOrder(ctx context.Context, id string) (bankprovider.CardOrder, error)
+	CreateCardSession(ctx context.Context, orderID, returnURL string) (bankprovider.CardSession, error)
+	SimulateCardDeposit(ctx context.Context, orderID string) (bankprovider.CardOrder, error)
+}
+
+// Errors of the store: a record it does not have; a link used before, or
+// no longer its order's current one.
+var (
+	ErrNotFound   = errors.New("order not found")
+	ErrUsed       = errors.New("order link already used")
+	ErrSuperseded = errors.New("order link superseded by a newer one")
+)
 
 // OrderTTL is how long an order waits for its payment or deposit.
 const OrderTTL = 30 * time.Minute
@@ -95,17 +139,35 @@ const orderPrefix = "ord_"
 var errOrderNotFound = envelope.New(envelope.CodeOrderNotFound, "No order with this orderId exists for this key.")
 
 type service struct {
-	env    environment.Name
-	chains *catalog.Chains
-	store  Store
-	now    func() time.Time
+	env       environment.Name
+	chains    *catalog.Chains
+	store     Store
+	provider  Provider
+	signer    hostedlink.Signer
+	returnURL string // the gateway's public GET /orders/return
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 var _ Service = (*service)(nil)
 
-// NewService returns the order service of environment env.
-func NewService(env environment.Name, store Store, now func() time.Time) Service {
-	return &service{env: env, chains: catalog.ChainsFor(env), store: store, now: now}
+// Config is what the service is made of.
+type Config struct {
+	Env      environment.Name
+	Store    Store
+	Provider Provider
+	// Secret signs the state carried through the browser; ReturnURL is the
+	// gateway's public return address.
+	Secret    []byte
+	ReturnURL string
+	Log       *slog.Logger
+	Now       func() time.Time
+}
+
+// NewService returns the order service.
+func NewService(c Config) Service {
+	return &service{env: c.Env, chains: catalog.ChainsFor(c.Env), store: c.Store, provider: c.Provider,
+		signer: hostedlink.Signer{Secret: c.Secret, Now: c.Now}, returnURL: c.ReturnURL, log: c.Log, now: c.Now}
 }
 
 // owned loads an order of the caller's: another key's, an unknown id, or an

@@ -3,11 +3,14 @@ package orders
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
@@ -16,40 +19,98 @@ import (
 
 func TestMain(m *testing.M) { databasetest.Main(m) }
 
-// memStore is the Store in memory.
-type memStore struct {
-	mu      sync.Mutex
-	orders  map[string]Record
+// countingStore is the real store (on the embedded engine) that counts
+// its lookups.
+type countingStore struct {
+	*DBStore
+	orders  map[string]bool
 	lookups int
 }
 
-func (m *memStore) Create(_ context.Context, r Record, _ Order) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.orders[r.ID] = r
-	return nil
+func (m *countingStore) Create(ctx context.Context, r Record, answer Order) error {
+	m.orders[r.ID] = true
+	return m.DBStore.Create(ctx, r, answer)
 }
 
-func (m *memStore) Get(_ context.Context, id string) (Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m *countingStore) Get(ctx context.Context, id string) (Record, error) {
 	m.lookups++
-	r, ok := m.orders[id]
-	if !ok {
-		return r, ErrNotFound
-	}
-	return r, nil
+	return m.DBStore.Get(ctx, id)
 }
 
-func (m *memStore) Expire(_ context.Context, id string, now time.Time) (Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r := m.orders[id]
-	if awaiting(r.Status) && !now.Before(r.ExpiresAt) {
-		r.Status = StatusExpired
-		m.orders[id] = r
+// fakeProvider is the card provider in memory: orders open, links mint
+// and kill the earlier ones, and a test sets where an order stands.
+type fakeProvider struct {
+	mu       sync.Mutex
+	orders   map[string]bankprovider.CardOrder // by id
+	byRef    map[string]string
+	sessions map[string]string // session id → return URL
+	returns  []string
+	down     bool
+	seq      int
+}
+
+func newFakeProvider() *fakeProvider {
+	return &fakeProvider{orders: map[string]bankprovider.CardOrder{}, byRef: map[string]string{}, sessions: map[string]string{}}
+}
+
+var errProviderDown = errors.New("card provider: connection refused")
+
+func (p *fakeProvider) CreateCardOrder(_ context.Context, in bankprovider.NewCardOrder, key string) (bankprovider.CardOrder, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return bankprovider.CardOrder{}, errProviderDown
 	}
-	return r, nil
+	if id, ok := p.byRef[key]; ok {
+		return p.orders[id], nil
+	}
+	p.seq++
+	o := bankprovider.CardOrder{ID: "co_" + strconv.Itoa(p.seq), Reference: in.Reference, Direction: in.Direction, Status: StatusAwaitingPayment}
+	if in.Direction == "sell" {
+		o.Status, o.DepositAddress = StatusAwaitingDeposit, "0x"+strings.Repeat("ab", 20)
+	}
+	p.orders[o.ID], p.byRef[key] = o, o.ID
+	return o, nil
+}
+
+func (p *fakeProvider) CardOrder(_ context.Context, id string) (bankprovider.CardOrder, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return bankprovider.CardOrder{}, errProviderDown
+	}
+	return p.orders[id], nil
+}
+
+func (p *fakeProvider) CreateCardSession(_ context.Context, orderID, returnURL string) (bankprovider.CardSession, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	id := "cps_" + strconv.Itoa(p.seq)
+	p.sessions[id] = returnURL
+	p.returns = append(p.returns, returnURL)
+	return bankprovider.CardSession{ID: id, CardOrderID: orderID, URL: "https://provider.test/card/" + id, Status: "open"}, nil
+}
+
+func (p *fakeProvider) SimulateCardDeposit(_ context.Context, id string) (bankprovider.CardOrder, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o := p.orders[id]
+	if o.Status == StatusAwaitingDeposit {
+		o.Status, o.TxHash, o.PaymentMethod = StatusProcessing, "0x"+strings.Repeat("cd", 32), "card"
+		p.orders[id] = o
+	}
+	return o, nil
+}
+
+// set makes the provider's order for our order id stand at o.
+func (p *fakeProvider) set(orderID string, f func(*bankprovider.CardOrder)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := p.byRef[orderID]
+	o := p.orders[id]
+	f(&o)
+	p.orders[id] = o
 }
 
 const (
@@ -68,9 +129,25 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newTestService() (*service, *memStore, *clock) {
-	st, c := &memStore{orders: map[string]Record{}}, &clock{t: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)}
-	return NewService("sandbox", st, c.now).(*service), st, c
+type fixture struct {
+	svc      *service
+	store    *countingStore
+	provider *fakeProvider
+	clock    *clock
+}
+
+func newFixture(t *testing.T) fixture {
+	db := databasetest.Open(t, databasetest.SQLiteURL(t), Migrations)
+	f := fixture{store: &countingStore{DBStore: NewStore(db), orders: map[string]bool{}}, provider: newFakeProvider(),
+		clock: &clock{t: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)}}
+	f.svc = NewService(Config{Env: "sandbox", Store: f.store, Provider: f.provider, Secret: []byte("0123456789abcdef0123456789abcdef"),
+		ReturnURL: "http://gw.test/orders/return", Log: slog.New(slog.DiscardHandler), Now: f.clock.now}).(*service)
+	return f
+}
+
+func newTestService(t *testing.T) (*service, *countingStore, *clock) {
+	f := newFixture(t)
+	return f.svc, f.store, f.clock
 }
 
 func code(err error) string {
@@ -121,7 +198,7 @@ func TestOrderChecksRunInContractOrder(t *testing.T) {
 		{"a crypto amount above the corridor's limit", card, with(func(r *CreateRequest) { r.FiatAmount = nil; r.CryptoAmount = ptr("6000") }), "no_route", "this order is 5555.56 EUR"},
 		{"above the key's ceiling", card, with(func(r *CreateRequest) { r.FiatAmount = ptr("3000") }), "execution_capped", "This order is worth more than the key's maxExecutionUsd of 2500 USD"},
 	} {
-		svc, st, _ := newTestService()
+		svc, st, _ := newTestService(t)
 		_, err := svc.Create(context.Background(), tc.caller, tc.req)
 		if code(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, want %s (%q)", tc.name, err, tc.code, tc.msg)
@@ -133,7 +210,7 @@ func TestOrderChecksRunInContractOrder(t *testing.T) {
 }
 
 func TestABuyAndASellOrder(t *testing.T) {
-	svc, st, c := newTestService()
+	svc, st, c := newTestService(t)
 	buy, err := svc.Create(context.Background(), card, CreateRequest{Direction: "BUY", CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", FiatAmount: ptr("100"), WalletAddress: strings.ToLower(wallet)})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +221,7 @@ func TestABuyAndASellOrder(t *testing.T) {
 	if !format.ValidID(orderPrefix, buy.OrderID) || !equalOrder(buy, want) {
 		t.Errorf("buy order\n%+v\nwant\n%+v", buy, want)
 	}
-	if r := st.orders[buy.OrderID]; r.Owner != "acme" || r.FiatAmount != "100" || r.CryptoAmount != "" || r.WalletAddress != wallet {
+	if r, _ := st.Get(context.Background(), buy.OrderID); r.Owner != "acme" || r.FiatAmount != "100" || r.CryptoAmount != "" || r.WalletAddress != wallet {
 		t.Errorf("stored %+v", r)
 	}
 	sell, err := svc.Create(context.Background(), card, CreateRequest{Direction: "sell", CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "FR", CryptoAmount: ptr("50"), WalletAddress: wallet})
@@ -179,7 +256,7 @@ func equalOrder(a, b Order) bool {
 // Another key's order, an unknown one and an id of the wrong shape all
 // answer order_not_found; the last without a lookup.
 func TestAnotherKeysOrderIsNotFound(t *testing.T) {
-	svc, st, _ := newTestService()
+	svc, st, _ := newTestService(t)
 	o, err := svc.Create(context.Background(), card, CreateRequest{Direction: "buy", CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: ptr("100"), WalletAddress: wallet})
 	if err != nil {
 		t.Fatal(err)

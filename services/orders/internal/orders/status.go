@@ -7,7 +7,8 @@ import (
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// StatusRequest is the body of POST /v1/orders/status.
+// StatusRequest is the body of POST /v1/orders/status and of POST
+// /v1/sandbox/orders/deposit.
 type StatusRequest struct {
 	OrderID string `json:"orderId"`
 }
@@ -25,21 +26,40 @@ type OrderStatus struct {
 	FailureReason string `json:"failureReason,omitempty"`
 }
 
-// Status answers an order's status. An order still awaiting its payment or
-// deposit past its expiry is expired first (in the store: the status only
-// moves forward).
+// Status answers an order's status, read back from the card provider and
+// moved only forward.
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (OrderStatus, error) {
 	r, err := s.owned(ctx, caller, req.OrderID)
 	if err != nil {
 		return OrderStatus{}, err
 	}
+	if r, err = s.current(ctx, r); err != nil {
+		return OrderStatus{}, err
+	}
+	return statusOf(r), nil
+}
+
+// current brings r up to date: what the provider says, then its expiry. A
+// provider that cannot be reached leaves r as last known: a status read
+// still answers, and the next one catches up.
+func (s *service) current(ctx context.Context, r Record) (Record, error) {
+	synced, err := s.sync(ctx, r)
+	if err != nil {
+		s.log.WarnContext(ctx, "card provider unreachable; order answered as last known", "order_id", r.ID, "err", err)
+		synced = r
+	}
+	r = synced
 	if awaiting(r.Status) && !s.now().Before(r.ExpiresAt) {
 		if r, err = s.store.Expire(ctx, r.ID, s.now().UTC()); err != nil {
-			return OrderStatus{}, fmt.Errorf("expire order: %w", err)
+			return Record{}, fmt.Errorf("expire order: %w", err)
 		}
 	}
+	return r, nil
+}
+
+func statusOf(r Record) OrderStatus {
 	return OrderStatus{
 		OrderID: r.ID, Direction: r.Direction, Status: r.Status, PaymentMethod: r.PaymentMethod,
 		CryptoAmount: MockMoney, FiatAmount: MockMoney, TxHash: r.TxHash, FailureReason: r.FailureReason,
-	}, nil
+	}
 }

@@ -32,10 +32,10 @@ func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
 func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 	return s.db.Tx(ctx, func(tx database.Querier) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, key_id, direction, status, crypto_currency, chain, fiat_currency, country,
-				crypto_amount, fiat_amount, wallet_address, deposit_address, expires_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), $13, $14) ON CONFLICT (id) DO NOTHING`,
+				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.Direction, r.Status, r.CryptoCurrency, r.Chain, r.FiatCurrency, r.Country,
-			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ExpiresAt, r.CreatedAt); err != nil {
+			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ProviderID, r.ExpiresAt, r.CreatedAt); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
 		return idempotency.Answer(ctx, tx, answer)
@@ -44,13 +44,13 @@ func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 
 const columns = `id, key_id, direction, status, crypto_currency, chain, fiat_currency, country, COALESCE(crypto_amount, ''),
 	COALESCE(fiat_amount, ''), wallet_address, COALESCE(deposit_address, ''), COALESCE(payment_method, ''), COALESCE(tx_hash, ''),
-	COALESCE(failure_reason, ''), expires_at, created_at`
+	COALESCE(failure_reason, ''), COALESCE(provider_order_id, ''), expires_at, created_at`
 
 func scan(row database.Row) (Record, error) {
 	var r Record
 	err := row.Scan(&r.ID, &r.Owner, &r.Direction, &r.Status, &r.CryptoCurrency, &r.Chain, &r.FiatCurrency, &r.Country,
 		&r.CryptoAmount, &r.FiatAmount, &r.WalletAddress, &r.DepositAddress, &r.PaymentMethod, &r.TxHash, &r.FailureReason,
-		&r.ExpiresAt, &r.CreatedAt)
+		&r.ProviderID, &r.ExpiresAt, &r.CreatedAt)
 	if errors.Is(err, database.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -70,4 +70,76 @@ func (s *DBStore) Expire(ctx context.Context, id string, now time.Time) (Record,
 		return Record{}, err
 	}
 	return s.Get(ctx, id)
+}
+
+// predecessors are the statuses an order may move to each status from.
+var predecessors = map[string][]string{
+	StatusAwaitingPayment: {StatusAwaitingPayment},
+	StatusAwaitingDeposit: {StatusAwaitingDeposit},
+	StatusProcessing:      {StatusAwaitingPayment, StatusAwaitingDeposit, StatusProcessing},
+	StatusCompleted:       {StatusAwaitingPayment, StatusAwaitingDeposit, StatusProcessing},
+	StatusFailed:          {StatusAwaitingPayment, StatusAwaitingDeposit, StatusProcessing},
+	StatusExpired:         {StatusAwaitingPayment, StatusAwaitingDeposit},
+}
+
+// Advance moves the order to p's status from one that may precede it,
+// keeping what it knew (a payment method, a hash) where p says nothing;
+// whoever loses a race reads the winner's order.
+func (s *DBStore) Advance(ctx context.Context, id string, p Progress) (Record, error) {
+	from := predecessors[p.Status]
+	if len(from) == 0 {
+		return Record{}, fmt.Errorf("advance order %s: unknown status", id)
+	}
+	for len(from) < 3 {
+		from = append(from, from[0])
+	}
+	if _, err := s.db.Exec(ctx, `UPDATE orders SET status = $2, payment_method = COALESCE(NULLIF($3, ''), payment_method),
+			tx_hash = COALESCE(NULLIF($4, ''), tx_hash), failure_reason = NULLIF($5, '')
+		WHERE id = $1 AND status IN ($6, $7, $8)`,
+		id, p.Status, p.PaymentMethod, p.TxHash, p.FailureReason, from[0], from[1], from[2]); err != nil {
+		return Record{}, fmt.Errorf("advance order: %w", err)
+	}
+	return s.Get(ctx, id)
+}
+
+// Mint records l as its order's current link: every earlier link of the
+// order stops counting, in the same transaction.
+func (s *DBStore) Mint(ctx context.Context, l LinkRecord) error {
+	return s.db.Tx(ctx, func(tx database.Querier) error {
+		if _, err := tx.Exec(ctx, `UPDATE order_links SET is_current = false WHERE order_id = $1 AND is_current`, l.OrderID); err != nil {
+			return fmt.Errorf("supersede links: %w", err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO order_links (id, order_id, provider_session_id, return_url, is_current, created_at)
+			VALUES ($1, $2, $3, NULLIF($4, ''), true, $5)`, l.ID, l.OrderID, l.ProviderSessionID, l.ReturnURL, l.CreatedAt)
+		return err
+	})
+}
+
+// Link reads a link.
+func (s *DBStore) Link(ctx context.Context, id string) (LinkRecord, error) {
+	var l LinkRecord
+	var used *time.Time
+	err := s.db.QueryRow(ctx, `SELECT id, order_id, provider_session_id, COALESCE(return_url, ''), is_current, created_at, used_at
+		FROM order_links WHERE id = $1`, id).Scan(&l.ID, &l.OrderID, &l.ProviderSessionID, &l.ReturnURL, &l.Current, &l.CreatedAt, &used)
+	if errors.Is(err, database.ErrNoRows) {
+		return l, ErrNotFound
+	}
+	l.Used = used != nil
+	return l, err
+}
+
+// Redeem uses link id once, while it is its order's current one.
+func (s *DBStore) Redeem(ctx context.Context, id string, at time.Time) error {
+	n, err := s.db.Exec(ctx, `UPDATE order_links SET used_at = $2 WHERE id = $1 AND used_at IS NULL AND is_current`, id, at)
+	if err != nil || n == 1 {
+		return err
+	}
+	l, err := s.Link(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case l.Used:
+		return ErrUsed
+	}
+	return ErrSuperseded
 }

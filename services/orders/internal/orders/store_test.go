@@ -82,3 +82,60 @@ func TestTheSchemaHoldsTheOrderRules(t *testing.T) {
 		}
 	})
 }
+
+// Links, on both engines: minting one supersedes the order's earlier ones,
+// each is redeemed once while current, and the schema refuses a link that
+// changes, a second use, or a superseded link made current again.
+func TestTheSchemaHoldsTheLinkRules(t *testing.T) {
+	databasetest.Each(t, []database.Migrations{Migrations}, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		s := NewStore(db)
+		at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
+		r := Record{ID: "ord_1", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment, CryptoCurrency: "USDC", Chain: 84532,
+			FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet, ProviderID: "co_1", ExpiresAt: at.Add(OrderTTL), CreatedAt: at}
+		if err := s.Create(ctx, r, Order{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Get(ctx, "ord_1"); got.ProviderID != "co_1" {
+			t.Errorf("provider id read back: %q", got.ProviderID)
+		}
+		for _, l := range []LinkRecord{{ID: "ol_1", OrderID: "ord_1", ProviderSessionID: "cps_1", ReturnURL: "https://p.example/", CreatedAt: at},
+			{ID: "ol_2", OrderID: "ord_1", ProviderSessionID: "cps_2", CreatedAt: at}} {
+			if err := s.Mint(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if l, err := s.Link(ctx, "ol_1"); err != nil || l.Current || l.ReturnURL != "https://p.example/" {
+			t.Errorf("the first link after a second: %+v %v", l, err)
+		}
+		if err := s.Redeem(ctx, "ol_1", at); !errors.Is(err, ErrSuperseded) {
+			t.Errorf("redeem a superseded link: %v", err)
+		}
+		if err := s.Redeem(ctx, "ol_2", at); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Redeem(ctx, "ol_2", at); !errors.Is(err, ErrUsed) {
+			t.Errorf("redeem twice: %v", err)
+		}
+		for _, stmt := range []string{
+			`UPDATE order_links SET used_at = NULL WHERE id = 'ol_2'`,
+			`UPDATE order_links SET provider_session_id = 'cps_9' WHERE id = 'ol_1'`,
+			`UPDATE order_links SET is_current = true WHERE id = 'ol_1'`,
+			`UPDATE orders SET provider_order_id = 'co_2' WHERE id = 'ord_1'`,
+		} {
+			if _, err := db.Exec(ctx, stmt); !database.IsRuleViolation(err) {
+				t.Errorf("%s: %v, want the schema to refuse it", stmt, err)
+			}
+		}
+		got, err := s.Advance(ctx, "ord_1", Progress{Status: StatusProcessing, PaymentMethod: "card"})
+		if err != nil || got.Status != StatusProcessing || got.PaymentMethod != "card" {
+			t.Fatalf("advance: %+v %v", got, err)
+		}
+		if got, err := s.Advance(ctx, "ord_1", Progress{Status: StatusExpired}); err != nil || got.Status != StatusProcessing {
+			t.Errorf("a paid order expired: %+v %v", got, err)
+		}
+		if got, err := s.Advance(ctx, "ord_1", Progress{Status: StatusCompleted, TxHash: "0xab"}); err != nil || got.Status != StatusCompleted || got.PaymentMethod != "card" {
+			t.Errorf("completed: %+v %v", got, err)
+		}
+	})
+}
