@@ -41,7 +41,7 @@ test: lint deploy-check build
 # lints for both values files (devstack/deploycheck renders and decodes it).
 deploy-check:
 	@echo "== deploy"
-	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x BANK_PROVIDER_KEY=x POSTGRES_PASSWORD=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
+	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x ORDERS_SECRET=x BANK_PROVIDER_KEY=x POSTGRES_PASSWORD=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
 		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 6 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
 		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 6 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
 		test "$$(echo "$$out" | grep -c 'DATABASE_URL: postgres://partnerapi:x@postgres:5432/partnerapi')" -eq 4 || { echo "docker-compose.yml: payout, fiat, consent and orders must keep their records in PostgreSQL"; exit 1; }; \
@@ -129,7 +129,7 @@ dashboards:
 # compose reads); the version and revision its images are stamped with.
 env:
 	@if [ -f .env ]; then echo ".env exists; delete it to make new secrets"; else \
-		for k in INTERNAL_TOKEN QUOTE_SECRET CONSENT_SECRET BANK_PROVIDER_KEY POSTGRES_PASSWORD GRAFANA_ADMIN_PASSWORD; do echo "$$k=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")"; done > .env; \
+		for k in INTERNAL_TOKEN QUOTE_SECRET CONSENT_SECRET ORDERS_SECRET BANK_PROVIDER_KEY POSTGRES_PASSWORD GRAFANA_ADMIN_PASSWORD; do echo "$$k=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")"; done > .env; \
 		chmod 600 .env; echo "wrote .env"; fi
 	@sed -i '/^VERSION=\|^REVISION=/d' .env; echo "VERSION=$(VERSION)" >> .env; echo "REVISION=$(REVISION)" >> .env
 

@@ -141,10 +141,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		"INTERNAL_TOKEN":         secrets["INTERNAL_TOKEN"],
 		"QUOTE_SECRET":           secrets["QUOTE_SECRET"],
 		"CONSENT_SECRET":         secrets["CONSENT_SECRET"],
+		"ORDERS_SECRET":          secrets["ORDERS_SECRET"],
 		"BANK_PROVIDER_KEY":      secrets["BANK_PROVIDER_KEY"],
 		"BANK_PROVIDER_URL":      bankURL,
 		"SANDBOXBANK_PUBLIC_URL": bankURL,
 		"CONSENT_RETURN_URL":     gatewayURL + "/consent/return",
+		"ORDERS_RETURN_URL":      gatewayURL + "/orders/return",
 	}
 	for name, svc := range svcs {
 		up := strings.ToUpper(name)
@@ -565,7 +567,7 @@ func loadSecrets(path string) (map[string]string, error) {
 }
 
 // secretNames are the secrets the services share in a local stack.
-var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "BANK_PROVIDER_KEY"}
+var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "ORDERS_SECRET", "BANK_PROVIDER_KEY"}
 
 // FreeAddrs returns n distinct loopback addresses that were free a moment
 // ago: every listener stays open until all are chosen, so none repeats.

@@ -1786,6 +1786,23 @@ type OrderPaymentMethods string
 // OrderStatus defines model for Order.Status.
 type OrderStatus string
 
+// OrderLink defines model for OrderLink.
+type OrderLink struct {
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+
+	// Link The card provider's hosted page for the order; valid for five minutes, for one payment attempt.
+	Link string `json:"link"`
+}
+
+// OrderLinkRequest defines model for OrderLinkRequest.
+type OrderLinkRequest struct {
+	OrderId string `json:"orderId"`
+
+	// ReturnUrl Where the browser goes once back: https (plain http only to a loopback host, in sandbox), no user info.
+	ReturnUrl *string `json:"returnUrl,omitempty"`
+}
+
 // OrderState defines model for OrderState.
 type OrderState struct {
 	// CryptoAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
@@ -2078,6 +2095,15 @@ type VirtualAccountNotFound = Error404
 // Health200JSONResponseBodyOk defines parameters for Health.
 type Health200JSONResponseBodyOk bool
 
+// OrderReturnParams defines parameters for OrderReturn.
+type OrderReturnParams struct {
+	// State The signed state the order service put in the return address.
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Status Ignored: the browser can edit it. The outcome is read back from the provider.
+	Status *string `form:"status,omitempty" json:"status,omitempty"`
+}
+
 // BankPayoutParams defines parameters for BankPayout.
 type BankPayoutParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
@@ -2144,11 +2170,17 @@ type CreateVirtualAccountJSONRequestBody = VirtualAccountRequest
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = CreateOrderRequest
 
+// OrderLinkJSONRequestBody defines body for OrderLink for application/json ContentType.
+type OrderLinkJSONRequestBody = OrderLinkRequest
+
 // OrderStatusJSONRequestBody defines body for OrderStatus for application/json ContentType.
 type OrderStatusJSONRequestBody = OrderStatusRequest
 
 // SandboxIdentityJSONRequestBody defines body for SandboxIdentity for application/json ContentType.
 type SandboxIdentityJSONRequestBody = SandboxIdentityRequest
+
+// SandboxOrderDepositJSONRequestBody defines body for SandboxOrderDeposit for application/json ContentType.
+type SandboxOrderDepositJSONRequestBody = OrderStatusRequest
 
 // SandboxPayinJSONRequestBody defines body for SandboxPayin for application/json ContentType.
 type SandboxPayinJSONRequestBody = SandboxPayinRequest
@@ -3251,6 +3283,16 @@ type ClientInterface interface {
 	// Corresponds with GET /health (the `Health` operationId).
 	Health(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// OrderReturn Where the browser comes back from the hosted card page
+	//
+	// Not called by partners: the card provider's hosted page sends the user's browser here. Needs no key. The
+	// signed, single-use `state` is checked (it must belong to the order's latest link), the order is read back
+	// from the provider, and the browser is redirected to the partner's `returnUrl` or shown a short page. Answers
+	// are pages for a person, not JSON.
+	//
+	// Corresponds with GET /orders/return (the `OrderReturn` operationId).
+	OrderReturn(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// BankPayoutWithBody Execute a payout quote
 	//
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
@@ -3606,9 +3648,11 @@ type ClientInterface interface {
 	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 	// `Idempotency-Key` to retry safely.
 	//
-	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+	// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+	// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+	// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+	// `depositAddress` is the provider's address for the user's stablecoins.
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -3630,9 +3674,11 @@ type ClientInterface interface {
 	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 	// `Idempotency-Key` to retry safely.
 	//
-	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+	// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+	// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+	// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+	// `depositAddress` is the provider's address for the user's stablecoins.
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -3647,13 +3693,63 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
 	CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// OrderLinkWithBody Mint the hosted card page link
+	//
+	// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+	// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+	// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+	// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+	// fresh link and kills every earlier one of the order.
+	//
+	// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+	// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+	// page without one. The status is the provider's word, read back from its API when the browser returns;
+	// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+	// sandbox), at most 2048 characters, without user info.
+	//
+	// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+	// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+	// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+	// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+	OrderLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OrderLink Mint the hosted card page link
+	//
+	// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+	// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+	// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+	// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+	// fresh link and kills every earlier one of the order.
+	//
+	// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+	// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+	// page without one. The status is the provider's word, read back from its API when the browser returns;
+	// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+	// sandbox), at most 2048 characters, without user info.
+	//
+	// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+	// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+	// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+	// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+	OrderLink(ctx context.Context, body OrderLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OrderStatusWithBody An order's status
 	//
 	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+	// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+	// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+	// product.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3665,8 +3761,10 @@ type ClientInterface interface {
 	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+	// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+	// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+	// product.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3675,7 +3773,7 @@ type ClientInterface interface {
 
 	// ListPaymentMethods Payment methods, their directions, and whether this deployment offers them
 	//
-	// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay`, listed as not offered yet. Any valid key.
+	// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay` on the card provider's hosted page (card orders). Any valid key.
 	//
 	// Corresponds with GET /v1/payment-methods (the `ListPaymentMethods` operationId).
 	ListPaymentMethods(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3708,6 +3806,32 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandbox/identity (the `SandboxIdentity` operationId).
 	SandboxIdentity(ctx context.Context, body SandboxIdentityJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxOrderDepositWithBody Make a sell order's stablecoin deposit
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+	// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+	// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+	// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+	// product.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+	SandboxOrderDepositWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxOrderDeposit Make a sell order's stablecoin deposit
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+	// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+	// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+	// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+	// product.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+	SandboxOrderDeposit(ctx context.Context, body SandboxOrderDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxPayinWithBody Simulate a bank transfer into a virtual account or for a one-off deposit
 	//
@@ -3752,6 +3876,26 @@ type ClientInterface interface {
 // Corresponds with GET /health (the `Health` operationId).
 func (c *Client) Health(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OrderReturn Where the browser comes back from the hosted card page
+//
+// Not called by partners: the card provider's hosted page sends the user's browser here. Needs no key. The
+// signed, single-use `state` is checked (it must belong to the order's latest link), the order is read back
+// from the provider, and the browser is redirected to the partner's `returnUrl` or shown a short page. Answers
+// are pages for a person, not JSON.
+//
+// Corresponds with GET /orders/return (the `OrderReturn` operationId).
+func (c *Client) OrderReturn(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOrderReturnRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4337,9 +4481,11 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 // credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 // `Idempotency-Key` to retry safely.
 //
-// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+// `depositAddress` is the provider's address for the user's stablecoins.
 //
 // Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 // amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -4371,9 +4517,11 @@ func (c *Client) CreateOrderWithBody(ctx context.Context, params *CreateOrderPar
 // credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 // `Idempotency-Key` to retry safely.
 //
-// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+// `depositAddress` is the provider's address for the user's stablecoins.
 //
 // Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 // amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -4398,13 +4546,83 @@ func (c *Client) CreateOrder(ctx context.Context, params *CreateOrderParams, bod
 	return c.Client.Do(req)
 }
 
+// OrderLinkWithBody Mint the hosted card page link
+//
+// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+// fresh link and kills every earlier one of the order.
+//
+// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+// page without one. The status is the provider's word, read back from its API when the browser returns;
+// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+// sandbox), at most 2048 characters, without user info.
+//
+// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+func (c *Client) OrderLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOrderLinkRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OrderLink Mint the hosted card page link
+//
+// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+// fresh link and kills every earlier one of the order.
+//
+// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+// page without one. The status is the provider's word, read back from its API when the browser returns;
+// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+// sandbox), at most 2048 characters, without user info.
+//
+// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+func (c *Client) OrderLink(ctx context.Context, body OrderLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOrderLinkRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // OrderStatusWithBody An order's status
 //
 // Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 // `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 // `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+// product.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4426,8 +4644,10 @@ func (c *Client) OrderStatusWithBody(ctx context.Context, contentType string, bo
 // Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 // `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 // `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+// product.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4446,7 +4666,7 @@ func (c *Client) OrderStatus(ctx context.Context, body OrderStatusJSONRequestBod
 
 // ListPaymentMethods Payment methods, their directions, and whether this deployment offers them
 //
-// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay`, listed as not offered yet. Any valid key.
+// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay` on the card provider's hosted page (card orders). Any valid key.
 //
 // Corresponds with GET /v1/payment-methods (the `ListPaymentMethods` operationId).
 func (c *Client) ListPaymentMethods(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4510,6 +4730,52 @@ func (c *Client) SandboxIdentityWithBody(ctx context.Context, contentType string
 // Corresponds with POST /v1/sandbox/identity (the `SandboxIdentity` operationId).
 func (c *Client) SandboxIdentity(ctx context.Context, body SandboxIdentityJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSandboxIdentityRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxOrderDepositWithBody Make a sell order's stablecoin deposit
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+// product.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+func (c *Client) SandboxOrderDepositWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxOrderDepositRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxOrderDeposit Make a sell order's stablecoin deposit
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+// product.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+func (c *Client) SandboxOrderDeposit(ctx context.Context, body SandboxOrderDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxOrderDepositRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4602,6 +4868,72 @@ func NewHealthRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOrderReturnRequest constructs an http.Request for the OrderReturn method
+func NewOrderReturnRequest(server string, params *OrderReturnParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/orders/return")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -5195,6 +5527,46 @@ func NewCreateOrderRequestWithBody(server string, params *CreateOrderParams, con
 	return req, nil
 }
 
+// NewOrderLinkRequest calls the generic OrderLink builder with application/json body
+func NewOrderLinkRequest(server string, body OrderLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOrderLinkRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOrderLinkRequestWithBody constructs an http.Request for the OrderLink method, with any body, and a specified content type
+func NewOrderLinkRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders/link")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewOrderStatusRequest calls the generic OrderStatus builder with application/json body
 func NewOrderStatusRequest(server string, body OrderStatusJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5310,6 +5682,46 @@ func NewSandboxIdentityRequestWithBody(server string, contentType string, body i
 	}
 
 	operationPath := fmt.Sprintf("/v1/sandbox/identity")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSandboxOrderDepositRequest calls the generic SandboxOrderDeposit builder with application/json body
+func NewSandboxOrderDepositRequest(server string, body SandboxOrderDepositJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxOrderDepositRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSandboxOrderDepositRequestWithBody constructs an http.Request for the SandboxOrderDeposit method, with any body, and a specified content type
+func NewSandboxOrderDepositRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandbox/orders/deposit")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5463,6 +5875,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /health (the `Health` operationId).
 	HealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthResponse, error)
+
+	// OrderReturnWithResponse Where the browser comes back from the hosted card page
+	//
+	// Not called by partners: the card provider's hosted page sends the user's browser here. Needs no key. The
+	// signed, single-use `state` is checked (it must belong to the order's latest link), the order is read back
+	// from the provider, and the browser is redirected to the partner's `returnUrl` or shown a short page. Answers
+	// are pages for a person, not JSON.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /orders/return (the `OrderReturn` operationId).
+	OrderReturnWithResponse(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*OrderReturnResponse, error)
 
 	// BankPayoutWithBodyWithResponse Execute a payout quote
 	//
@@ -5827,9 +6251,11 @@ type ClientWithResponsesInterface interface {
 	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 	// `Idempotency-Key` to retry safely.
 	//
-	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+	// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+	// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+	// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+	// `depositAddress` is the provider's address for the user's stablecoins.
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -5851,9 +6277,11 @@ type ClientWithResponsesInterface interface {
 	// credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 	// `Idempotency-Key` to retry safely.
 	//
-	// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-	// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-	// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+	// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+	// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+	// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+	// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+	// `depositAddress` is the provider's address for the user's stablecoins.
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 	// amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -5868,13 +6296,63 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/orders (the `CreateOrder` operationId).
 	CreateOrderWithResponse(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOrderResponse, error)
 
+	// OrderLinkWithBodyWithResponse Mint the hosted card page link
+	//
+	// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+	// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+	// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+	// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+	// fresh link and kills every earlier one of the order.
+	//
+	// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+	// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+	// page without one. The status is the provider's word, read back from its API when the browser returns;
+	// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+	// sandbox), at most 2048 characters, without user info.
+	//
+	// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+	// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+	// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+	// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+	OrderLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OrderLinkResponse, error)
+
+	// OrderLinkWithResponse Mint the hosted card page link
+	//
+	// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+	// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+	// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+	// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+	// fresh link and kills every earlier one of the order.
+	//
+	// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+	// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+	// page without one. The status is the provider's word, read back from its API when the browser returns;
+	// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+	// sandbox), at most 2048 characters, without user info.
+	//
+	// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+	// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+	// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+	// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+	OrderLinkWithResponse(ctx context.Context, body OrderLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*OrderLinkResponse, error)
+
 	// OrderStatusWithBodyWithResponse An order's status
 	//
 	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+	// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+	// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+	// product.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5886,8 +6364,10 @@ type ClientWithResponsesInterface interface {
 	// Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 	// `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 	// `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-	// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+	// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+	// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+	// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+	// product.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5896,7 +6376,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListPaymentMethodsWithResponse Payment methods, their directions, and whether this deployment offers them
 	//
-	// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay`, listed as not offered yet. Any valid key.
+	// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay` on the card provider's hosted page (card orders). Any valid key.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5933,6 +6413,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandbox/identity (the `SandboxIdentity` operationId).
 	SandboxIdentityWithResponse(ctx context.Context, body SandboxIdentityJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxIdentityResponse, error)
+
+	// SandboxOrderDepositWithBodyWithResponse Make a sell order's stablecoin deposit
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+	// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+	// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+	// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+	// product.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+	SandboxOrderDepositWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxOrderDepositResponse, error)
+
+	// SandboxOrderDepositWithResponse Make a sell order's stablecoin deposit
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+	// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+	// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+	// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+	// product.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+	SandboxOrderDepositWithResponse(ctx context.Context, body SandboxOrderDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxOrderDepositResponse, error)
 
 	// SandboxPayinWithBodyWithResponse Simulate a bank transfer into a virtual account or for a one-off deposit
 	//
@@ -6018,6 +6524,83 @@ func (r HealthResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HealthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OrderReturnResponse200Headers the declared response headers of an HTTP 200 response for OrderReturn
+type OrderReturnResponse200Headers struct {
+	XRequestId string
+}
+
+// OrderReturnResponse303Headers the declared response headers of an HTTP 303 response for OrderReturn
+type OrderReturnResponse303Headers struct {
+	Location   *string
+	XRequestId string
+}
+
+// OrderReturnResponse400Headers the declared response headers of an HTTP 400 response for OrderReturn
+type OrderReturnResponse400Headers struct {
+	XRequestId string
+}
+
+// OrderReturnResponse410Headers the declared response headers of an HTTP 410 response for OrderReturn
+type OrderReturnResponse410Headers struct {
+	XRequestId string
+}
+
+// OrderReturnResponse500Headers the declared response headers of an HTTP 500 response for OrderReturn
+type OrderReturnResponse500Headers struct {
+	XRequestId string
+}
+
+type OrderReturnResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error500
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OrderReturnResponse200Headers
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *OrderReturnResponse303Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OrderReturnResponse400Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *OrderReturnResponse410Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OrderReturnResponse500Headers
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OrderReturnResponse) GetJSON500() *Error500 {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OrderReturnResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OrderReturnResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OrderReturnResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OrderReturnResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8423,6 +9006,197 @@ func (r CreateOrderResponse) ContentType() string {
 	return ""
 }
 
+// OrderLinkResponse200Headers the declared response headers of an HTTP 200 response for OrderLink
+type OrderLinkResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderLinkResponse400Headers the declared response headers of an HTTP 400 response for OrderLink
+type OrderLinkResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderLinkResponse401Headers the declared response headers of an HTTP 401 response for OrderLink
+type OrderLinkResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// OrderLinkResponse403Headers the declared response headers of an HTTP 403 response for OrderLink
+type OrderLinkResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderLinkResponse404Headers the declared response headers of an HTTP 404 response for OrderLink
+type OrderLinkResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// OrderLinkResponse408Headers the declared response headers of an HTTP 408 response for OrderLink
+type OrderLinkResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// OrderLinkResponse409Headers the declared response headers of an HTTP 409 response for OrderLink
+type OrderLinkResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderLinkResponse413Headers the declared response headers of an HTTP 413 response for OrderLink
+type OrderLinkResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// OrderLinkResponse429Headers the declared response headers of an HTTP 429 response for OrderLink
+type OrderLinkResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// OrderLinkResponse500Headers the declared response headers of an HTTP 500 response for OrderLink
+type OrderLinkResponse500Headers struct {
+	XRequestId string
+}
+
+type OrderLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrderLink
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *SandboxReset
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OrderLinkResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OrderLinkResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OrderLinkResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OrderLinkResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OrderLinkResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *OrderLinkResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *OrderLinkResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *OrderLinkResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OrderLinkResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OrderLinkResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OrderLinkResponse) GetJSON200() *OrderLink {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OrderLinkResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OrderLinkResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OrderLinkResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OrderLinkResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r OrderLinkResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r OrderLinkResponse) GetJSON409() *SandboxReset {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r OrderLinkResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OrderLinkResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OrderLinkResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OrderLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OrderLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OrderLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OrderLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // OrderStatusResponse200Headers the declared response headers of an HTTP 200 response for OrderStatus
 type OrderStatusResponse200Headers struct {
 	RateLimit       string
@@ -9009,6 +9783,197 @@ func (r SandboxIdentityResponse) ContentType() string {
 	return ""
 }
 
+// SandboxOrderDepositResponse200Headers the declared response headers of an HTTP 200 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse400Headers the declared response headers of an HTTP 400 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse401Headers the declared response headers of an HTTP 401 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse403Headers the declared response headers of an HTTP 403 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse404Headers the declared response headers of an HTTP 404 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse408Headers the declared response headers of an HTTP 408 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// SandboxOrderDepositResponse409Headers the declared response headers of an HTTP 409 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse413Headers the declared response headers of an HTTP 413 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse429Headers the declared response headers of an HTTP 429 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// SandboxOrderDepositResponse500Headers the declared response headers of an HTTP 500 response for SandboxOrderDeposit
+type SandboxOrderDepositResponse500Headers struct {
+	XRequestId string
+}
+
+type SandboxOrderDepositResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrderState
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *SandboxReset
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SandboxOrderDepositResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SandboxOrderDepositResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SandboxOrderDepositResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SandboxOrderDepositResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SandboxOrderDepositResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *SandboxOrderDepositResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SandboxOrderDepositResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *SandboxOrderDepositResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SandboxOrderDepositResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SandboxOrderDepositResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON200() *OrderState {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON409() *SandboxReset {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SandboxOrderDepositResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxOrderDepositResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxOrderDepositResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxOrderDepositResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxOrderDepositResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SandboxPayinResponse200Headers the declared response headers of an HTTP 200 response for SandboxPayin
 type SandboxPayinResponse200Headers struct {
 	IdempotentReplayed *string
@@ -9341,6 +10306,24 @@ func (c *ClientWithResponses) HealthWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseHealthResponse(rsp)
+}
+
+// OrderReturnWithResponse Where the browser comes back from the hosted card page
+//
+// Not called by partners: the card provider's hosted page sends the user's browser here. Needs no key. The
+// signed, single-use `state` is checked (it must belong to the order's latest link), the order is read back
+// from the provider, and the browser is redirected to the partner's `returnUrl` or shown a short page. Answers
+// are pages for a person, not JSON.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /orders/return (the `OrderReturn` operationId).
+func (c *ClientWithResponses) OrderReturnWithResponse(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*OrderReturnResponse, error) {
+	rsp, err := c.OrderReturn(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOrderReturnResponse(rsp)
 }
 
 // BankPayoutWithBodyWithResponse Execute a payout quote
@@ -9838,9 +10821,11 @@ func (c *ClientWithResponses) GetLimitsWithResponse(ctx context.Context, reqEdit
 // credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 // `Idempotency-Key` to retry safely.
 //
-// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+// `depositAddress` is the provider's address for the user's stablecoins.
 //
 // Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 // amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -9868,9 +10853,11 @@ func (c *ClientWithResponses) CreateOrderWithBodyWithResponse(ctx context.Contex
 // credited. Needs the `card` product. Send exactly one of `cryptoAmount` and `fiatAmount`, and an
 // `Idempotency-Key` to retry safely.
 //
-// **The order is a mock while the card provider is being connected:** `mock` is `true` and every money figure
-// is `1234567.89`. The hosted card page that takes the payment is not connected yet: an order waits in
-// `awaiting_payment` (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`.
+// **The figures are a mock while the card provider's pricing is being connected:** `mock` is `true` and every
+// money figure is `1234567.89`. The order itself is real: it is opened at the card provider, paid on its hosted
+// card page (`POST /v1/orders/link`), and moves as the provider reports. An order waits in `awaiting_payment`
+// (buy) or `awaiting_deposit` (sell) until `expiresAt` (30 minutes), then is `expired`. For a sell,
+// `depositAddress` is the provider's address for the user's stablecoins.
 //
 // Checks run in this order, each with its own answer: body shape and formats (`direction` buy or sell, codes,
 // amounts, the wallet's EIP-55 checksum) → the chain in the catalogue and `cryptoCurrency` a token on it (`400
@@ -9891,13 +10878,75 @@ func (c *ClientWithResponses) CreateOrderWithResponse(ctx context.Context, param
 	return ParseCreateOrderResponse(rsp)
 }
 
+// OrderLinkWithBodyWithResponse Mint the hosted card page link
+//
+// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+// fresh link and kills every earlier one of the order.
+//
+// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+// page without one. The status is the provider's word, read back from its API when the browser returns;
+// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+// sandbox), at most 2048 characters, without user info.
+//
+// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+func (c *ClientWithResponses) OrderLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OrderLinkResponse, error) {
+	rsp, err := c.OrderLinkWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOrderLinkResponse(rsp)
+}
+
+// OrderLinkWithResponse Mint the hosted card page link
+//
+// Mints the address of the card provider's hosted page for the order at the moment the user is about to open
+// it. Card numbers, expiry and CVC are typed there, on the provider's page, and never reach this API. The page
+// offers a card form and, where the order's corridor has it (buys only), an Apple Pay button; for a sell it
+// takes the card to credit. The link dies after five minutes and takes one payment attempt; each call mints a
+// fresh link and kills every earlier one of the order.
+//
+// When the user is done, the browser comes back through `GET /orders/return` and is sent on to `returnUrl`
+// (with `orderId`, `status` and, for a failed order, `failureReason` added to its query), or shown a short
+// page without one. The status is the provider's word, read back from its API when the browser returns;
+// editing the redirect cannot change it. `returnUrl` must be `https` (plain `http` only to a loopback host, in
+// sandbox), at most 2048 characters, without user info.
+//
+// In sandbox the page takes test cards: `4242 4242 4242 4242` is approved, `4000 0000 0000 0002` declined
+// (`card_declined`), `4000 0000 0000 3220` asks for a 3-D Secure step (approve or fail it on the page),
+// `4000 0000 0000 9995` has insufficient funds, `4000 0000 0000 0069` is an expired card; any future expiry,
+// any CVC. Any other number is refused on the page. The Apple Pay button approves with a test wallet token.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders/link (the `OrderLink` operationId).
+func (c *ClientWithResponses) OrderLinkWithResponse(ctx context.Context, body OrderLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*OrderLinkResponse, error) {
+	rsp, err := c.OrderLink(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOrderLinkResponse(rsp)
+}
+
 // OrderStatusWithBodyWithResponse An order's status
 //
 // Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 // `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 // `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+// product.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9915,8 +10964,10 @@ func (c *ClientWithResponses) OrderStatusWithBodyWithResponse(ctx context.Contex
 // Poll it until the status is final. A buy goes `awaiting_payment` → `processing` (payment authorised) →
 // `completed` (stablecoins delivered, `txHash`) or `failed` (`failureReason`); a sell goes `awaiting_deposit` →
 // `processing` (stablecoins received) → `completed` (the card credited) or `failed`. An order not paid by its
-// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. Another
-// key's order answers `404 order_not_found`, as an unknown one. Needs the `card` product.
+// `expiresAt` is `expired`. A status only moves forward; `completed`, `failed` and `expired` are final. The
+// status is read back from the card provider on each call; if the provider cannot be reached, the last status
+// known is answered. Another key's order answers `404 order_not_found`, as an unknown one. Needs the `card`
+// product.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9931,7 +10982,7 @@ func (c *ClientWithResponses) OrderStatusWithResponse(ctx context.Context, body 
 
 // ListPaymentMethodsWithResponse Payment methods, their directions, and whether this deployment offers them
 //
-// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay`, listed as not offered yet. Any valid key.
+// `crypto` (deposits), `bank_transfer` (pay-ins to virtual accounts and one-off deposits, payouts over the rails of `GET /v1/limits`), and `card` and `apple_pay` on the card provider's hosted page (card orders). Any valid key.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9991,6 +11042,44 @@ func (c *ClientWithResponses) SandboxIdentityWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParseSandboxIdentityResponse(rsp)
+}
+
+// SandboxOrderDepositWithBodyWithResponse Make a sell order's stablecoin deposit
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+// product.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+func (c *ClientWithResponses) SandboxOrderDepositWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxOrderDepositResponse, error) {
+	rsp, err := c.SandboxOrderDepositWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxOrderDepositResponse(rsp)
+}
+
+// SandboxOrderDepositWithResponse Make a sell order's stablecoin deposit
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Simulates the user sending the
+// stablecoins of a sell order to its `depositAddress`: the order is `processing` at once (with the deposit's
+// `txHash`), and `completed` (the card credited) a few seconds later. If the user has not named a card on the
+// hosted page, the sandbox credits its test card. A repeat answers the order as it stands. Needs the `card`
+// product.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/orders/deposit (the `SandboxOrderDeposit` operationId).
+func (c *ClientWithResponses) SandboxOrderDepositWithResponse(ctx context.Context, body SandboxOrderDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxOrderDepositResponse, error) {
+	rsp, err := c.SandboxOrderDeposit(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxOrderDepositResponse(rsp)
 }
 
 // SandboxPayinWithBodyWithResponse Simulate a bank transfer into a virtual account or for a one-off deposit
@@ -10084,6 +11173,98 @@ func ParseHealthResponse(rsp *http.Response) (*HealthResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOrderReturnResponse parses an HTTP response from a OrderReturnWithResponse call
+func ParseOrderReturnResponse(rsp *http.Response) (*OrderReturnResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OrderReturnResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error500
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case rsp.StatusCode == 500:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers OrderReturnResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 303:
+		var headers OrderReturnResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers303 = &headers
+	case rsp.StatusCode == 400:
+		var headers OrderReturnResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 410:
+		var headers OrderReturnResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 500:
+		var headers OrderReturnResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -13895,6 +15076,317 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 	return response, nil
 }
 
+// ParseOrderLinkResponse parses an HTTP response from a OrderLinkWithResponse call
+func ParseOrderLinkResponse(rsp *http.Response) (*OrderLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OrderLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrderLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SandboxReset
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers OrderLinkResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers OrderLinkResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OrderLinkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OrderLinkResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OrderLinkResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers OrderLinkResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers OrderLinkResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers OrderLinkResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers OrderLinkResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OrderLinkResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseOrderStatusResponse parses an HTTP response from a OrderStatusWithResponse call
 func ParseOrderStatusResponse(rsp *http.Response) (*OrderStatusResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14771,6 +16263,317 @@ func ParseSandboxIdentityResponse(rsp *http.Response) (*SandboxIdentityResponse,
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SandboxIdentityResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSandboxOrderDepositResponse parses an HTTP response from a SandboxOrderDepositWithResponse call
+func ParseSandboxOrderDepositResponse(rsp *http.Response) (*SandboxOrderDepositResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxOrderDepositResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrderState
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SandboxReset
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SandboxOrderDepositResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SandboxOrderDepositResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SandboxOrderDepositResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SandboxOrderDepositResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SandboxOrderDepositResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers SandboxOrderDepositResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers SandboxOrderDepositResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers SandboxOrderDepositResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers SandboxOrderDepositResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers SandboxOrderDepositResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

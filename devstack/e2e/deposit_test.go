@@ -104,8 +104,8 @@ func TestReferenceListsStatusesPaymentMethodsRates(t *testing.T) {
 		`{"method":"crypto","directions":["deposit"],"offered":true,`,
 		`{"method":"bank_transfer","directions":["payin","payout"],"offered":true,`,
 		`"rails":["sepa_instant","sepa","faster_payments","ach","wire","spei","pix","swift"]}`,
-		`{"method":"card","directions":["payin","payout"],"offered":false,`,
-		`{"method":"apple_pay","directions":["payin"],"offered":false,`,
+		`{"method":"card","directions":["payin","payout"],"offered":true,`,
+		`{"method":"apple_pay","directions":["payin"],"offered":true,`,
 	} {
 		if !strings.Contains(pm.Body, want) {
 			t.Errorf("payment methods lack %s: %s", want, pm.Body)

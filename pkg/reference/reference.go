@@ -213,10 +213,10 @@ var (
 				Description: "Stablecoins sent from a wallet on one chain and delivered on another: POST /v1/deposit/quote."},
 			{Method: "bank_transfer", Directions: []string{"payin", "payout"}, Offered: true, Rails: rails,
 				Description: "A bank transfer in to a virtual account or a one-off deposit (on-ramp), or out to a bank account over a payout rail (POST /v1/bank/payout/quote); rails as GET /v1/limits publishes them."},
-			{Method: "card", Directions: []string{"payin", "payout"}, Offered: false,
-				Description: "Card on- and off-ramp on a hosted card page: orders can be created (POST /v1/orders, the card corridors of GET /v1/limits), but the hosted page that takes the payment is not connected yet, so it is not offered."},
-			{Method: "apple_pay", Directions: []string{"payin"}, Offered: false,
-				Description: "Apple Pay, a payment method on the hosted card page: not offered until the page is connected."},
+			{Method: "card", Directions: []string{"payin", "payout"}, Offered: catalog.CardMethodOffered(catalog.MethodCard, catalog.DirectionBuy),
+				Description: "A card on the card provider's hosted page: it pays for a buy order or is credited for a sell (POST /v1/orders, then POST /v1/orders/link); the card corridors are in GET /v1/limits."},
+			{Method: "apple_pay", Directions: []string{"payin"}, Offered: catalog.CardMethodOffered(catalog.MethodApplePay, catalog.DirectionBuy),
+				Description: "Apple Pay on the card provider's hosted page, for buy orders in the card corridors that have it (GET /v1/limits)."},
 		}}
 	}()
 	cardCorridors = func() []CardCorridor {

@@ -34,7 +34,8 @@ type Route struct {
 }
 
 // Route timeouts: the payout service answers from Redis and PostgreSQL;
-// the reference reads from memory; fiat and consent call the bank provider (whose client gives up within them). The
+// the reference reads from memory; fiat, consent and orders call the
+// provider (whose client gives up within them). The
 // longest is what the gateway's shutdown grace must exceed.
 const (
 	readTimeout     = 5 * time.Second
@@ -58,8 +59,9 @@ var Routes = []Route{
 	{"GET", "/v1/payment-methods", UpstreamAny, "", false, readTimeout},
 	{"GET", "/v1/rates", UpstreamAny, "", false, readTimeout},
 	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
-	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, readTimeout},
-	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, readTimeout},
+	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, providerTimeout},
+	{"POST", "/v1/orders/link", UpstreamOrders, partner.ProductCard, false, providerTimeout},
+	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, providerTimeout},
 	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
@@ -68,6 +70,7 @@ var Routes = []Route{
 	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false, readTimeout},
 	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
 	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
+	{"POST", "/v1/sandbox/orders/deposit", UpstreamOrders, partner.ProductCard, true, providerTimeout},
 }
 
 // PublicRoute is served without a key or a rate limit, for browsers: its
@@ -79,10 +82,11 @@ type PublicRoute struct {
 // Public are the public routes besides GET /health and the documentation.
 var Public = []PublicRoute{
 	{"GET", "/consent/return", UpstreamConsent},
+	{"GET", "/orders/return", UpstreamOrders},
 }
 
-// publicTimeout is a public route's: the consent return reads the decision
-// back from the bank provider.
+// publicTimeout is a public route's: the consent and order returns read the
+// outcome back from the provider.
 const publicTimeout = providerTimeout
 
 // PublicRoutes lists Public as "METHOD /path".
