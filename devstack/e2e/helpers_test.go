@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -162,12 +163,20 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 	st := &stack{Stack: s, t: t, keysFile: o.KeysFile, redis: rs, logs: logs}
 	t.Cleanup(func() {
 		s.Stop()
+		// Card data never reaches a log (DESIGN §7): not ours, not the
+		// sandbox provider's, in any stack of the run.
+		if n := cardNumber.FindString(logs.String()); n != "" {
+			t.Errorf("a test card number (%s) reached the stack's logs", n)
+		}
 		if t.Failed() {
 			t.Logf("stack logs:\n%s", logs.String())
 		}
 	})
 	return st
 }
+
+// cardNumber matches the sandbox's test card numbers, however typed.
+var cardNumber = regexp.MustCompile(`4242[ -]?4242[ -]?4242[ -]?4242|4000[ -]?0000[ -]?0000[ -]?(0002|3220|9995|0069)`)
 
 // startRedis starts a redis-server for one test and returns its URL.
 func startRedis(t *testing.T) string { return redistest.Start(t).URL() }
