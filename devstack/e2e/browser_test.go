@@ -87,6 +87,7 @@ func TestDocsRenderInChromium(t *testing.T) {
 		"GET /v1/rates getRates",
 		"POST /v1/deposit/quote depositQuote",
 		"POST /v1/fiat/deposits createFiatDeposit",
+		"POST /v1/orders/link orderLink",
 		"GET /health health · no key",
 	} {
 		if !strings.Contains(joined, want) {

@@ -85,11 +85,11 @@ func TestTheReferencePageReadsAsText(t *testing.T) {
 	if !found {
 		t.Errorf("no curl command for onboarding as\n%s", want)
 	}
-	// A tag without operations says so; Orders has its two.
-	if i := strings.Index(page, `<h2 id="tag-Cards">`); i < 0 || !strings.Contains(page[i:min(len(page), i+400)], "Not offered yet") {
-		t.Error("the Cards section does not say it has no operations of its own")
+	// Cards holds the hosted card page's link and return; Orders the rest.
+	if i, j := strings.Index(page, `<h2 id="tag-Cards">`), strings.Index(page, `id="orderLink"`); i < 0 || j < i || strings.Contains(page[i:j], "Not offered yet") {
+		t.Error("the Cards section does not hold the hosted card page's link")
 	}
-	for _, op := range []string{`id="createOrder"`, `id="orderStatus"`} {
+	for _, op := range []string{`id="createOrder"`, `id="orderStatus"`, `id="orderReturn"`, `id="sandboxOrderDeposit"`} {
 		if !strings.Contains(page, op) {
 			t.Errorf("the page has no %s section", op)
 		}
