@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/hostedlink"
@@ -154,6 +155,13 @@ func TestAStatusReadSurvivesTheProvidersOutage(t *testing.T) {
 	if st, err := f.svc.Status(ctx, card, StatusRequest{OrderID: id}); err != nil || st.Status != StatusProcessing {
 		t.Errorf("with the provider down: %+v %v, want the last known status", st, err)
 	}
+	f.provider.down, f.provider.hang = false, true
+	defer func(b time.Duration) { readBackBudget = b }(readBackBudget)
+	readBackBudget = 50 * time.Millisecond
+	if st, err := f.svc.Status(ctx, card, StatusRequest{OrderID: id}); err != nil || st.Status != StatusProcessing {
+		t.Errorf("with the provider silent: %+v %v, want the last known status", st, err)
+	}
+	f.provider.down, f.provider.hang = true, false
 	if _, err := f.svc.Create(ctx, card, CreateRequest{Direction: "buy", CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: ptr("100"), WalletAddress: wallet}); err == nil || code(err) != "" {
 		t.Errorf("an order the provider could not open: %v, want an internal error", err)
 	}

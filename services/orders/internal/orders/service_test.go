@@ -46,6 +46,7 @@ type fakeProvider struct {
 	sessions map[string]string // session id → return URL
 	returns  []string
 	down     bool
+	hang     bool // reads wait for their context's end
 	seq      int
 }
 
@@ -73,11 +74,17 @@ func (p *fakeProvider) CreateCardOrder(_ context.Context, in bankprovider.NewCar
 	return o, nil
 }
 
-func (p *fakeProvider) CardOrder(_ context.Context, id string) (bankprovider.CardOrder, error) {
+func (p *fakeProvider) CardOrder(ctx context.Context, id string) (bankprovider.CardOrder, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
 		return bankprovider.CardOrder{}, errProviderDown
+	}
+	if p.hang {
+		p.mu.Unlock()
+		<-ctx.Done()
+		p.mu.Lock()
+		return bankprovider.CardOrder{}, ctx.Err()
 	}
 	return p.orders[id], nil
 }

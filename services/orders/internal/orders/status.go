@@ -3,6 +3,7 @@ package orders
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -39,11 +40,17 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	return statusOf(r), nil
 }
 
+// readBackBudget bounds the provider read of a status: a slow provider
+// must not hold the partner's poll past the gateway's timeout.
+var readBackBudget = 3 * time.Second
+
 // current brings r up to date: what the provider says, then its expiry. A
-// provider that cannot be reached leaves r as last known: a status read
-// still answers, and the next one catches up.
+// provider that cannot be reached (or not within readBackBudget) leaves r
+// as last known: a status read still answers, and the next one catches up.
 func (s *service) current(ctx context.Context, r Record) (Record, error) {
-	synced, err := s.sync(ctx, r)
+	rctx, cancel := context.WithTimeout(ctx, readBackBudget)
+	synced, err := s.sync(rctx, r)
+	cancel()
 	if err != nil {
 		s.log.WarnContext(ctx, "card provider unreachable; order answered as last known", "order_id", r.ID, "err", err)
 		synced = r
