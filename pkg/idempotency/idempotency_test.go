@@ -176,6 +176,37 @@ func TestAnswersThatMadeNothingAreNotRemembered(t *testing.T) {
 	})
 }
 
+// A server error may follow an effect its request could not record (a
+// provider call made, then the commit failed): the same request retried
+// makes the same ids, so the provider call keyed by them finds what it
+// made. A fixed request with the key starts afresh, with ids of its own.
+func TestAReleasedKeyKeepsItsIDsForTheSameRequest(t *testing.T) {
+	each(t, func(t *testing.T, fx fixture) {
+		status := 500
+		var ids []string
+		h := fx.handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ids = append(ids, NewID(r.Context(), "ord_"))
+			w.WriteHeader(status)
+		}))
+		send(h, "acme", "k", "/v1/x", `{"a":1}`)
+		send(h, "acme", "k", "/v1/x", `{"a":1}`)
+		status = 200
+		send(h, "acme", "k", "/v1/x", `{"a":1}`)
+		if len(ids) != 3 || ids[0] != ids[1] || ids[1] != ids[2] {
+			t.Errorf("the same request after server errors made ids %v, want one id", ids)
+		}
+		status, ids = 500, nil
+		send(h, "acme", "k2", "/v1/x", `{"typo":1}`)
+		status = 200
+		if r := send(h, "acme", "k2", "/v1/x", `{"fixed":1}`); r.Code != 200 || len(ids) != 2 || ids[0] == ids[1] {
+			t.Errorf("the fixed request: %d, ids %v, want ids of its own", r.Code, ids)
+		}
+		if r := send(h, "acme", "k2", "/v1/x", `{"typo":1}`); r.Code != 422 {
+			t.Errorf("the first body again, once the fixed one was answered: %d", r.Code)
+		}
+	})
+}
+
 // The caller going away (a client timeout, the gateway giving up) does not
 // cut the request short, and its answer is there for the retry.
 func TestARequestRunsToItsEndWhenItsCallerLeaves(t *testing.T) {

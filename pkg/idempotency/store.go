@@ -35,6 +35,7 @@ type Record struct {
 	Status      int
 	Body        []byte
 	lockedUntil time.Time
+	released    bool // its request answered without making anything
 	seed        string
 }
 
@@ -86,11 +87,24 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 				return nil, nil, fmt.Errorf("idempotency expire: %w", err)
 			}
 			continue
+		case rec.released && !rec.Finished && rec.Fingerprint != fingerprint:
+			// A released key sent with another request (a typo fixed, say):
+			// that request starts afresh, with a seed of its own.
+			n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET fingerprint = $4, seed = $5, created_at = $6, released_at = NULL, locked_until = $7
+				WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
+				keyID, keyHash, rec.lockedUntil, fingerprint, seed, now, token)
+			if err != nil {
+				return nil, nil, fmt.Errorf("idempotency reclaim: %w", err)
+			}
+			if n == 1 {
+				return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: seed, token: token}, nil, nil
+			}
+			continue
 		case rec.Finished || rec.Fingerprint != fingerprint || rec.lockedUntil.After(now):
 			return nil, rec, nil
 		}
-		// A lapsed claim: take it over.
-		n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4
+		// A lapsed or released claim of the same request: take it over.
+		n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = NULL
 			WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
 			keyID, keyHash, rec.lockedUntil, token)
 		if err != nil {
@@ -106,11 +120,11 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 func (s *Store) read(ctx context.Context, keyID, keyHash string) (*Record, time.Time, error) {
 	var rec Record
 	var created time.Time
-	var locked, finished *time.Time
+	var locked, finished, released *time.Time
 	var status *int
-	err := s.db.QueryRow(ctx, `SELECT fingerprint, seed, created_at, locked_until, finished_at, status, body
+	err := s.db.QueryRow(ctx, `SELECT fingerprint, seed, created_at, locked_until, finished_at, status, body, released_at
 		FROM idempotency_keys WHERE key_id = $1 AND key_hash = $2`, keyID, keyHash).
-		Scan(&rec.Fingerprint, &rec.seed, &created, &locked, &finished, &status, &rec.Body)
+		Scan(&rec.Fingerprint, &rec.seed, &created, &locked, &finished, &status, &rec.Body, &released)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -120,6 +134,7 @@ func (s *Store) read(ctx context.Context, keyID, keyHash string) (*Record, time.
 	if locked != nil {
 		rec.lockedUntil = *locked
 	}
+	rec.released = released != nil
 	return &rec, created, nil
 }
 
@@ -142,11 +157,16 @@ func (s *Store) finish(ctx context.Context, q database.Querier, c *Claim, status
 	return nil
 }
 
-// release forgets a claimed key whose request made nothing, so a retry
-// runs again.
+// release lets go of a claimed key whose request answered without making
+// anything it knows of, so a retry runs again: unlocked now, its seed kept.
+// A server error may come after an effect the request could not record (a
+// provider call made, then the commit failed): the same request retried
+// makes the same ids, and the provider call keyed by them finds what it
+// made. Another request with the key starts afresh (claim).
 func (s *Store) release(ctx context.Context, c *Claim) error {
-	_, err := s.db.Exec(ctx, `DELETE FROM idempotency_keys
-		WHERE key_id = $1 AND key_hash = $2 AND locked_until = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.token)
+	now := s.now().UTC().Truncate(time.Microsecond)
+	_, err := s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = $4
+		WHERE key_id = $1 AND key_hash = $2 AND locked_until = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.token, now)
 	return err
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -144,7 +145,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) fixture {
-	db := databasetest.Open(t, databasetest.SQLiteURL(t), Migrations)
+	db := databasetest.Open(t, databasetest.SQLiteURL(t), idempotency.Migrations, Migrations)
 	f := fixture{store: &countingStore{DBStore: NewStore(db), orders: map[string]bool{}}, provider: newFakeProvider(),
 		clock: &clock{t: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)}}
 	f.svc = NewService(Config{Env: "sandbox", Store: f.store, Provider: f.provider, Secret: []byte("0123456789abcdef0123456789abcdef"),
