@@ -251,7 +251,7 @@ const sandboxTokens = "84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e,84532:0x
 
 func (s *Stack) issueSandboxKey(ctx context.Context) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "gateway"), "keys", "issue",
-		"--file", s.opts.KeysFile, "--id", "sandbox", "--products", "bank,fiat,deposit",
+		"--file", s.opts.KeysFile, "--id", "sandbox", "--products", "bank,fiat,deposit,card",
 		"--source-chains", "84532,11155111", "--destination-chains", "84532,11155111",
 		"--tokens", sandboxTokens, "--rate", "10", "--max-execution-usd", "25000")
 	cmd.Env = s.env

@@ -55,7 +55,7 @@ func run(ctx context.Context) error {
 		fmt.Println("    export KEY=" + s.SandboxKey)
 		fmt.Println()
 	} else {
-		fmt.Println("Keys file exists; issue another key with: bin/gateway keys issue --file .local/keys.json --id NAME --products bank,fiat --source-chains 84532")
+		fmt.Println("Keys file exists; issue another key with: bin/gateway keys issue --file .local/keys.json --id NAME --products bank,fiat,deposit,card --source-chains 84532 --destination-chains 84532 --tokens 84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e")
 	}
 	fmt.Println("Try:  curl -s " + s.GatewayURL + "/v1/config -H \"Authorization: Bearer $KEY\"")
 	fmt.Println("A service that exits is restarted (with a growing delay, and a log line naming it). Ctrl-C stops everything.")
