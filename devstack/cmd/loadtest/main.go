@@ -58,7 +58,8 @@ func main() {
 	threads := flag.Int("threads", 2, "wrk threads")
 	bin := flag.String("bin", "bin", "where make build put the binaries")
 	only := flag.String("targets", "direct,bare,caddy,gateway", "targets to measure")
-	profile := flag.String("profile", "", "write a CPU profile of the gateway (its admin /debug/pprof) during its last quote run to this file")
+	profile := flag.String("profile", "", "write a CPU profile of the gateway (its admin /debug/pprof) during its last run of -profile-endpoint to this file")
+	profileEndpoint := flag.String("profile-endpoint", "quote", "the endpoint whose last run -profile covers: quote or config")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -115,7 +116,7 @@ func main() {
 				for i := range targets {
 					t := targets[(i+r)%len(targets)] // rotate who goes first
 					var prof chan error
-					if *profile != "" && t.name == "gateway" && e.name == "quote" && r == *rounds-1 && c == cs[0] {
+					if *profile != "" && t.name == "gateway" && e.name == *profileEndpoint && r == *rounds-1 && c == cs[0] {
 						prof = h.profile(*profile, *duration-time.Second)
 					}
 					s, err := h.run(t, e, c, *threads, *duration)

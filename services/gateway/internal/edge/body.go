@@ -40,8 +40,8 @@ func readBody(r *http.Request) *envelope.Error {
 	case len(data) > jsonbody.MaxBytes:
 		return envelope.TooLarge()
 	}
-	r.Body = newMemBody(data)
-	r.GetBody = func() (io.ReadCloser, error) { return newMemBody(data), nil }
+	r.Body = memBody(data)
+	r.GetBody = func() (io.ReadCloser, error) { return memBody(data), nil }
 	r.ContentLength = int64(len(data))
 	r.TransferEncoding = nil
 	r.Header.Del("Transfer-Encoding")
@@ -68,14 +68,9 @@ func readAll(r *http.Request) ([]byte, error) {
 	return bytes.Clone(buf.Bytes()), err
 }
 
-// memBody is a request body read into memory. writeRequest sends it from
-// its slice (WriteTo), with no copy and no length-limiting wrapper.
-type memBody struct{ bytes.Reader }
-
-func newMemBody(data []byte) *memBody {
-	b := new(memBody)
-	b.Reset(data)
-	return b
-}
-
-func (*memBody) Close() error { return nil }
+// memBody is a request body read into memory, as a type net/http knows to
+// be in memory (io.NopCloser of a *bytes.Reader): the transport then
+// writes the request's header and body in one write, where for any other
+// body it flushes the header first (Issue 22088), a second write per
+// request to the service.
+func memBody(data []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(data)) }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -438,3 +441,57 @@ func BenchmarkQuotePath(b *testing.B) {
 }
 
 func localLimiter() Limiter { return ratelimit.NewLocal(time.Now) }
+
+// countingConn counts the writes made on a connection to a service.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A POST reaches its service in one write, header and body together: the
+// gateway holds the body in memory, and tells net/http so (a body of any
+// other type makes the transport flush the header first: two writes, and
+// two reads at the service, per request).
+func TestAPostReachesItsServiceInOneWrite(t *testing.T) {
+	svc := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		fmt.Fprintf(w, `{"got":%q}`, b)
+	}))
+	defer svc.Close()
+	var writes atomic.Int64
+	tr := testTransport(t)
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &writes}, nil
+	}
+	u := upstreams()
+	for k := range u {
+		u[k], _ = url.Parse(svc.URL)
+	}
+	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: tr,
+		InternalToken: "internal-token-0123456789", Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
+	for i := 1; i <= 3; i++ {
+		w := serveOne(g, "POST", "/v1/bank/payout/quote", body)
+		if w.Code != 200 || w.Body.String() != `{"environment":"sandbox","got":`+strconv.Quote(body)+`}` {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if got := writes.Load(); got != int64(i) {
+			t.Fatalf("%d writes to the service for %d requests", got, i)
+		}
+	}
+}

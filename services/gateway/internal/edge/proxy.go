@@ -74,6 +74,7 @@ func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTrippe
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target) // scheme, host, and the upstream URL's path before the request's
 			g.outboundHeader(pr.Out.Header, callOf(pr.Out.Context()))
+			inMemory(pr)
 		},
 		Transport:      rt,
 		BufferPool:     copyBuffers,
@@ -86,6 +87,21 @@ func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTrippe
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	return p
+}
+
+// inMemory gives the outbound request the body the gateway read (readBody)
+// in the form net/http knows is in memory. ReverseProxy wraps every body
+// in a reader of its own, which makes the transport flush the header
+// before the body: two writes to the service per request instead of one.
+// The wrapper's purpose (a Close that cannot hang on a body still
+// arriving) holds for a body already read.
+func inMemory(pr *httputil.ProxyRequest) {
+	if pr.Out.Body == nil || pr.In.GetBody == nil {
+		return
+	}
+	if b, err := pr.In.GetBody(); err == nil {
+		pr.Out.Body = b
+	}
 }
 
 // copyBuffers are the buffers ReverseProxy copies answers through: 16
