@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/hostedlink"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -194,5 +197,44 @@ func TestASellSettlesOnTheSandboxDeposit(t *testing.T) {
 	f.svc.env = "production"
 	if _, err := f.svc.SandboxDeposit(ctx, card, StatusRequest{OrderID: sell.OrderID}); code(err) != "not_found" {
 		t.Errorf("in production: %v", err)
+	}
+}
+
+// Many returns of one link at once (a double click, a replayed address),
+// on both engines: one is redeemed, every other is told the link was used,
+// and the order moves once.
+func TestConcurrentReturnsRedeemALinkOnce(t *testing.T) {
+	databasetest.Each(t, []database.Migrations{idempotency.Migrations, Migrations}, func(t *testing.T, db *database.DB) {
+		concurrentReturns(t, newFixtureOn(db))
+	})
+}
+
+func concurrentReturns(t *testing.T, f fixture) {
+	id := f.buy(t)
+	state := f.link(t, id, "")
+	f.provider.set(id, func(o *bankprovider.CardOrder) { o.Status, o.PaymentMethod = StatusProcessing, "card" })
+	const n = 16
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := f.svc.Return(ctx, state)
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range n {
+		switch err := <-errs; err {
+		case nil:
+			ok++
+		case hostedlink.ErrUsedState:
+		default:
+			t.Errorf("a concurrent return: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d returns redeemed the link, want 1", ok)
+	}
+	if st, _ := f.svc.Status(ctx, card, StatusRequest{OrderID: id}); st.Status != StatusProcessing {
+		t.Errorf("%+v", st)
 	}
 }

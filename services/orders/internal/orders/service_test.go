@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
@@ -24,17 +25,22 @@ func TestMain(m *testing.M) { databasetest.Main(m) }
 // its lookups.
 type countingStore struct {
 	*DBStore
+	mu      sync.Mutex
 	orders  map[string]bool
 	lookups int
 }
 
 func (m *countingStore) Create(ctx context.Context, r Record, answer Order) error {
+	m.mu.Lock()
 	m.orders[r.ID] = true
+	m.mu.Unlock()
 	return m.DBStore.Create(ctx, r, answer)
 }
 
 func (m *countingStore) Get(ctx context.Context, id string) (Record, error) {
+	m.mu.Lock()
 	m.lookups++
+	m.mu.Unlock()
 	return m.DBStore.Get(ctx, id)
 }
 
@@ -145,7 +151,11 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) fixture {
-	db := databasetest.Open(t, databasetest.SQLiteURL(t), idempotency.Migrations, Migrations)
+	return newFixtureOn(databasetest.Open(t, databasetest.SQLiteURL(t), idempotency.Migrations, Migrations))
+}
+
+// newFixtureOn is the fixture on db (migrated with idempotency.Migrations and Migrations).
+func newFixtureOn(db *database.DB) fixture {
 	f := fixture{store: &countingStore{DBStore: NewStore(db), orders: map[string]bool{}}, provider: newFakeProvider(),
 		clock: &clock{t: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)}}
 	f.svc = NewService(Config{Env: "sandbox", Store: f.store, Provider: f.provider, Secret: []byte("0123456789abcdef0123456789abcdef"),
