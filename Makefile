@@ -126,17 +126,19 @@ dashboards:
 	@$(GO) run ./devstack/cmd/dashboard > deploy/grafana/dashboards/partner-api.json
 
 # The docker compose stack's secrets, random, written once to .env (which
-# compose reads); the version and revision its images are stamped with.
+# compose reads): a secret .env lacks (one a newer version added) is added,
+# and the ones it has are kept (POSTGRES_PASSWORD is its volume's); the
+# version and revision its images are stamped with.
+SECRETS := INTERNAL_TOKEN QUOTE_SECRET CONSENT_SECRET ORDERS_SECRET BANK_PROVIDER_KEY POSTGRES_PASSWORD GRAFANA_ADMIN_PASSWORD
 env:
-	@if [ -f .env ]; then echo ".env exists; delete it to make new secrets"; else \
-		for k in INTERNAL_TOKEN QUOTE_SECRET CONSENT_SECRET ORDERS_SECRET BANK_PROVIDER_KEY POSTGRES_PASSWORD GRAFANA_ADMIN_PASSWORD; do echo "$$k=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")"; done > .env; \
-		chmod 600 .env; echo "wrote .env"; fi
+	@touch .env; chmod 600 .env; \
+		for k in $(SECRETS); do grep -q "^$$k=" .env || { echo "$$k=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")" >> .env; echo "added $$k to .env"; }; done
 	@sed -i '/^VERSION=\|^REVISION=/d' .env; echo "VERSION=$(VERSION)" >> .env; echo "REVISION=$(REVISION)" >> .env
 
 # A sandbox key for the docker compose stack, printed here once (never logged).
 key:
 	@docker compose exec gateway /usr/local/bin/service keys issue \
-		--file /var/lib/partnerapi/keys.json --id dev-$$(date +%s) --products bank,fiat,deposit \
+		--file /var/lib/partnerapi/keys.json --id dev-$$(date +%s) --products bank,fiat,deposit,card \
 		--source-chains 84532,11155111 --destination-chains 84532,11155111 \
 		--tokens 84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e,84532:0x808456652fdb597867f38412077A9182bf77359F,11155111:0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238,11155111:0x08210F9170F89Ab7658F0B5E3fF39b0E03C594D4 \
 		--rate 10 --max-execution-usd 25000
