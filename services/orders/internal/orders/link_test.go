@@ -238,3 +238,21 @@ func concurrentReturns(t *testing.T, f fixture) {
 		t.Errorf("%+v", st)
 	}
 }
+
+// A payment the provider took just before the order's expiry is not lost to
+// our clock: while the provider cannot be reached, the order stays as last
+// known (not expired here), and moves on once the provider answers.
+func TestOurClockNeverExpiresAnOrderTheProviderMayHavePaid(t *testing.T) {
+	f := newFixture(t)
+	id := f.buy(t)
+	f.provider.set(id, func(o *bankprovider.CardOrder) { o.Status, o.PaymentMethod = StatusProcessing, "card" })
+	f.provider.down = true
+	f.clock.t = f.clock.t.Add(OrderTTL + time.Minute)
+	if st, err := f.svc.Status(ctx, card, StatusRequest{OrderID: id}); err != nil || st.Status != StatusAwaitingPayment {
+		t.Fatalf("past expiry, the provider down: %+v %v, want awaiting_payment as last known", st, err)
+	}
+	f.provider.down = false
+	if st, _ := f.svc.Status(ctx, card, StatusRequest{OrderID: id}); st.Status != StatusProcessing || st.PaymentMethod != "card" {
+		t.Errorf("once the provider answers: %+v, want the payment it took", st)
+	}
+}

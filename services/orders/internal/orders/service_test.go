@@ -47,6 +47,7 @@ func (m *countingStore) Get(ctx context.Context, id string) (Record, error) {
 // fakeProvider is the card provider in memory: orders open, links mint
 // and kill the earlier ones, and a test sets where an order stands.
 type fakeProvider struct {
+	now      func() time.Time // the provider's clock: it expires unpaid orders
 	mu       sync.Mutex
 	orders   map[string]bankprovider.CardOrder // by id
 	byRef    map[string]string
@@ -77,6 +78,7 @@ func (p *fakeProvider) CreateCardOrder(_ context.Context, in bankprovider.NewCar
 	if in.Direction == "sell" {
 		o.Status, o.DepositAddress = StatusAwaitingDeposit, "0x"+strings.Repeat("ab", 20)
 	}
+	o.ExpiresAt = in.ExpiresAt
 	p.orders[o.ID], p.byRef[key] = o, o.ID
 	return o, nil
 }
@@ -93,7 +95,13 @@ func (p *fakeProvider) CardOrder(ctx context.Context, id string) (bankprovider.C
 		p.mu.Lock()
 		return bankprovider.CardOrder{}, ctx.Err()
 	}
-	return p.orders[id], nil
+	o := p.orders[id]
+	if expires, err := time.Parse(time.RFC3339, o.ExpiresAt); err == nil && p.now != nil && !p.now().Before(expires) &&
+		(o.Status == StatusAwaitingPayment || o.Status == StatusAwaitingDeposit) {
+		o.Status = StatusExpired
+		p.orders[id] = o
+	}
+	return o, nil
 }
 
 func (p *fakeProvider) CreateCardSession(_ context.Context, orderID, returnURL string) (bankprovider.CardSession, error) {
@@ -158,6 +166,7 @@ func newFixture(t *testing.T) fixture {
 func newFixtureOn(db *database.DB) fixture {
 	f := fixture{store: &countingStore{DBStore: NewStore(db), orders: map[string]bool{}}, provider: newFakeProvider(),
 		clock: &clock{t: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)}}
+	f.provider.now = f.clock.now
 	f.svc = NewService(Config{Env: "sandbox", Store: f.store, Provider: f.provider, Secret: []byte("0123456789abcdef0123456789abcdef"),
 		ReturnURL: "http://gw.test/orders/return", Log: slog.New(slog.DiscardHandler), Now: f.clock.now}).(*service)
 	return f

@@ -44,19 +44,23 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 // must not hold the partner's poll past the gateway's timeout.
 var readBackBudget = 3 * time.Second
 
-// current brings r up to date: what the provider says, then its expiry. A
-// provider that cannot be reached (or not within readBackBudget) leaves r
-// as last known: a status read still answers, and the next one catches up.
+// current brings r up to date with what the provider says. The provider
+// decides an order's expiry as it decides its payment (it holds the
+// expiresAt the order was opened with): an order is never expired here on
+// our clock while the provider may have taken its payment. A provider that
+// cannot be reached (or not within readBackBudget) leaves r as last known:
+// a status read still answers, and the next one catches up. Only an order
+// the provider never opened expires here, on its expiresAt.
 func (s *service) current(ctx context.Context, r Record) (Record, error) {
 	rctx, cancel := context.WithTimeout(ctx, readBackBudget)
 	synced, err := s.sync(rctx, r)
 	cancel()
 	if err != nil {
 		s.log.WarnContext(ctx, "card provider unreachable; order answered as last known", "order_id", r.ID, "err", err)
-		synced = r
+		return r, nil
 	}
 	r = synced
-	if awaiting(r.Status) && !s.now().Before(r.ExpiresAt) {
+	if r.ProviderID == "" && awaiting(r.Status) && !s.now().Before(r.ExpiresAt) {
 		if r, err = s.store.Expire(ctx, r.ID, s.now().UTC()); err != nil {
 			return Record{}, fmt.Errorf("expire order: %w", err)
 		}
