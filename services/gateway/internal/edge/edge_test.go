@@ -392,15 +392,7 @@ func TestAServiceOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u := upstreams()
-		for k := range u {
-			u[k], _ = url.Parse(svc.URL)
-		}
-		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: tr,
-			InternalToken: "internal-token-0123456789", Log: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGatewayVia(t, svc.URL, tr, quiet())
 		if w := serveOne(g, "GET", "/v1/limits", ""); w.Code != tc.status || w.Body.String() != tc.body {
 			t.Errorf("CA file %q: %d %s, want %d %s", tc.caFile, w.Code, w.Body, tc.status, tc.body)
 		}
@@ -475,15 +467,7 @@ func TestAPostReachesItsServiceInOneWrite(t *testing.T) {
 		}
 		return countingConn{c, &writes}, nil
 	}
-	u := upstreams()
-	for k := range u {
-		u[k], _ = url.Parse(svc.URL)
-	}
-	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: tr,
-		InternalToken: "internal-token-0123456789", Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGatewayVia(t, svc.URL, tr, quiet())
 	body := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
 	for i := 1; i <= 3; i++ {
 		w := serveOne(g, "POST", "/v1/bank/payout/quote", body)

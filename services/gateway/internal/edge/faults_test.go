@@ -286,12 +286,19 @@ func TestARefusedConnectionIsRetried(t *testing.T) {
 
 func newGatewayTo(t *testing.T, upstream string, log *slog.Logger) *Gateway {
 	t.Helper()
+	return newGatewayVia(t, upstream, testTransport(t), log)
+}
+
+// newGatewayVia is a gateway whose every upstream is at upstream, reached
+// through tr.
+func newGatewayVia(t *testing.T, upstream string, tr http.RoundTripper, log *slog.Logger) *Gateway {
+	t.Helper()
 	u := upstreams()
 	for k := range u {
 		u[k], _ = u[k].Parse(upstream)
 	}
 	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u,
-		Transport: testTransport(t), InternalToken: "internal-token-0123456789", Log: log})
+		Transport: tr, InternalToken: "internal-token-0123456789", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

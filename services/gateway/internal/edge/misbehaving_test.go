@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -109,16 +108,7 @@ func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
 				}
 				io.WriteString(c, own(req))
 			})
-			target, _ := url.Parse("http://" + u.ln.Addr().String())
-			up := upstreams()
-			for k := range up {
-				up[k] = target
-			}
-			g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: up, Transport: testTransport(t),
-				InternalToken: "internal-token-0123456789", Log: quiet()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := newGatewayTo(t, "http://"+u.ln.Addr().String(), quiet())
 			for _, byMethod := range g.routes {
 				for _, rt := range byMethod {
 					rt.Timeout = 200 * time.Millisecond
@@ -181,16 +171,7 @@ func TestUnderConcurrencyNoAnswerGoesToAnotherRequest(t *testing.T) {
 			}
 			io.WriteString(c, own(req))
 		})
-		target, _ := url.Parse("http://" + u.ln.Addr().String())
-		up := upstreams()
-		for k := range up {
-			up[k] = target
-		}
-		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: up, Transport: testTransport(t),
-			InternalToken: "internal-token-0123456789", Log: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGatewayTo(t, "http://"+u.ln.Addr().String(), quiet())
 		addr := wireServer(t, g)
 		var wg sync.WaitGroup
 		for w := range 16 {
@@ -228,16 +209,7 @@ func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
 	u := startMisbehaving(t, func(n int, req *http.Request, c net.Conn) {
 		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"+own(req))
 	})
-	target, _ := url.Parse("http://" + u.ln.Addr().String())
-	up := upstreams()
-	for k := range up {
-		up[k] = target
-	}
-	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: up, Transport: testTransport(t),
-		InternalToken: "internal-token-0123456789", Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGatewayTo(t, "http://"+u.ln.Addr().String(), quiet())
 	addr := wireServer(t, g)
 	var hints []string
 	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/bank/payout/quote", strings.NewReader("{}")) // one service: no reference read fail-over

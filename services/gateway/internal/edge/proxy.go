@@ -94,7 +94,11 @@ func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTrippe
 // in a reader of its own, which makes the transport flush the header
 // before the body: two writes to the service per request instead of one.
 // The wrapper's purpose (a Close that cannot hang on a body still
-// arriving) holds for a body already read.
+// arriving) holds for a body already read. The reader is a fresh one
+// (GetBody), not the inbound request's: the transport may still be
+// writing an attempt it gave up on from the reader it had (tried, in
+// review: under load a service's forged answer then cost the next client
+// its answer).
 func inMemory(pr *httputil.ProxyRequest) {
 	if pr.Out.Body == nil || pr.In.GetBody == nil {
 		return

@@ -28,7 +28,6 @@ type Link struct {
 // Returned is where to send a browser that came back.
 type Returned struct {
 	OrderID       string
-	Direction     string
 	Status        string // the provider's word, read back
 	FailureReason string
 	Redirect      string // the partner's return URL with the outcome; empty: show a page
@@ -102,7 +101,7 @@ func (s *service) Return(ctx context.Context, state string) (Returned, error) {
 	case err != nil:
 		return Returned{}, fmt.Errorf("redeem link: %w", err)
 	}
-	out := Returned{OrderID: r.ID, Direction: r.Direction, Status: r.Status, FailureReason: r.FailureReason}
+	out := Returned{OrderID: r.ID, Status: r.Status, FailureReason: r.FailureReason}
 	if l.ReturnURL != "" {
 		params := []string{"orderId", r.ID, "status", r.Status}
 		if r.FailureReason != "" {

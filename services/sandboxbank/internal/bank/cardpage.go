@@ -101,7 +101,7 @@ button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offse
 {{if .ApplePay}}
 <form method="post" action="/card/{{.SessionID}}">
 <input type="hidden" name="method" value="apple_pay">
-<input type="hidden" name="wallet_token" value="tok_applepay_sandbox">
+<input type="hidden" name="wallet_token" value="{{.WalletToken}}">
 <button type="submit" id="apple-pay" class="apple-pay" >Pay with Apple Pay</button>
 </form>
 <p>Or pay by card:</p>
@@ -127,15 +127,7 @@ button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offse
 `))
 
 func (h *handler) renderCard(w http.ResponseWriter, p CardPage) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	// No form-action: browsers apply it to the redirect after the submit
-	// too, and that goes to the partner's gateway, whose address varies.
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(p.Status)
-	_ = cardTemplate.Execute(w, p)
+	writeHTML(w, p.Status, cardTemplate, p)
 }
 
 func (h *handler) cardPage(w http.ResponseWriter, r *http.Request) {

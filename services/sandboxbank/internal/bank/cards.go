@@ -224,6 +224,9 @@ type CardPage struct {
 	paymentMethod string
 }
 
+// WalletToken is what the page's Apple Pay button sends.
+func (CardPage) WalletToken() string { return ApplePayToken }
+
 // usableCard checks a link. The caller holds b.mu.
 func (b *Bank) usableCard(sessionID string) (*cardSession, *cardOrder, CardPage) {
 	p := CardPage{SessionID: sessionID, Status: 200}

@@ -246,15 +246,20 @@ account details with the app that sent you here.</p>
 `))
 
 func (h *handler) renderPage(w http.ResponseWriter, st PageState) {
+	writeHTML(w, st.Status, pageTemplate, st)
+}
+
+// writeHTML answers a hosted page: not cached, never framed, no script, no
+// referrer. No form-action: browsers apply it to the redirect after the
+// submit too, and that goes to the partner's gateway, whose address varies.
+func writeHTML(w http.ResponseWriter, status int, t *template.Template, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	// No form-action: browsers apply it to the redirect after the submit too,
-	// and that goes to the partner's gateway, whose address varies.
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(st.Status)
-	_ = pageTemplate.Execute(w, st)
+	w.WriteHeader(status)
+	_ = t.Execute(w, data)
 }
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
