@@ -58,3 +58,78 @@ func TestALogLineNeverWaits(t *testing.T) {
 		t.Error("a line after Close is not written straight through")
 	}
 }
+
+// lineCounter tells of each write it takes.
+type lineCounter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{}
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.buf.Write(p)
+	c.mu.Unlock()
+	select {
+	case c.wrote <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (c *lineCounter) lines() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(c.buf.String(), "\n"), "\n")
+}
+
+// waitLines waits for the writer to have taken n lines, and fails the test
+// if it has not within a generous bound (a flush is due every FlushEvery).
+func (c *lineCounter) waitLines(t *testing.T, n int) []string {
+	t.Helper()
+	bound := time.After(10 * time.Second)
+	for {
+		if got := c.lines(); len(got) >= n && got[0] != "" {
+			return got
+		}
+		select {
+		case <-c.wrote:
+		case <-bound:
+			t.Fatalf("the writer took %d lines, want %d without a Close", len(c.lines()), n)
+		}
+	}
+}
+
+// Lines from many goroutines all arrive, whole, without a Close; and a line
+// written once everything has been flushed is flushed too (only the first
+// line after a flush wakes the writer's goroutine).
+func TestEveryLineArrivesWithoutAClose(t *testing.T) {
+	out := &lineCounter{wrote: make(chan struct{}, 1)}
+	l := NewLogWriter(out, LogBuffer)
+	defer l.Close()
+	const writers, each = 8, 200
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				l.Write([]byte(strings.Repeat(string(rune('a'+w)), 20+i%7) + "\n"))
+			}
+		})
+	}
+	wg.Wait()
+	got := out.waitLines(t, writers*each)
+	for _, line := range got {
+		if strings.Trim(line, line[:1]) != "" || len(line) < 20 {
+			t.Fatalf("a line arrived cut or mixed with another: %q", line)
+		}
+	}
+	if len(got) != writers*each || l.Dropped() != 0 {
+		t.Fatalf("%d lines arrived, %d dropped; want %d, none dropped", len(got), l.Dropped(), writers*each)
+	}
+	for i := range 3 { // after the buffer drained, each lone line still goes out
+		l.Write([]byte("late\n"))
+		if got := out.waitLines(t, writers*each+i+1); got[len(got)-1] != "late" {
+			t.Fatalf("the last line is %q, want late", got[len(got)-1])
+		}
+	}
+}
