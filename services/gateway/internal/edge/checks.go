@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/jsonbody"
@@ -14,12 +15,12 @@ import (
 
 // serve applies the edge's checks, then forwards what passes them. It
 // returns the key id once known and the wire code of a refusal.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string) (keyID, code string) {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string, start time.Time) (keyID, code string) {
 	rt, c, keyID, code := g.admit(w, r, requestID)
 	if rt == nil {
 		return keyID, code
 	}
-	g.forward(w, r, rt, c)
+	g.forward(w, r, rt, c, start)
 	return keyID, c.code
 }
 
@@ -58,7 +59,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 		}
 		if pr := g.public[r.Method+" "+path]; pr != nil {
 			r.Pattern = pr.pattern
-			return pr, &call{requestID: requestID}, "", ""
+			return pr, &call{requestID: [1]string{requestID}}, "", ""
 		}
 		return nil, nil, "", g.refuse(w, envelope.NotFound())
 	}
@@ -102,15 +103,23 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 			return nil, nil, entry.ID, g.refuse(w, refusal)
 		}
 	}
-	return rt, &call{entry: entry, requestID: requestID}, entry.ID, ""
+	return rt, &call{entry: entry, requestID: [1]string{requestID}}, entry.ID, ""
 }
 
-// forward proxies r to its route's upstream within the route's timeout.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call) {
-	c.client = r.Context()
-	c.id = []string{strconv.FormatUint(g.calls.Add(1), 36)}
-	ctx, cancel := context.WithTimeout(context.WithValue(c.client, callKey{}, c), rt.Timeout)
-	defer cancel()
+// forward proxies r, which arrived at start, to its route's upstream within
+// the route's timeout. A failover route's deadline is applied by the
+// failover, attempt by attempt (one timer per request, not two).
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call, start time.Time) {
+	c.Context = r.Context()
+	c.id[0] = strconv.FormatUint(g.calls.Add(1), 36)
+	c.deadline = start.Add(rt.Timeout)
+	defer c.end()
+	ctx := context.Context(c)
+	if rt.Upstream != UpstreamAny {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(c, c.deadline)
+		defer cancel()
+	}
 	rt.proxy.serve(w, r.WithContext(ctx), c)
 }
 

@@ -252,6 +252,73 @@ func TestReferenceReadsOutliveOneService(t *testing.T) {
 	}
 }
 
+// The failover applies the route's deadline to its attempts: with every
+// service hung, a reference read ends at the route's timeout, whether that
+// falls within the first attempt's second or after it (then the second
+// service gets what is left, not a second of its own). Each case must end
+// before an attempt that ignored the route's deadline would have.
+func TestAReferenceReadEndsAtTheRouteTimeoutWhenEveryServiceHangs(t *testing.T) {
+	hung := httptest.NewServer(http.HandlerFunc(hangs))
+	defer hung.Close()
+	for _, tc := range []struct{ timeout, before time.Duration }{
+		{300 * time.Millisecond, referenceAttemptTimeout},
+		{referenceAttemptTimeout + 200*time.Millisecond, 2 * referenceAttemptTimeout},
+	} {
+		g := newGatewayTo(t, hung.URL, quiet())
+		g.routes["/v1/limits"]["GET"].Timeout = tc.timeout
+		start := time.Now()
+		w := serveOne(g, "GET", "/v1/limits", "")
+		if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d < tc.timeout || d >= tc.before {
+			t.Errorf("route timeout %s: %d %s after %s; want 500 at the route timeout, before %s", tc.timeout, w.Code, w.Body, d, tc.before)
+		}
+		g.Close()
+	}
+}
+
+// A reference read's answer is read whole after its header has gone to the
+// client: the answering attempt's context lives until the body is read,
+// whichever service answered.
+func TestAReferenceReadsAnswerIsReadWhole(t *testing.T) {
+	refused, _ := net.Listen("tcp", "127.0.0.1:0")
+	refusedURL := "http://" + refused.Addr().String()
+	refused.Close()
+	release := make(chan struct{})
+	slow := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{"part":1,`)
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, `"rest":2}`)
+	}))
+	defer slow.Close()
+	for _, payout := range []string{slow.URL, refusedURL} {
+		u := upstreams()
+		u[UpstreamPayout], _ = url.Parse(payout)
+		u[UpstreamFiat], _ = url.Parse(slow.URL)
+		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: testTransport(t),
+			InternalToken: "internal-token-0123456789", Log: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(g)
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/limits", nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release <- struct{}{} // the client has the header; now the rest of the body
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(body) != `{"environment":"sandbox","part":1,"rest":2}` {
+			t.Errorf("payout at %s: %d %q, %v", payout, resp.StatusCode, body, err)
+		}
+		srv.Close()
+		g.Close()
+	}
+}
+
 func TestARefusedConnectionIsRetried(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -70,7 +70,7 @@ func FuzzOutboundHeader(f *testing.F) {
 		in.Add(n1, v1)
 		in.Add(n2, v2)
 		out := in.Clone()
-		g.outboundHeader(out, &call{requestID: "r-1", id: []string{"1"}})
+		g.outboundHeader(out, &call{requestID: [1]string{"r-1"}, id: [1]string{"1"}})
 		for name := range out {
 			switch {
 			case name == "X-Internal-Token" || name == "X-Request-Id" || name == "X-Internal-Call-Id":

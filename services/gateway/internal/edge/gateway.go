@@ -172,7 +172,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h[partner.HeaderRequestID] = []string{requestID}
 	allowAnyOrigin(h)
-	sw := &obs.StatusWriter{ResponseWriter: w}
+	sw, ok := w.(*obs.StatusWriter) // obs.Kit's request metrics already keep the status
+	if !ok {
+		sw = &obs.StatusWriter{ResponseWriter: w}
+	}
 	var keyID, code string
 	defer func() {
 		if v := recover(); v != nil {
@@ -192,7 +195,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	keyID, code = g.serve(sw, r, requestID)
+	keyID, code = g.serve(sw, r, requestID, start)
 	if r.URL.Path == "/health" {
 		return // probes every few seconds would drown the log
 	}

@@ -142,53 +142,46 @@ func (gu *guarded) tryRefused(req *http.Request) (*http.Response, error) {
 }
 
 // failover sends a request to the first of several upstreams that answers:
-// the reference reads, which every service serves. Each upstream but the
-// last gets referenceAttemptTimeout; one whose circuit is open is skipped
-// at once.
+// the reference reads, which every service serves. It applies the route's
+// deadline itself, one context per attempt: each upstream but the last
+// gets referenceAttemptTimeout within it; one whose circuit is open is
+// skipped at once. The answering attempt's context lives until forward
+// returns (call.release), the answer's body read.
 type failover struct {
 	targets []*url.URL
 	rts     []http.RoundTripper
 }
 
 func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := callOf(req.Context())
 	var err error
 	for i, rt := range f.rts {
-		r := req
-		if i > 0 {
-			r = req.Clone(req.Context())
+		deadline := c.deadline
+		if i < len(f.rts)-1 {
+			if d := time.Now().Add(referenceAttemptTimeout); d.Before(deadline) {
+				deadline = d
+			}
+		}
+		ctx, cancel := context.WithDeadline(req.Context(), deadline)
+		var r *http.Request
+		if i == 0 {
+			r = req.WithContext(ctx)
+		} else {
+			r = req.Clone(ctx)
 			t := f.targets[i]
 			r.URL.Scheme, r.URL.Host, r.Host = t.Scheme, t.Host, t.Host
 			r.URL.Path = strings.TrimSuffix(t.Path, "/") + strings.TrimPrefix(req.URL.Path, strings.TrimSuffix(f.targets[0].Path, "/"))
 		}
-		last := i == len(f.rts)-1
-		cancel := context.CancelFunc(func() {})
-		if !last {
-			var ctx context.Context
-			ctx, cancel = context.WithTimeout(r.Context(), referenceAttemptTimeout)
-			r = r.WithContext(ctx)
-		}
 		var resp *http.Response
 		resp, err = rt.RoundTrip(r)
 		if err == nil {
-			resp.Body = cancelOnClose{resp.Body, cancel}
+			c.release = cancel
 			return resp, nil
 		}
 		cancel()
-		if last || req.Context().Err() != nil {
+		if req.Context().Err() != nil || !time.Now().Before(c.deadline) {
 			break
 		}
 	}
 	return nil, err
-}
-
-// cancelOnClose ends an attempt's context once its answer is read.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
 }
