@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +95,34 @@ type HTTPMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	series   sync.Map // seriesKey → *series: each series' label values resolved once
+}
+
+// seriesKey names one series of the request metrics; its values come from
+// closed sets (Middleware), so the cache is bounded.
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// seriesOf is k's counter and histogram, found by label values once and
+// then by a map lookup: the vectors hash and compare every label value on
+// each WithLabelValues.
+func (m *HTTPMetrics) seriesOf(k seriesKey) *series {
+	if s, ok := m.series.Load(k); ok {
+		return s.(*series)
+	}
+	code := strconv.Itoa(k.code)
+	s, _ := m.series.LoadOrStore(k, &series{
+		requests: m.requests.WithLabelValues(k.route, k.method, code),
+		duration: m.duration.WithLabelValues(k.route, k.method, code),
+	})
+	return s.(*series)
 }
 
 // NewHTTPMetrics registers the HTTP server metrics on reg.
@@ -130,10 +159,9 @@ func (m *HTTPMetrics) Middleware(next http.Handler) http.Handler {
 			if route == "" {
 				route = "unmatched"
 			}
-			code := strconv.Itoa(sw.Status())
-			method := Method(r.Method)
-			m.requests.WithLabelValues(route, method, code).Inc()
-			m.duration.WithLabelValues(route, method, code).Observe(time.Since(start).Seconds())
+			s := m.seriesOf(seriesKey{route, Method(r.Method), sw.Status()})
+			s.requests.Inc()
+			s.duration.Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(sw, r)
 	})

@@ -66,6 +66,12 @@ func (s *Set) IDs() []string {
 
 // Lookup finds the entry of a well-formed key.
 func (s *Set) Lookup(key string) (*Entry, bool) {
-	e, ok := s.byDigest[sha256.Sum256([]byte(key))]
+	var buf [keyLen]byte // a key of the issued length is hashed from the stack
+	b := buf[:]
+	if len(key) != keyLen {
+		b = []byte(key)
+	}
+	copy(b, key)
+	e, ok := s.byDigest[sha256.Sum256(b)]
 	return e, ok
 }

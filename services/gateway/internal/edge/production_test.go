@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,4 +118,69 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 		tb.Fatal(err)
 	}
 	return kit.Serve(g)
+}
+
+// BenchmarkReferenceRead is GET /v1/config, the lightest call a partner
+// makes, so the edge's own work weighs most in it: through the gateway
+// wired for production (as BenchmarkProductionPath), and through a bare
+// httputil.ReverseProxy tuned as the gateway's (make loadtest's "bare"), in
+// front of the same in-process service, 32 callers at once. cpu-ns/op is
+// the process's CPU time per request, the service's share included for
+// both.
+//
+//	cd services/gateway && go test -run '^$' -bench ReferenceRead -benchmem ./internal/edge/
+func BenchmarkReferenceRead(b *testing.B) {
+	upstream := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Environment", "sandbox")
+		_, _ = io.WriteString(w, `{"chains":[{"id":84532,"name":"Base Sepolia"}],"fiatCurrencies":["EUR","GBP"]}`)
+	}))
+	defer upstream.Close()
+	kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", os.Getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer kit.Shutdown(context.Background())
+	target, _ := url.Parse(upstream.URL)
+	bare := &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport:  testTransport(b),
+		BufferPool: serve.NewBufferPool(16 << 10),
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"gateway", productionGateway(b, kit, upstream.URL, testTransport(b))},
+		{"bare", bare},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background()) // as a server's request has
+			defer cancel()
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			cpu := processCPU()
+			b.RunParallel(func(pb *testing.PB) {
+				r := httptest.NewRequestWithContext(ctx, "GET", "/v1/config", nil)
+				r.Header.Set("Authorization", "Bearer "+testKey)
+				for pb.Next() {
+					w := httptest.NewRecorder()
+					tc.h.ServeHTTP(w, r)
+					if w.Code != 200 {
+						b.Errorf("status %d %s", w.Code, w.Body)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

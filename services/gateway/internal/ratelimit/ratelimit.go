@@ -265,7 +265,12 @@ func (l *Limiter) refill(le *lease, key string, rate, n int) {
 	}()
 }
 
-func (l *Limiter) down() bool { return l.now().UnixNano() < l.downTill.Load() }
+// down reports whether Redis is not to be asked now: it failed within the
+// last recheck period.
+func (l *Limiter) down() bool {
+	till := l.downTill.Load()
+	return till != 0 && l.now().UnixNano() < till // no clock read while Redis answers
+}
 
 // synced keeps key's in-process bucket where Redis last said the shared one
 // is (this replica's share of it). Without it, a fallback started with a
