@@ -230,15 +230,7 @@ func TestReferenceReadsOutliveOneService(t *testing.T) {
 	}))
 	defer fiat.Close()
 	for _, payout := range []string{refusedURL, hung.URL} {
-		u := upstreams()
-		u[UpstreamPayout], _ = url.Parse(payout)
-		u[UpstreamFiat], _ = url.Parse(fiat.URL)
-		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: testTransport(t),
-			InternalToken: "internal-token-0123456789", Log: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer g.Close()
+		g := newFailoverGateway(t, payout, fiat.URL)
 		for i := range breakerTrips + 2 {
 			start := time.Now()
 			w := serveOne(g, "GET", "/v1/limits", "")
@@ -293,15 +285,7 @@ func TestAReferenceReadsAnswerIsReadWhole(t *testing.T) {
 	}))
 	defer slow.Close()
 	for _, payout := range []string{slow.URL, refusedURL} {
-		u := upstreams()
-		u[UpstreamPayout], _ = url.Parse(payout)
-		u[UpstreamFiat], _ = url.Parse(slow.URL)
-		g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: testTransport(t),
-			InternalToken: "internal-token-0123456789", Log: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(g)
+		srv := httptest.NewServer(newFailoverGateway(t, payout, slow.URL))
 		req, _ := http.NewRequest("GET", srv.URL+"/v1/limits", nil)
 		req.Header.Set("Authorization", "Bearer "+testKey)
 		resp, err := http.DefaultClient.Do(req)
@@ -315,8 +299,23 @@ func TestAReferenceReadsAnswerIsReadWhole(t *testing.T) {
 			t.Errorf("payout at %s: %d %q, %v", payout, resp.StatusCode, body, err)
 		}
 		srv.Close()
-		g.Close()
 	}
+}
+
+// newFailoverGateway is a gateway whose payout and fiat, the first two
+// services a reference read tries, are at the URLs given.
+func newFailoverGateway(t *testing.T, payout, fiat string) *Gateway {
+	t.Helper()
+	u := upstreams()
+	u[UpstreamPayout], _ = url.Parse(payout)
+	u[UpstreamFiat], _ = url.Parse(fiat)
+	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: testTransport(t),
+		InternalToken: "internal-token-0123456789", Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
 }
 
 func TestARefusedConnectionIsRetried(t *testing.T) {
