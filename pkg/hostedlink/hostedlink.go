@@ -28,6 +28,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -192,9 +193,7 @@ func Handler(e endpoint.Endpoint, encode httptransport.EncodeResponseFunc, log *
 			return ReturnRequest{State: r.URL.Query().Get("state")}, nil
 		},
 		encode,
-		httptransport.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
-			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
-		}),
+		httptransport.ServerBefore(kithttp.CarryRequestID),
 		httptransport.ServerErrorEncoder(func(ctx context.Context, err error, w http.ResponseWriter) {
 			e, known := envelope.From(err)
 			if !known {

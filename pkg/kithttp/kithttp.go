@@ -124,11 +124,15 @@ func (o *Observer) wrap(op string, e endpoint.Endpoint, logged bool) endpoint.En
 // ServerOptions are the go-kit server options every endpoint uses.
 func ServerOptions(log *slog.Logger) []httptransport.ServerOption {
 	return []httptransport.ServerOption{
-		httptransport.ServerBefore(func(ctx context.Context, r *http.Request) context.Context {
-			return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
-		}),
+		httptransport.ServerBefore(CarryRequestID),
 		httptransport.ServerErrorEncoder(ErrorEncoder(log)),
 	}
+}
+
+// CarryRequestID puts the gateway's request id (X-Request-Id) in the
+// context for the log lines of the call: a go-kit ServerBefore.
+func CarryRequestID(ctx context.Context, r *http.Request) context.Context {
+	return obs.WithRequestID(ctx, r.Header.Get(partner.HeaderRequestID))
 }
 
 // Server is a go-kit server for one route, with the shared options and the

@@ -56,7 +56,7 @@ func (s *service) current(ctx context.Context, r Record) (Record, error) {
 	synced, err := s.sync(rctx, r)
 	cancel()
 	if err != nil {
-		s.log.WarnContext(ctx, "card provider unreachable; order answered as last known", "order_id", r.ID, "err", err)
+		s.log.WarnContext(ctx, "order not brought up to date with the card provider; answered as last known", "order_id", r.ID, "err", err)
 		return r, nil
 	}
 	r = synced
