@@ -54,6 +54,7 @@ type collector struct {
 	db                                   *DB
 	writable, conns, maxConns            *prometheus.Desc
 	acquires, waits, waitSeconds, failed *prometheus.Desc
+	unknown                              *prometheus.Desc
 }
 
 func newCollector(db *DB) *collector {
@@ -69,11 +70,12 @@ func newCollector(db *DB) *collector {
 		waits:       d("acquire_waits_total", "Connections taken after waiting: none was idle and the pool was full or growing."),
 		waitSeconds: d("acquire_wait_seconds_total", "Time spent waiting for a connection."),
 		failed:      d("acquire_failures_total", "Connection waits that ended without one (cancelled or the database unreachable)."),
+		unknown:     d("commit_outcome_unknown_total", "Commits whose caller was answered before they reported back (the synchronous standby did not confirm in time) or that failed without saying whether they committed: answered 409 idempotency_in_progress, never 200."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.writable, c.conns, c.maxConns, c.acquires, c.waits, c.waitSeconds, c.failed} {
+	for _, d := range []*prometheus.Desc{c.writable, c.conns, c.maxConns, c.acquires, c.waits, c.waitSeconds, c.failed, c.unknown} {
 		ch <- d
 	}
 }
@@ -86,6 +88,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(c.unknown, prometheus.CounterValue, float64(c.db.OutcomesUnknown()))
 	p := c.db.Pool()
 	if p == nil {
 		return

@@ -4,7 +4,8 @@
 //
 // Stores write their SQL once, with $1-style placeholders and the subset
 // both engines speak (INSERT … ON CONFLICT … DO NOTHING RETURNING, COALESCE,
-// no FOR UPDATE, no server clock: times come from the caller). Each module's
+// no FOR UPDATE, no server clock in shared SQL: times come from the caller,
+// read on the database's clock, DB.Now). Each module's
 // schema is a set of versioned migrations (goose) with one directory per
 // engine; Open applies every set before the binary serves, on PostgreSQL
 // under a session advisory lock so that replicas starting together apply
@@ -24,9 +25,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -104,6 +105,12 @@ type DB struct {
 	pool   *pgxpool.Pool // Postgres
 	sdb    *sql.DB       // SQLite
 	desc   string
+
+	clock   clock
+	cancels syncCancels  // commits whose wait for the standby was cancelled
+	barrier barrier      // Confirm's rounds
+	unknown atomic.Int64 // commits answered as ErrOutcomeUnknown
+	stop    chan struct{}
 }
 
 var _ Querier = (*DB)(nil)
@@ -116,6 +123,9 @@ type Options struct {
 	Wait time.Duration
 	// Log receives the progress lines; nil discards them.
 	Log *slog.Logger
+	// Clock is this process's clock (nil: time.Now); Now adds the offset
+	// of the database's to it. Tests skew it.
+	Clock func() time.Time
 }
 
 // Open connects to url (a libpq URL or key/value string for PostgreSQL,
@@ -138,6 +148,11 @@ func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*D
 	if err != nil {
 		return nil, err
 	}
+	db.clock.local = opts.Clock
+	if db.clock.local == nil {
+		db.clock.local = time.Now
+	}
+	db.stop = make(chan struct{})
 	if err := db.waitWritable(ctx, opts); err != nil {
 		db.Close()
 		return nil, err
@@ -145,6 +160,13 @@ func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*D
 	if err := db.migrate(ctx, opts.Log, sets); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := db.syncClock(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: reading its clock: %w", db.desc, err)
+	}
+	if db.engine == Postgres {
+		go db.keepClock(db.stop)
 	}
 	return db, nil
 }
@@ -169,6 +191,13 @@ func openPostgres(url string) (*DB, error) {
 	// A connection that failed (the primary died) is dropped when it is
 	// returned; the health check finds idle ones that died quietly.
 	cfg.HealthCheckPeriod = 5 * time.Second
+	// Our statements are limited by their callers' contexts. A server-side
+	// statement_timeout (from the URL or the role) would also cancel a
+	// commit's wait for the synchronous standby, leaving the row committed
+	// on the primary alone (commit.go): it is off on our connections.
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	db := &DB{engine: Postgres}
+	cfg.ConnConfig.OnNotice = db.cancels.onNotice
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -178,7 +207,8 @@ func openPostgres(url string) (*DB, error) {
 	for _, f := range cfg.ConnConfig.Fallbacks {
 		hosts = append(hosts, fmt.Sprintf("%s:%d", f.Host, f.Port))
 	}
-	return &DB{engine: Postgres, pool: pool, desc: "postgresql " + strings.Join(hosts, ",") + "/" + cfg.ConnConfig.Database}, nil
+	db.pool, db.desc = pool, "postgresql "+strings.Join(hosts, ",")+"/"+cfg.ConnConfig.Database
+	return db, nil
 }
 
 func openSQLite(path string) (*DB, error) {
@@ -289,6 +319,13 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Close closes every connection.
 func (db *DB) Close() {
+	if db.stop != nil {
+		select {
+		case <-db.stop:
+		default:
+			close(db.stop)
+		}
+	}
 	if db.pool != nil {
 		db.pool.Close()
 	}
@@ -297,12 +334,14 @@ func (db *DB) Close() {
 	}
 }
 
-// Exec runs one statement on its own.
+// Exec runs one statement on its own: it commits on its own, so, like a
+// COMMIT, it runs to its end whatever happens to ctx, and ctx ending first
+// is ErrOutcomeUnknown (commit.go).
 func (db *DB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	if db.engine == SQLite {
 		return sqliteExec(ctx, db.sdb, query, args)
 	}
-	return pgExec(ctx, db.pool, query, args)
+	return db.pgExecDetached(ctx, query, args)
 }
 
 // QueryRow runs a one-row query on its own.
@@ -324,7 +363,10 @@ func (db *DB) Query(ctx context.Context, query string, args ...any) (Rows, error
 // Tx runs fn in a transaction: committed when fn returns nil, rolled back
 // otherwise (its error is returned as it is). The commit is the moment
 // the records fn wrote exist; on PostgreSQL with a synchronous standby it
-// returns only once the standby has them too.
+// returns only once the standby has them too. ctx limits fn's work; the
+// COMMIT runs to its end whatever happens to ctx, and when ctx ends first,
+// or the commit fails without the server saying it rolled back, Tx
+// returns ErrOutcomeUnknown: the records may exist.
 func (db *DB) Tx(ctx context.Context, fn func(tx Querier) error) error {
 	if db.engine == SQLite {
 		tx, err := db.sdb.BeginTx(ctx, nil)
@@ -337,8 +379,11 @@ func (db *DB) Tx(ctx context.Context, fn func(tx Querier) error) error {
 		}
 		return tx.Commit()
 	}
-	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+	return db.pgTxRun(ctx, fn)
 }
+
+// OutcomesUnknown counts the commits answered as ErrOutcomeUnknown.
+func (db *DB) OutcomesUnknown() int64 { return db.unknown.Load() }
 
 // IsUniqueViolation reports whether err is a unique or primary key
 // constraint refusing a second row.
@@ -367,4 +412,18 @@ func IsRuleViolation(err error) bool {
 		return se.Code() == sqlite3.SQLITE_CONSTRAINT_CHECK || se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER
 	}
 	return false
+}
+
+// Violates reports whether err is the schema refusing a write by its
+// constraint or trigger named name (the names are the same on both
+// engines).
+func Violates(err error, name string) bool {
+	if !IsRuleViolation(err) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.ConstraintName == name || strings.Contains(pe.Message, name)
+	}
+	return strings.Contains(err.Error(), name)
 }

@@ -9,6 +9,7 @@ package kithttp
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	httptransport "github.com/go-kit/kit/transport/http"
 
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/jsonbody"
@@ -143,13 +145,25 @@ func Server(e endpoint.Endpoint, dec httptransport.DecodeRequestFunc, log *slog.
 
 // ErrorEncoder writes err as the envelope (without environment: the gateway
 // stamps it). An error that is not an *envelope.Error is logged in full and
-// answered as 500 internal. When the caller has gone (the gateway gave up
-// on the request), there is nobody to answer and nothing went wrong here:
-// one info line, no write.
+// answered as 500 internal, but for a write whose outcome is not known yet
+// (database.ErrOutcomeUnknown: its commit goes on) or a row read back that
+// is not yet confirmed on the standby (database.ErrNotConfirmed): those are
+// 409 idempotency_in_progress with Retry-After, never 500 (which says
+// nothing was made) and never 200 (DESIGN §6). When the caller has gone
+// (the gateway gave up on the request), there is nobody to answer and
+// nothing went wrong here: one info line, no write. A creating request runs
+// on past its caller, within its own time limit: when that ends, it is
+// still answered.
 func ErrorEncoder(log *slog.Logger) httptransport.ErrorEncoder {
 	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
 			log.InfoContext(ctx, "request abandoned by the caller", "request_id", obs.RequestID(ctx), "trace_id", obs.TraceID(ctx))
+			return
+		}
+		if database.IsOutcomeUnknown(err) || errors.Is(err, database.ErrNotConfirmed) {
+			log.WarnContext(ctx, "answered as in progress: not yet confirmed on a synchronous standby", "err", err,
+				"request_id", obs.RequestID(ctx), "trace_id", obs.TraceID(ctx))
+			WriteError(w, InDoubt)
 			return
 		}
 		e, known := envelope.From(err)
@@ -160,9 +174,18 @@ func ErrorEncoder(log *slog.Logger) httptransport.ErrorEncoder {
 	}
 }
 
+// InDoubt answers a request whose outcome is not known yet: its write
+// commits (or not) on its own, and the same request, retried, learns which.
+var InDoubt = envelope.New(envelope.CodeIdempotencyInProgress,
+	"This request's outcome is not known yet: it is being recorded. Retry the same request (with the same Idempotency-Key, if it had one) shortly; it will not be carried out twice.")
+
 // WriteError answers e without environment, telling the gateway its code.
+// A 409 idempotency_in_progress says when to retry.
 func WriteError(w http.ResponseWriter, e *envelope.Error) {
 	w.Header().Set(partner.HeaderErrorCode, string(e.Code))
+	if e.Code == envelope.CodeIdempotencyInProgress {
+		w.Header().Set("Retry-After", "1")
+	}
 	envelope.Write(w, "", e)
 }
 

@@ -1,0 +1,75 @@
+package database
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// The system of record's clock is the one clock of the records: a quote's
+// expiry, a claim's lease and a record's creation are read on it, so a
+// replica whose own clock runs minutes ahead or behind neither executes an
+// expired quote nor refuses a valid one (DESIGN §3). Asking PostgreSQL for
+// the time on every request would cost a round trip each; the offset
+// between its clock and ours is measured instead, at Open and then every
+// clockResync, and Now is our clock plus that offset (to within half a
+// round trip: tens of microseconds on a local network). The last word on
+// a payout's expiry is PostgreSQL's own now(), in its schema.
+
+const clockResync = 10 * time.Second
+
+type clock struct {
+	local  func() time.Time
+	offset atomic.Int64 // nanoseconds: the database's clock minus ours
+}
+
+// Now is the database's clock: PostgreSQL's, as last measured; on the
+// embedded engine, which has no clock of its own, the process's.
+func (db *DB) Now() time.Time {
+	return db.clock.local().Add(time.Duration(db.clock.offset.Load()))
+}
+
+// syncClock measures the offset: of a few tries, the one with the
+// shortest round trip, its server time taken as read at the midpoint.
+func (db *DB) syncClock(ctx context.Context) error {
+	if db.engine != Postgres {
+		return nil
+	}
+	best := time.Duration(-1)
+	var offset time.Duration
+	var err error
+	for range 3 {
+		var server time.Time
+		sent := db.clock.local()
+		if err = db.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&server); err != nil {
+			continue
+		}
+		got := db.clock.local()
+		rtt := got.Sub(sent)
+		if best < 0 || rtt < best {
+			best = rtt
+			offset = server.Sub(sent.Add(rtt / 2))
+		}
+	}
+	if best < 0 {
+		return err
+	}
+	db.clock.offset.Store(int64(offset))
+	return nil
+}
+
+// keepClock resyncs until stop is closed.
+func (db *DB) keepClock(stop <-chan struct{}) {
+	t := time.NewTicker(clockResync)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = db.syncClock(ctx) // a failed sync keeps the last offset
+		cancel()
+	}
+}

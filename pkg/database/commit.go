@@ -1,0 +1,242 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// No acknowledgement rests on a row the standby lacks (DESIGN §6). On
+// PostgreSQL with a synchronous standby a COMMIT is written on the primary
+// first and then waits for the standby; a cancelled wait (a deadline, a
+// statement_timeout, a caller who left) does not undo it: the row becomes
+// visible on the primary alone, and a failover loses it. So:
+//
+//   - a COMMIT, and a statement that commits on its own, runs to its end
+//     detached from its caller: the caller's deadline covers the work up
+//     to the commit, and when it passes during the commit the caller gets
+//     ErrOutcomeUnknown while the commit goes on;
+//   - a commit that fails without the server's word that it rolled back
+//     (the connection died, the wait for the standby was cancelled by
+//     someone else) is ErrOutcomeUnknown too, never "nothing happened";
+//   - an answer that rests on a row read back (it may have been made by a
+//     commit whose wait was cancelled) waits for Confirm: a commit of our
+//     own, after the read, that waits for the standby — WAL is ordered, so
+//     its wait covers the row.
+//
+// Our connections run with statement_timeout off (Open): the caller's
+// context is the limit of our statements, and a server-side timeout would
+// cancel exactly the wait that must not be cancelled.
+
+// ErrOutcomeUnknown is a write whose commit did not report back: its
+// caller's time ran out while it waited for the standby (it goes on), or
+// it failed without saying whether it had committed. The write may exist
+// now or later; a retry finds out.
+var ErrOutcomeUnknown = errors.New("database: the commit's outcome is not known yet")
+
+// ErrNotConfirmed is Confirm giving up: it could not learn in time that
+// what was read is on a synchronous standby.
+var ErrNotConfirmed = errors.New("database: not yet confirmed on a synchronous standby")
+
+// errSyncWaitCancelled is a commit that returned after its wait for the
+// standby was cancelled: committed here, perhaps not there.
+var errSyncWaitCancelled = errors.New("the wait for the synchronous standby was cancelled")
+
+// syncCancels notes, per connection, the server's warning that a commit's
+// wait for the synchronous standby was cancelled (it is a notice, not an
+// error: the commit itself reports success).
+type syncCancels struct{ m sync.Map } // *pgconn.PgConn -> *atomic.Bool
+
+func (s *syncCancels) onNotice(c *pgconn.PgConn, n *pgconn.Notice) {
+	if !strings.Contains(n.Message, "wait for synchronous replication") {
+		return
+	}
+	if flag, ok := s.m.Load(c); ok {
+		flag.(*atomic.Bool).Store(true)
+	}
+}
+
+// watch starts noting cancelled waits on c; the returned func stops and
+// reports whether one came.
+func (s *syncCancels) watch(c *pgconn.PgConn) func() bool {
+	flag := new(atomic.Bool)
+	s.m.Store(c, flag)
+	return func() bool {
+		s.m.Delete(c)
+		return flag.Load()
+	}
+}
+
+// detached runs commit, a statement that ends in a commit on conn, to its
+// end whatever happens to ctx, and waits for it while ctx allows.
+func (db *DB) detached(ctx context.Context, conn *pgconn.PgConn, commit func(context.Context) error, after func()) error {
+	stop := db.cancels.watch(conn)
+	done := make(chan error, 1)
+	go func() {
+		err := commit(context.WithoutCancel(ctx))
+		if cancelled := stop(); err == nil && cancelled {
+			err = errSyncWaitCancelled
+		}
+		if after != nil {
+			after()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return outcome(err)
+	case <-ctx.Done():
+		db.unknown.Add(1)
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// outcome sorts a commit's error: the server's own refusal (an ERROR: it
+// rolled back) is returned as it is; anything else that is not success
+// leaves the outcome unknown.
+func outcome(err error) error {
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrTxCommitRollback):
+		return err
+	case errors.As(err, &pe) && pe.Severity == "ERROR":
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+}
+
+// IsOutcomeUnknown reports whether err leaves a write's outcome unknown.
+func IsOutcomeUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
+
+// pgTxRun runs fn in a transaction whose COMMIT is detached (above).
+func (db *DB) pgTxRun(ctx context.Context, fn func(tx Querier) error) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(pgTx{tx}); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		return err
+	}
+	return db.detached(ctx, tx.Conn().PgConn(), tx.Commit, nil)
+}
+
+// pgExecDetached runs a statement that commits on its own (outside a
+// transaction) detached from ctx, like a COMMIT.
+func (db *DB) pgExecDetached(ctx context.Context, query string, args []any) (int64, error) {
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = db.detached(ctx, c.Conn().PgConn(), func(ctx context.Context) error {
+		tag, err := c.Exec(ctx, query, args...)
+		n = tag.RowsAffected()
+		return err
+	}, c.Release)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Confirm returns once every row this process has read so far is on a
+// synchronous standby (at once where there is none, and on the embedded
+// engine), or ErrNotConfirmed when ctx ends first. An answer that rests on
+// a row read back calls it before it is sent.
+//
+// It commits a transaction of its own that waits for the standby: one
+// that writes WAL under a transaction id (a transactional logical decoding
+// message, which no table keeps and any role may write), the only kind of
+// commit PostgreSQL replicates synchronously. Concurrent callers share one
+// such commit, and a caller joins the next one to start, never one already
+// running (which may have begun before its read).
+func (db *DB) Confirm(ctx context.Context) error {
+	if db.engine != Postgres {
+		return nil
+	}
+	r := db.barrier.join(db)
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return fmt.Errorf("%w: %w", ErrNotConfirmed, r.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotConfirmed, ctx.Err())
+	}
+}
+
+// barrier runs the confirmations: at most one at a time, and one waiting
+// to start that every new caller joins.
+type barrier struct {
+	mu      sync.Mutex
+	running bool
+	next    *round
+}
+
+type round struct {
+	done chan struct{}
+	err  error
+}
+
+func (b *barrier) join(db *DB) *round {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == nil {
+		b.next = &round{done: make(chan struct{})}
+	}
+	r := b.next
+	if !b.running {
+		b.start(db)
+	}
+	return r
+}
+
+// start runs the waiting round (b.mu held).
+func (b *barrier) start(db *DB) {
+	r := b.next
+	b.next, b.running = nil, true
+	go func() {
+		r.err = db.confirmOnce()
+		close(r.done)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.running = false
+		if b.next != nil {
+			b.start(db)
+		}
+	}()
+}
+
+// confirmRound bounds one confirmation: a primary that stopped answering
+// (a cut network) must not hold every later confirmation behind it. The
+// transaction is empty, so ending it early loses nothing.
+const confirmRound = 15 * time.Second
+
+func (db *DB) confirmOnce() error {
+	ctx, cancel := context.WithTimeout(context.Background(), confirmRound)
+	defer cancel()
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	stop := db.cancels.watch(c.Conn().PgConn())
+	_, err = c.Exec(ctx, "SELECT pg_logical_emit_message(true, 'partnerapi.confirm', '')")
+	if cancelled := stop(); err == nil && cancelled {
+		err = errSyncWaitCancelled
+	}
+	return err
+}

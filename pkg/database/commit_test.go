@@ -1,0 +1,156 @@
+package database_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/pglocal"
+)
+
+// replicated is a primary whose commits wait for one synchronous standby
+// reached through a link the test can stall.
+type replicated struct {
+	primary, standby *pglocal.Server
+	link             *pglocal.Link
+}
+
+func startReplicated(t *testing.T) replicated {
+	t.Helper()
+	dir, err := pglocal.TempDir("pgcommit-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"),
+		Settings: []string{"synchronous_standby_names=ANY 1 (s1)", "synchronous_commit=on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Kill)
+	standby, link, err := primary.StandbyVia(filepath.Join(dir, "s1"), "s1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close(); standby.Kill() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := primary.WaitStreaming(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Exec(ctx, "postgres", "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	return replicated{primary, standby, link}
+}
+
+func (r replicated) open(t *testing.T, query string, clock func() time.Time) *database.DB {
+	t.Helper()
+	db, err := database.Open(context.Background(), r.primary.URL("postgres")+query, database.Options{Wait: 10 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// rows counts t's rows as another session sees them.
+func (r replicated) rows(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, r.primary.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A commit waiting for a stalled standby is not cut short by its caller's
+// deadline, nor by a statement_timeout in the URL: the caller hears that
+// the outcome is unknown, the row stays invisible (not committed on the
+// primary alone), and it commits once the standby has it.
+func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
+	r := startReplicated(t)
+	db := r.open(t, "&statement_timeout=100", nil)
+	for i, write := range []func(ctx context.Context) error{
+		func(ctx context.Context) error {
+			return db.Tx(ctx, func(tx database.Querier) error {
+				_, err := tx.Exec(ctx, "INSERT INTO t VALUES (1)")
+				return err
+			})
+		},
+		func(ctx context.Context) error { _, err := db.Exec(ctx, "INSERT INTO t VALUES (2)"); return err },
+	} {
+		r.link.Stall()
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		err := write(ctx)
+		cancel()
+		if !errors.Is(err, database.ErrOutcomeUnknown) || !database.IsOutcomeUnknown(err) {
+			t.Fatalf("write %d with the standby stalled: %v, want ErrOutcomeUnknown", i, err)
+		}
+		if n := r.rows(t); n != i {
+			t.Fatalf("write %d: %d rows visible while the standby lacks the last: its wait was cancelled", i, n)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		if err := db.Confirm(ctx); !errors.Is(err, database.ErrNotConfirmed) {
+			t.Errorf("Confirm with the standby stalled: %v", err)
+		}
+		cancel()
+		r.link.Resume()
+		deadline := time.Now().Add(10 * time.Second)
+		for r.rows(t) != i+1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d never committed once the standby was back", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := db.Confirm(context.Background()); err != nil {
+			t.Errorf("Confirm with the standby back: %v", err)
+		}
+	}
+	if db.OutcomesUnknown() != 2 {
+		t.Errorf("%d outcomes counted unknown, want 2", db.OutcomesUnknown())
+	}
+}
+
+// A commit the server refused is a refusal, not an unknown outcome.
+func TestARefusedCommitIsNotUnknown(t *testing.T) {
+	r := startReplicated(t)
+	db := r.open(t, "", nil)
+	if _, err := db.Exec(context.Background(), "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Exec(context.Background(), "INSERT INTO t VALUES (1)")
+	if !database.IsUniqueViolation(err) || database.IsOutcomeUnknown(err) {
+		t.Fatalf("a duplicate: %v", err)
+	}
+}
+
+// Now is PostgreSQL's clock, whatever this process's reads.
+func TestNowIsTheDatabasesClock(t *testing.T) {
+	r := startReplicated(t)
+	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute} {
+		db := r.open(t, "", func() time.Time { return time.Now().Add(skew) })
+		var server time.Time
+		if err := db.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&server); err != nil {
+			t.Fatal(err)
+		}
+		if d := db.Now().Sub(server); d < -time.Second || d > time.Second {
+			t.Errorf("a clock %s off: Now is %s from PostgreSQL's", skew, d)
+		}
+	}
+}
