@@ -13,9 +13,15 @@
 // record of its answer exist together or not at all. An answer that made
 // nothing, a server error or a refusal of the request as sent, is not
 // kept: a partner who fixes a typo and retries with the same key is
-// served. A request whose process died leaves a claim that lapses; the
-// retry takes it over with the same seed, so the ids it makes (NewID) are
-// those the first attempt may already have used with a provider.
+// served. An answer whose outcome is not known (its commit did not report
+// back in time: 409 idempotency_in_progress) keeps its claim: what it made
+// may exist. A claim carries its owner and a short lease that the owner
+// renews while it works; a request whose process died leaves a claim whose
+// lease runs out within seconds, and the retry takes it over with the same
+// seed, so the ids it makes (NewID) are those the first attempt may
+// already have used (with a provider, or in a commit that did happen) and
+// it answers what the first attempt made. A replay is sent only once the
+// record it replays is confirmed on a synchronous standby (DESIGN §6).
 package idempotency
 
 import (
@@ -23,7 +29,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -40,7 +45,9 @@ import (
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// Header is the request header that names an idempotent request.
+// Header is the request header that names an idempotent request, as the
+// partner sends it; the gateway forwards it to the service as
+// partner.HeaderIdempotencyKey, which is what the middleware reads.
 const Header = "Idempotency-Key"
 
 // ReplayedHeader marks an answer that is a replay of the first one.
@@ -52,13 +59,25 @@ const Retention = 24 * time.Hour
 // Options tune the middleware.
 type Options struct {
 	// Budget is how long a creating request may run once started, caller
-	// or no caller: above the longest upstream timeout of the service.
+	// or no caller: above the longest upstream timeout of the service, and
+	// below the gateway's timeout for the route, so that the caller hears
+	// the outcome (or that it is not known yet) from the service.
 	Budget time.Duration
-	// Lock is how long a claim holds its key before a retry may take it
-	// over (its process died): above Budget, so a live request is never
-	// taken over.
-	Lock time.Duration
+	// Lease is how long a claim holds its key without being renewed; its
+	// owner renews it every Lease/3 while it works, so a retry may take it
+	// over only when the owner died. Zero: DefaultLease.
+	Lease time.Duration
 }
+
+// DefaultLease is a claim's lease: a retry recovers a dead attempt's
+// request within about this long.
+const DefaultLease = 2 * time.Second
+
+// claimWait bounds the claim's own statements: a claim that cannot be
+// read or taken within it (its row is held by a commit still waiting for
+// the standby) answers 409 idempotency_in_progress rather than hold the
+// caller.
+const claimWait = 2 * time.Second
 
 // Middleware returns the layer every creating route of a service sits
 // behind, with or without the header: the request runs detached from its
@@ -67,8 +86,8 @@ func Middleware(store *Store, opts Options, log *slog.Logger) func(http.Handler)
 	if opts.Budget == 0 {
 		opts.Budget = 30 * time.Second
 	}
-	if opts.Lock <= opts.Budget {
-		opts.Lock = 2 * opts.Budget
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{store: store, opts: opts, log: log, next: next}
@@ -106,7 +125,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// up (a client timeout, the gateway's) does not cut a payout in half.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Budget)
 	defer cancel()
-	values := r.Header.Values(Header)
+	values := r.Header.Values(partner.HeaderIdempotencyKey)
 	if len(values) == 0 {
 		h.next.ServeHTTP(w, r.WithContext(ctx))
 		return
@@ -133,10 +152,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	fp := Fingerprint(r.Method, r.URL.Path, body)
-	claim, existing, err := h.store.claim(ctx, keyID, KeyHash(values[0]), fp, h.opts.Lock)
+	cctx, cancel := context.WithTimeout(ctx, claimWait)
+	claim, existing, err := h.store.claim(cctx, keyID, KeyHash(values[0]), fp, h.opts.Lease)
+	cancel()
 	if err != nil {
-		h.log.ErrorContext(ctx, "idempotency store failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
-		kithttp.WriteError(w, envelope.Internal())
+		h.storeFailed(ctx, w, r, keyID, err)
 		return
 	}
 	if existing != nil {
@@ -144,9 +164,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case existing.Fingerprint != fp:
 			kithttp.WriteError(w, errReused)
 		case !existing.Finished:
-			w.Header().Set("Retry-After", "1")
 			kithttp.WriteError(w, errInProgress)
 		default:
+			// The record may have been made by a commit whose wait for the
+			// standby was cut short: it is replayed only once confirmed.
+			cctx, cancel := context.WithTimeout(ctx, claimWait)
+			err := h.store.Confirm(cctx)
+			cancel()
+			if err != nil {
+				h.storeFailed(ctx, w, r, keyID, err)
+				return
+			}
 			replay(w, existing)
 		}
 		return
@@ -154,14 +182,36 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.run(ctx, w, r, claim, keyID)
 }
 
+// storeFailed answers a request whose claim or replay the store could not
+// settle: still in progress (409, retry) while the database is there but
+// slow to confirm, 500 when it is not.
+func (h *handler) storeFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, keyID string, err error) {
+	if errors.Is(err, context.DeadlineExceeded) || database.IsOutcomeUnknown(err) {
+		h.log.WarnContext(ctx, "idempotency: not settled in time; answered as in progress", "err", err, "key_id", keyID,
+			"request_id", r.Header.Get(partner.HeaderRequestID))
+		kithttp.WriteError(w, errInProgress)
+		return
+	}
+	h.log.ErrorContext(ctx, "idempotency store failed", "err", err, "key_id", keyID, "request_id", r.Header.Get(partner.HeaderRequestID))
+	kithttp.WriteError(w, envelope.Internal())
+}
+
 // run serves a claimed request and leaves its outcome: the answer when it
-// made something (2xx), nothing otherwise.
+// made something (2xx), the claim as it is when its outcome is not known
+// (409 idempotency_in_progress: a commit goes on, and the retry that takes
+// the claim over once its lease runs out finds what it made), nothing
+// otherwise.
 func (h *handler) run(ctx context.Context, w http.ResponseWriter, r *http.Request, c *Claim, keyID string) {
 	rec := &recorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
+	stopRenewing := h.renew(ctx, c)
 	kept := false
 	defer func() {
+		stopRenewing()
 		if kept {
 			return
+		}
+		if rec.Header().Get(partner.HeaderErrorCode) == string(envelope.CodeIdempotencyInProgress) {
+			return // the outcome is not known: the claim stays until its lease runs out
 		}
 		// A panic, a server error or a refusal: nothing was made, so the
 		// retry runs again. A fresh context: the budget may be spent.
@@ -196,6 +246,37 @@ func (h *handler) run(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// renew keeps c's lease while the request works, until the returned func
+// is called or the request's record is being committed (Answer). One
+// renewal at a time; one that fails is tried again at the next tick, so a
+// slow database costs the lease only when it outlasts it.
+func (h *handler) renew(ctx context.Context, c *Claim) (stop func()) {
+	done := make(chan struct{})
+	every := c.lease / 3
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if c.answering.Load() {
+				return
+			}
+			rctx, cancel := context.WithTimeout(ctx, every)
+			err := c.store.renew(rctx, c)
+			cancel()
+			if errors.Is(err, errClaimLost) {
+				h.log.WarnContext(ctx, "idempotency: a claim was taken over while its request ran; its answer will not be kept")
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 type claimKey struct{}
 
 func withClaim(ctx context.Context, c *Claim) context.Context {
@@ -221,10 +302,13 @@ func Answer(ctx context.Context, tx database.Querier, v any) error {
 	if c == nil {
 		return nil
 	}
-	body, err := json.Marshal(v)
+	// The bytes the wire gets (kithttp.EncodeJSON), so a replay is the
+	// first answer byte for byte.
+	body, err := envelope.JSON(v)
 	if err != nil {
 		return err
 	}
+	c.answering.Store(true)
 	if err := c.store.finish(ctx, tx, c, http.StatusOK, body); err != nil {
 		return err
 	}

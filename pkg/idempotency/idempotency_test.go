@@ -80,7 +80,7 @@ func send(h http.Handler, keyID, idemKey, path, body string) *httptest.ResponseR
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set(partner.HeaderKeyID, keyID)
 	if idemKey != "" {
-		r.Header.Set(Header, idemKey)
+		r.Header.Set(partner.HeaderIdempotencyKey, idemKey)
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -216,7 +216,7 @@ func TestARequestRunsToItsEndWhenItsCallerLeaves(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		r := httptest.NewRequest(http.MethodPost, "/v1/x", strings.NewReader(`{}`)).WithContext(ctx)
 		r.Header.Set(partner.HeaderKeyID, "acme")
-		r.Header.Set(Header, "timeout-1")
+		r.Header.Set(partner.HeaderIdempotencyKey, "timeout-1")
 		done := make(chan struct{})
 		go func() { h.ServeHTTP(httptest.NewRecorder(), r); close(done) }()
 		for next.calls.Load() == 0 {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -39,14 +40,20 @@ type Record struct {
 	seed        string
 }
 
-// Claim is a request's hold on its key while it runs. Its token (the
-// instant its hold lapses) is what the later writes match on, so a claim
-// taken over after it lapsed can no longer finish or release the record.
+// Claim is a request's hold on its key while it runs. Its owner (a token
+// of this attempt) is what the later writes match on, so a claim taken
+// over after its lease ran out can no longer renew, finish or release the
+// record.
 type Claim struct {
 	store          *Store
 	keyID, keyHash string
 	seed           string
-	token          time.Time
+	owner          string
+	lease          time.Duration
+	// answering is set once the request's record is being committed with
+	// its answer (Answer): the transaction holds the row, so renewing it
+	// would only wait for that transaction.
+	answering atomic.Bool
 	// answered is the body written in the transaction of the request's
 	// record (Answer), once that transaction has called it.
 	answered []byte
@@ -55,22 +62,25 @@ type Claim struct {
 var errClaimLost = errors.New("idempotency: the claim lapsed and was taken over")
 
 // claim takes the key for a request, or returns the record already there.
-// A record older than Retention is gone; a claim whose hold lapsed (its
+// A record older than Retention is gone; a claim whose lease ran out (its
 // request's process died) is taken over, keeping its seed, so the retry
 // makes the same ids the first attempt may have used.
-func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, lock time.Duration) (*Claim, *Record, error) {
+func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, lease time.Duration) (*Claim, *Record, error) {
 	for range 5 {
 		now := s.now().UTC().Truncate(time.Microsecond)
-		token := now.Add(lock)
-		seed := newSeed()
-		n, err := s.db.Exec(ctx, `INSERT INTO idempotency_keys (key_id, key_hash, fingerprint, seed, created_at, locked_until)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_id, key_hash) DO NOTHING`,
-			keyID, keyHash, fingerprint, seed, now, token)
+		until := now.Add(lease)
+		seed, owner := newSeed(), newSeed()
+		claimed := func(seed string) *Claim {
+			return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: seed, owner: owner, lease: lease}
+		}
+		n, err := s.db.Exec(ctx, `INSERT INTO idempotency_keys (key_id, key_hash, fingerprint, seed, created_at, locked_until, owner)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key_id, key_hash) DO NOTHING`,
+			keyID, keyHash, fingerprint, seed, now, until, owner)
 		if err != nil {
 			return nil, nil, fmt.Errorf("idempotency claim: %w", err)
 		}
 		if n == 1 {
-			return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: seed, token: token}, nil, nil
+			return claimed(seed), nil, nil
 		}
 		rec, created, err := s.read(ctx, keyID, keyHash)
 		if errors.Is(err, database.ErrNoRows) {
@@ -90,28 +100,28 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 		case rec.released && !rec.Finished && rec.Fingerprint != fingerprint:
 			// A released key sent with another request (a typo fixed, say):
 			// that request starts afresh, with a seed of its own.
-			n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET fingerprint = $4, seed = $5, created_at = $6, released_at = NULL, locked_until = $7
+			n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET fingerprint = $4, seed = $5, created_at = $6, released_at = NULL, locked_until = $7, owner = $8
 				WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
-				keyID, keyHash, rec.lockedUntil, fingerprint, seed, now, token)
+				keyID, keyHash, rec.lockedUntil, fingerprint, seed, now, until, owner)
 			if err != nil {
 				return nil, nil, fmt.Errorf("idempotency reclaim: %w", err)
 			}
 			if n == 1 {
-				return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: seed, token: token}, nil, nil
+				return claimed(seed), nil, nil
 			}
 			continue
 		case rec.Finished || rec.Fingerprint != fingerprint || rec.lockedUntil.After(now):
 			return nil, rec, nil
 		}
 		// A lapsed or released claim of the same request: take it over.
-		n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = NULL
+		n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = NULL, owner = $5
 			WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
-			keyID, keyHash, rec.lockedUntil, token)
+			keyID, keyHash, rec.lockedUntil, until, owner)
 		if err != nil {
 			return nil, nil, fmt.Errorf("idempotency take over: %w", err)
 		}
 		if n == 1 {
-			return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: rec.seed, token: token}, nil, nil
+			return claimed(rec.seed), nil, nil
 		}
 	}
 	return nil, nil, errors.New("idempotency claim: the record kept changing")
@@ -139,7 +149,7 @@ func (s *Store) read(ctx context.Context, keyID, keyHash string) (*Record, time.
 }
 
 const finishSQL = `UPDATE idempotency_keys SET locked_until = NULL, finished_at = $4, status = $5, body = $6
-	WHERE key_id = $1 AND key_hash = $2 AND locked_until = $3 AND finished_at IS NULL`
+	WHERE key_id = $1 AND key_hash = $2 AND owner = $3 AND finished_at IS NULL`
 
 // finish stores the answer of a claimed request, through q: the store
 // itself, or the transaction of the record the answer is for.
@@ -147,7 +157,7 @@ func (s *Store) finish(ctx context.Context, q database.Querier, c *Claim, status
 	if body == nil {
 		body = []byte{}
 	}
-	n, err := q.Exec(ctx, finishSQL, c.keyID, c.keyHash, c.token, s.now().UTC(), status, body)
+	n, err := q.Exec(ctx, finishSQL, c.keyID, c.keyHash, c.owner, s.now().UTC(), status, body)
 	if err != nil {
 		return fmt.Errorf("idempotency finish: %w", err)
 	}
@@ -166,9 +176,28 @@ func (s *Store) finish(ctx context.Context, q database.Querier, c *Claim, status
 func (s *Store) release(ctx context.Context, c *Claim) error {
 	now := s.now().UTC().Truncate(time.Microsecond)
 	_, err := s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = $4
-		WHERE key_id = $1 AND key_hash = $2 AND locked_until = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.token, now)
+		WHERE key_id = $1 AND key_hash = $2 AND owner = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.owner, now)
 	return err
 }
+
+// renew extends a claim's lease while its request works; errClaimLost
+// when it was taken over (its lease ran out first).
+func (s *Store) renew(ctx context.Context, c *Claim) error {
+	until := s.now().UTC().Truncate(time.Microsecond).Add(c.lease)
+	n, err := s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4
+		WHERE key_id = $1 AND key_hash = $2 AND owner = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.owner, until)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return errClaimLost
+	}
+	return nil
+}
+
+// Confirm waits until the records read so far are on a synchronous
+// standby (database.DB.Confirm): before a replay is answered.
+func (s *Store) Confirm(ctx context.Context) error { return s.db.Confirm(ctx) }
 
 // Sweep deletes up to a batch of records older than Retention and reports
 // how many; Janitor calls it until none are left.

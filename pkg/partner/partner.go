@@ -29,6 +29,13 @@ const (
 	// so the gateway can tell that an answer is the one to its request and
 	// not bytes a misbehaving connection left over from another.
 	HeaderCallID = "X-Internal-Call-Id"
+	// HeaderIdempotencyKey carries the client's Idempotency-Key to the
+	// service. Under its own name, http.Transport does not take the
+	// request for one it may send again by itself when a connection
+	// breaks after the request went out (it resends requests with an
+	// Idempotency-Key header): a POST reaches a service once, unless
+	// nothing of it was written (DESIGN §6).
+	HeaderIdempotencyKey = "X-Partner-Idempotency-Key"
 )
 
 // Products a key can carry.

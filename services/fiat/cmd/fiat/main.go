@@ -56,7 +56,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 
 	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
-	idem := idempotency.NewStore(db, time.Now)
+	idem := idempotency.NewStore(db, db.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
 	// Once started, a creating request runs to its end within 25 s (the
 	// bank provider's client gives up within 20), caller or no caller.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -347,6 +348,47 @@ func TestARefusedConnectionIsRetried(t *testing.T) {
 	}
 	if len(bodies) != 1 || bodies[0] != `{"chain":84532}` {
 		t.Errorf("the upstream got %q: the retry must send the body once, whole", bodies)
+	}
+}
+
+// A POST with an Idempotency-Key whose connection breaks after it went out
+// (the service died mid-request) is not sent again by the transport on its
+// own: the service sees it once, the caller gets 500 and retries with its
+// key. The key reaches the service as X-Partner-Idempotency-Key.
+func TestAKeyedPOSTIsNotResentByTheTransport(t *testing.T) {
+	var mu sync.Mutex
+	var keyed []string
+	srv := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		key := r.Header.Get("X-Partner-Idempotency-Key")
+		if r.URL.Path != "/v1/bank/payout" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Environment", "sandbox")
+			io.WriteString(w, `{"quoted":true}`)
+			return
+		}
+		mu.Lock()
+		keyed = append(keyed, key+" "+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close() // dies before answering
+		}
+	}))
+	t.Cleanup(srv.Close)
+	g := newGatewayTo(t, srv.URL, quiet())
+	// The first request leaves an idle connection for the second to reuse.
+	if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{"chain":84532}`); w.Code != 200 {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	w := serveOne(g, "POST", "/v1/bank/payout", `{"quoteId":"q"}`, "Idempotency-Key", "order-7")
+	if w.Code != 500 {
+		t.Errorf("a keyed POST whose service died: %d %s", w.Code, w.Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keyed) != 1 || keyed[0] != "order-7 " {
+		t.Errorf("the service got the keyed POST %d times (%q), want once, under X-Partner-Idempotency-Key alone", len(keyed), keyed)
 	}
 }
 

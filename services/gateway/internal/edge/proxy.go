@@ -188,12 +188,18 @@ func restoreHeaders(h http.Header, c *call) {
 // outboundHeader makes h, a copy of the client's header already without
 // hop-by-hop and forwarding headers, the service's: Authorization (the key
 // stops at the edge) and every X-Partner-* and X-Internal-* header a
-// client sent are dropped; the gateway's identity headers are set.
+// client sent are dropped; the gateway's identity headers are set; the
+// Idempotency-Key travels as X-Partner-Idempotency-Key, so that the
+// transport never resends a POST on its own (partner.HeaderIdempotencyKey).
 func (g *Gateway) outboundHeader(h http.Header, c *call) {
 	for name := range h {
 		if clientMustNotSet(name) {
 			delete(h, name)
 		}
+	}
+	if v, ok := h["Idempotency-Key"]; ok {
+		delete(h, "Idempotency-Key")
+		h[partner.HeaderIdempotencyKey] = v
 	}
 	if c.entry != nil {
 		h[partner.HeaderKeyID] = c.entry.IDValue

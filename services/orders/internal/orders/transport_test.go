@@ -51,7 +51,7 @@ func TestARetryAfterAFailedSaveOpensNoSecondOrder(t *testing.T) {
 		r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader(`{"direction":"buy","cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100","walletAddress":"`+wallet+`"}`))
 		r.Header.Set(partner.HeaderKeyID, card.KeyID)
 		r.Header.Set(partner.HeaderGrants, string(grants))
-		r.Header.Set("Idempotency-Key", "cart-7")
+		r.Header.Set(partner.HeaderIdempotencyKey, "cart-7")
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, r)
