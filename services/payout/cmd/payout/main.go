@@ -45,15 +45,20 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer rdb.Close()
 
-	book := quote.NewBook(rdb, []byte(cfg.QuoteSecret), time.Now)
+	// Expiry and leases are read on the database's clock, not this
+	// replica's (DESIGN §3).
+	book := quote.NewBook(rdb, []byte(cfg.QuoteSecret), db.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "payout"))
-	idem := idempotency.NewStore(db, time.Now)
+	idem := idempotency.NewStore(db, db.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
 	// A payout has the gateway's 10 s to answer; once started it runs to
-	// its end within those 10 s whether or not its caller stays.
-	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 10 * time.Second}, s.Log)
+	// its end whether or not its caller stays. Its work, and its wait for
+	// the synchronous standby, get 8 s: then the caller hears that the
+	// outcome is not known yet (409 idempotency_in_progress) from us, not a
+	// gateway timeout, while the commit itself runs on.
+	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	svc := payout.NewService(s.Env, cfg.QuoteTTL, book, payout.NewStore(db), time.Now)
+	svc := payout.NewService(s.Env, cfg.QuoteTTL, book, payout.NewStore(db), db.Now)
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
 	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)

@@ -3,6 +3,7 @@ package payout
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/iban"
 	"github.com/partnerpay/api/pkg/lifecycle"
@@ -69,8 +71,25 @@ var (
 // offer goes straight to the insert, whose unique quote id answers a
 // payout already there; anything else (no offer, an expired one, one over
 // the ceiling, Redis unreachable) is looked up in PostgreSQL before it is
-// refused.
+// refused. Expiry is read on the database's clock (s.now is DB.Now), and
+// PostgreSQL's own now() has the last word at the insert.
+//
+// Nothing is answered 200 that a synchronous standby lacks: a payout
+// committed by this request is (its commit waited for the standby), and a
+// payout read back is confirmed first. A commit or a confirmation that
+// does not report back in time, or a wait on another request's payout of
+// the same quote that outlasts the request, is 409
+// idempotency_in_progress: the outcome is not known yet, and the same
+// request retried learns it.
 func (s *service) Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
+	p, err := s.executeOnce(ctx, caller, req)
+	if err != nil && ctx.Err() != nil && !errors.As(err, new(*envelope.Error)) {
+		return Payout{}, fmt.Errorf("%w: %w", database.ErrOutcomeUnknown, err)
+	}
+	return p, err
+}
+
+func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
 	account, err := validateExecution(req)
 	if err != nil {
 		return Payout{}, err
@@ -99,7 +118,11 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 		if !now.Before(q.ExpiresAt) {
 			refusal = errQuoteExpired
 		} else if refusal = checkCeiling(q, caller.Grants.MaxExecutionUSD); refusal == nil {
-			return s.execute(ctx, caller, q, payee, now)
+			p, err := s.execute(ctx, caller, q, payee, now)
+			if !errors.Is(err, ErrExpired) {
+				return p, err
+			}
+			refusal = errQuoteExpired // on PostgreSQL's clock, a moment after ours
 		}
 	}
 	switch done, err := s.payouts.ByQuote(ctx, id.String()); {
@@ -115,10 +138,14 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 // executed as.
 func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee Beneficiary, now time.Time) (Payout, error) {
 	id, _ := BankPayout.Parse(q.ID)
-	// The offer closes before the payout commits: whatever fails between
-	// the two, the same quote request never answers an executed id again.
-	if err := s.book.Close(ctx, id); err != nil {
+	// The offer closes, for this beneficiary, before the payout commits:
+	// whatever fails between the two, the same quote request never answers
+	// an executed id again, and no one else can execute it.
+	switch mine, err := s.book.Close(ctx, id, payee.digest()); {
+	case err != nil:
 		return Payout{}, err
+	case !mine:
+		return Payout{}, errOtherPayee
 	}
 	return s.payouts.Execute(ctx, StoredPayout{
 		ID: newPayoutID(), QuoteID: q.ID, KeyID: caller.KeyID, Beneficiary: payee,
@@ -131,6 +158,13 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 		}
 		return samePayee(stored, payee)
 	})
+}
+
+// digest names the beneficiary in the quote book's closed mark without
+// keeping its account there.
+func (b Beneficiary) digest() string {
+	sum := sha256.Sum256([]byte(b.Name + "\x00" + b.IBAN))
+	return hex.EncodeToString(sum[:16])
 }
 
 // samePayee answers the stored payout to the beneficiary it was made for,

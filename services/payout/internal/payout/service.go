@@ -76,7 +76,7 @@ type Book interface {
 	Open(ctx context.Context, k quote.Kind, keyID string, chain int64, canonical string, ttl time.Duration,
 		build func(id string, expiresAt time.Time) ([]byte, error)) (quote.Offer, error)
 	Find(ctx context.Context, id quote.ID, keyID string) (quote.Found, error)
-	Close(ctx context.Context, id quote.ID) error
+	Close(ctx context.Context, id quote.ID, by string) (bool, error)
 }
 
 // BankPayout is the kind of the bank payout quote: ids bpq_<chain>_<32 hex>.

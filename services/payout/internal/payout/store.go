@@ -61,10 +61,23 @@ func scanPayout(row database.Row) (StoredPayout, error) {
 	return p, err
 }
 
+// ErrExpired is a payout refused by the database because its quote had
+// expired on the database's clock.
+var ErrExpired = errors.New("payout: the quote expired")
+
 // ByQuote is the payout a quote was executed as; ErrNotFound when it was
-// not.
+// not. A payout found is confirmed on a synchronous standby before it is
+// returned (database.DB.Confirm): it may have been made by a commit whose
+// wait for the standby was cut short, and an answer rests on it.
 func (s *Store) ByQuote(ctx context.Context, quoteID string) (StoredPayout, error) {
-	return byQuote(ctx, s.db, quoteID)
+	p, err := byQuote(ctx, s.db, quoteID)
+	if err != nil {
+		return p, err
+	}
+	if err := s.db.Confirm(ctx); err != nil {
+		return StoredPayout{}, err
+	}
+	return p, nil
 }
 
 func byQuote(ctx context.Context, q database.Querier, quoteID string) (StoredPayout, error) {
@@ -76,34 +89,41 @@ func byQuote(ctx context.Context, q database.Querier, quoteID string) (StoredPay
 // refuses another beneficiary). The answer is kept with the payout, in its
 // transaction, for a request with an Idempotency-Key. The commit returns
 // once a synchronous standby has it, so an acknowledged payout survives
-// the primary's loss.
+// the primary's loss; when it does not return in time, the outcome is
+// unknown (database.ErrOutcomeUnknown) and the commit goes on. A payout
+// read back, made by another request, is confirmed on the standby before
+// it is answered (a commit of ours that wrote the idempotency answer
+// confirms it by itself).
 func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error) {
-	if !idempotency.Claimed(ctx) {
-		// Nothing to keep beside the payout: one statement, committed on
-		// its own, one round trip.
-		stored, err := insertPayout(ctx, s.db, p)
-		if err != nil {
-			return Payout{}, err
-		}
-		return answer(stored)
-	}
 	var out Payout
+	made := false
 	err := s.db.Tx(ctx, func(tx database.Querier) error {
-		stored, err := insertPayout(ctx, tx, p)
+		stored, inserted, err := insertPayout(ctx, tx, p)
 		if err != nil {
 			return err
 		}
+		made = inserted
 		if out, err = answer(stored); err != nil {
 			return err
 		}
 		return idempotency.Answer(ctx, tx, out)
 	})
-	return out, err
+	if err != nil {
+		return Payout{}, err
+	}
+	if !made && !idempotency.Claimed(ctx) {
+		if err := s.db.Confirm(ctx); err != nil {
+			return Payout{}, err
+		}
+	}
+	return out, nil
 }
 
 // insertPayout inserts p unless its quote has a payout, and returns the
-// quote's payout: p, or the one executed a moment ago.
-func insertPayout(ctx context.Context, q database.Querier, p StoredPayout) (StoredPayout, error) {
+// quote's payout: p (inserted), or the one executed before. On PostgreSQL
+// created_at is the database's now() (a trigger), and a quote past its
+// expiry on that clock is refused (ErrExpired).
+func insertPayout(ctx context.Context, q database.Querier, p StoredPayout) (StoredPayout, bool, error) {
 	n, err := q.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary_iban, chain,
 			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
 			quote_expires_at, created_at)
@@ -111,15 +131,18 @@ func insertPayout(ctx context.Context, q database.Querier, p StoredPayout) (Stor
 		ON CONFLICT (quote_id) DO NOTHING`,
 		p.ID, p.QuoteID, p.KeyID, p.Beneficiary.Name, p.Beneficiary.IBAN, p.Chain, p.CryptoCurrency, p.FiatCurrency,
 		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt)
+	if database.Violates(err, "payouts_not_after_expiry") {
+		return StoredPayout{}, false, ErrExpired
+	}
 	if err != nil {
-		return StoredPayout{}, fmt.Errorf("insert payout: %w", err)
+		return StoredPayout{}, false, fmt.Errorf("insert payout: %w", err)
 	}
 	if n == 1 {
-		return p, nil
+		return p, true, nil
 	}
 	stored, err := byQuote(ctx, q, p.QuoteID)
 	if err != nil {
-		return StoredPayout{}, fmt.Errorf("read the quote's payout: %w", err)
+		return StoredPayout{}, false, fmt.Errorf("read the quote's payout: %w", err)
 	}
-	return stored, nil
+	return stored, false, nil
 }

@@ -33,7 +33,7 @@ func TestTheBookOnARedisCluster(t *testing.T) {
 			t.Fatalf("the same request again: %+v %v", again, err)
 		}
 		id, _ := payout.Parse(o.ID)
-		if err := b.Close(ctx, id); err != nil {
+		if _, err := b.Close(ctx, id, "ada"); err != nil {
 			t.Fatalf("close on a cluster: %v", err)
 		}
 		if f, err := b.Find(ctx, id, "acme"); err != nil || f.State != Open {

@@ -265,23 +265,30 @@ end
 return {'unknown'}
 `)
 
-// Close marks an open quote (parsed id) as being executed, before its
-// payout commits: the same request then opens a new instance, so a second
-// identical payout is a new quote and never the first one's. The mark
-// lives as long as the offer. Closing a quote whose offer is gone does
-// nothing.
-func (b *Book) Close(ctx context.Context, id ID) error {
+// Close marks an open quote (parsed id) as being executed for by (a
+// digest of the beneficiary), before its payout commits: the same request
+// then opens a new instance, so a second identical payout is a new quote
+// and never the first one's. The mark lives as long as the offer and binds
+// the quote to its beneficiary: closing it for anyone else answers false,
+// even when the payout of the first did not survive a database failover
+// (its commit was never acknowledged), so the quote is never paid to
+// another. Closing a quote whose offer is gone does nothing.
+func (b *Book) Close(ctx context.Context, id ID, by string) (bool, error) {
 	p := keyPrefix(id.Kind, id.raw[:])
-	if err := closeScript.Run(ctx, b.rdb, []string{p + "q:" + id.String(), p + "x:" + id.String()}).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("close quote: %w", err)
+	n, err := closeScript.Run(ctx, b.rdb, []string{p + "q:" + id.String(), p + "x:" + id.String()}, by).Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("close quote: %w", err)
 	}
-	return nil
+	return n == 1, nil
 }
 
-// closeScript sets the closed mark for the offer's remaining life. KEYS:
-// quote, mark.
+// closeScript sets the closed mark, naming who it is for, for the offer's
+// remaining life; 0 when it is closed for someone else. KEYS: quote,
+// mark. ARGV: who.
 var closeScript = redis.NewScript(`
+local by = redis.call('GET', KEYS[2])
+if by and by ~= '1' and by ~= ARGV[1] then return 0 end
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
+if ttl > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl) end
 return 1
 `)

@@ -87,11 +87,14 @@ func TestAClosedQuoteOpensANewInstance(t *testing.T) {
 	b, _, _ := newBook(t)
 	o := open(t, b, "acme", "req", time.Minute)
 	id, _ := payout.Parse(o.ID)
-	if err := b.Close(context.Background(), id); err != nil {
-		t.Fatal(err)
+	if mine, err := b.Close(context.Background(), id, "ada"); err != nil || !mine {
+		t.Fatal(mine, err)
 	}
-	if err := b.Close(context.Background(), id); err != nil {
-		t.Fatalf("closing twice: %v", err)
+	if mine, err := b.Close(context.Background(), id, "ada"); err != nil || !mine {
+		t.Fatalf("closing twice for one beneficiary: %v %v", mine, err)
+	}
+	if mine, err := b.Close(context.Background(), id, "eve"); err != nil || mine {
+		t.Fatalf("closing for another beneficiary: %v %v, want it refused", mine, err)
 	}
 	// A closed offer still reads as open: what it became is the system of
 	// record's to say (its payout), not the book's.
@@ -113,7 +116,7 @@ func TestAClosedQuoteOpensANewInstance(t *testing.T) {
 func TestClosingALostOfferDoesNothing(t *testing.T) {
 	b, _, rdb := newBook(t)
 	id, _ := payout.Parse("bpq_84532_00000000000000000000000000000000")
-	if err := b.Close(context.Background(), id); err != nil {
+	if _, err := b.Close(context.Background(), id, "ada"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := rdb.DBSize(context.Background()).Result(); err != nil || n != 0 {
