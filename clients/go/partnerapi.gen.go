@@ -19,15 +19,69 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for BankPayoutStatus.
+// Defines values for AchBeneficiaryAccountType.
 const (
-	BankPayoutStatusPending BankPayoutStatus = "pending"
+	Checking AchBeneficiaryAccountType = "checking"
+	Savings  AchBeneficiaryAccountType = "savings"
 )
 
-// Valid indicates whether the value is a known member of the BankPayoutStatus enum.
-func (e BankPayoutStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the AchBeneficiaryAccountType enum.
+func (e AchBeneficiaryAccountType) Valid() bool {
 	switch e {
-	case BankPayoutStatusPending:
+	case Checking:
+		return true
+	case Savings:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BankPayoutStatusFailureReason.
+const (
+	BankPayoutStatusFailureReasonAccountClosed      BankPayoutStatusFailureReason = "account_closed"
+	BankPayoutStatusFailureReasonAccountNotFound    BankPayoutStatusFailureReason = "account_not_found"
+	BankPayoutStatusFailureReasonComplianceRejected BankPayoutStatusFailureReason = "compliance_rejected"
+	BankPayoutStatusFailureReasonInvalidAccount     BankPayoutStatusFailureReason = "invalid_account"
+	BankPayoutStatusFailureReasonNameMismatch       BankPayoutStatusFailureReason = "name_mismatch"
+	BankPayoutStatusFailureReasonRailUnavailable    BankPayoutStatusFailureReason = "rail_unavailable"
+)
+
+// Valid indicates whether the value is a known member of the BankPayoutStatusFailureReason enum.
+func (e BankPayoutStatusFailureReason) Valid() bool {
+	switch e {
+	case BankPayoutStatusFailureReasonAccountClosed:
+		return true
+	case BankPayoutStatusFailureReasonAccountNotFound:
+		return true
+	case BankPayoutStatusFailureReasonComplianceRejected:
+		return true
+	case BankPayoutStatusFailureReasonInvalidAccount:
+		return true
+	case BankPayoutStatusFailureReasonNameMismatch:
+		return true
+	case BankPayoutStatusFailureReasonRailUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BankPayoutStatusReturnReason.
+const (
+	BankPayoutStatusReturnReasonAccountClosed        BankPayoutStatusReturnReason = "account_closed"
+	BankPayoutStatusReturnReasonBeneficiaryDeceased  BankPayoutStatusReturnReason = "beneficiary_deceased"
+	BankPayoutStatusReturnReasonRefusedByBeneficiary BankPayoutStatusReturnReason = "refused_by_beneficiary"
+)
+
+// Valid indicates whether the value is a known member of the BankPayoutStatusReturnReason enum.
+func (e BankPayoutStatusReturnReason) Valid() bool {
+	switch e {
+	case BankPayoutStatusReturnReasonAccountClosed:
+		return true
+	case BankPayoutStatusReturnReasonBeneficiaryDeceased:
+		return true
+	case BankPayoutStatusReturnReasonRefusedByBeneficiary:
 		return true
 	default:
 		return false
@@ -243,6 +297,7 @@ const (
 	Error404ErrorCodeNotConfigured          Error404ErrorCode = "not_configured"
 	Error404ErrorCodeNotFound               Error404ErrorCode = "not_found"
 	Error404ErrorCodeOrderNotFound          Error404ErrorCode = "order_not_found"
+	Error404ErrorCodePayoutNotFound         Error404ErrorCode = "payout_not_found"
 	Error404ErrorCodeQuoteNotFound          Error404ErrorCode = "quote_not_found"
 	Error404ErrorCodeVirtualAccountNotFound Error404ErrorCode = "virtual_account_not_found"
 )
@@ -261,6 +316,8 @@ func (e Error404ErrorCode) Valid() bool {
 	case Error404ErrorCodeNotFound:
 		return true
 	case Error404ErrorCodeOrderNotFound:
+		return true
+	case Error404ErrorCodePayoutNotFound:
 		return true
 	case Error404ErrorCodeQuoteNotFound:
 		return true
@@ -288,10 +345,11 @@ func (e Error408ErrorCode) Valid() bool {
 
 // Defines values for Error409ErrorCode.
 const (
-	Error409ErrorCodeAccountNotActive      Error409ErrorCode = "account_not_active"
-	Error409ErrorCodeIdempotencyInProgress Error409ErrorCode = "idempotency_in_progress"
-	Error409ErrorCodeQuoteAlreadyExecuted  Error409ErrorCode = "quote_already_executed"
-	Error409ErrorCodeSandboxReset          Error409ErrorCode = "sandbox_reset"
+	Error409ErrorCodeAccountNotActive         Error409ErrorCode = "account_not_active"
+	Error409ErrorCodeIdempotencyInProgress    Error409ErrorCode = "idempotency_in_progress"
+	Error409ErrorCodePayoutNotAwaitingDeposit Error409ErrorCode = "payout_not_awaiting_deposit"
+	Error409ErrorCodeQuoteAlreadyExecuted     Error409ErrorCode = "quote_already_executed"
+	Error409ErrorCodeSandboxReset             Error409ErrorCode = "sandbox_reset"
 )
 
 // Valid indicates whether the value is a known member of the Error409ErrorCode enum.
@@ -300,6 +358,8 @@ func (e Error409ErrorCode) Valid() bool {
 	case Error409ErrorCodeAccountNotActive:
 		return true
 	case Error409ErrorCodeIdempotencyInProgress:
+		return true
+	case Error409ErrorCodePayoutNotAwaitingDeposit:
 		return true
 	case Error409ErrorCodeQuoteAlreadyExecuted:
 		return true
@@ -385,32 +445,50 @@ func (e Error500ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for Error503ErrorCode.
+const (
+	Error503ErrorCodePayoutUnavailable Error503ErrorCode = "payout_unavailable"
+)
+
+// Valid indicates whether the value is a known member of the Error503ErrorCode enum.
+func (e Error503ErrorCode) Valid() bool {
+	switch e {
+	case Error503ErrorCodePayoutUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorEnvelopeErrorCode.
 const (
-	ErrorEnvelopeErrorCodeAccountNotActive       ErrorEnvelopeErrorCode = "account_not_active"
-	ErrorEnvelopeErrorCodeAccountNotFound        ErrorEnvelopeErrorCode = "account_not_found"
-	ErrorEnvelopeErrorCodeChainNotAllowed        ErrorEnvelopeErrorCode = "chain_not_allowed"
-	ErrorEnvelopeErrorCodeConsentSessionNotFound ErrorEnvelopeErrorCode = "consent_session_not_found"
-	ErrorEnvelopeErrorCodeDepositNotFound        ErrorEnvelopeErrorCode = "deposit_not_found"
-	ErrorEnvelopeErrorCodeExecutionCapped        ErrorEnvelopeErrorCode = "execution_capped"
-	ErrorEnvelopeErrorCodeIdempotencyInProgress  ErrorEnvelopeErrorCode = "idempotency_in_progress"
-	ErrorEnvelopeErrorCodeIdempotencyKeyReused   ErrorEnvelopeErrorCode = "idempotency_key_reused"
-	ErrorEnvelopeErrorCodeInternal               ErrorEnvelopeErrorCode = "internal"
-	ErrorEnvelopeErrorCodeInvalidRequest         ErrorEnvelopeErrorCode = "invalid_request"
-	ErrorEnvelopeErrorCodeNoRoute                ErrorEnvelopeErrorCode = "no_route"
-	ErrorEnvelopeErrorCodeNotConfigured          ErrorEnvelopeErrorCode = "not_configured"
-	ErrorEnvelopeErrorCodeNotFound               ErrorEnvelopeErrorCode = "not_found"
-	ErrorEnvelopeErrorCodeOrderNotFound          ErrorEnvelopeErrorCode = "order_not_found"
-	ErrorEnvelopeErrorCodePermissionDenied       ErrorEnvelopeErrorCode = "permission_denied"
-	ErrorEnvelopeErrorCodeQuoteAlreadyExecuted   ErrorEnvelopeErrorCode = "quote_already_executed"
-	ErrorEnvelopeErrorCodeQuoteExpired           ErrorEnvelopeErrorCode = "quote_expired"
-	ErrorEnvelopeErrorCodeQuoteNotFound          ErrorEnvelopeErrorCode = "quote_not_found"
-	ErrorEnvelopeErrorCodeRateLimited            ErrorEnvelopeErrorCode = "rate_limited"
-	ErrorEnvelopeErrorCodeRequestTimeout         ErrorEnvelopeErrorCode = "request_timeout"
-	ErrorEnvelopeErrorCodeSandboxReset           ErrorEnvelopeErrorCode = "sandbox_reset"
-	ErrorEnvelopeErrorCodeTokenNotAllowed        ErrorEnvelopeErrorCode = "token_not_allowed"
-	ErrorEnvelopeErrorCodeUnauthorized           ErrorEnvelopeErrorCode = "unauthorized"
-	ErrorEnvelopeErrorCodeVirtualAccountNotFound ErrorEnvelopeErrorCode = "virtual_account_not_found"
+	ErrorEnvelopeErrorCodeAccountNotActive         ErrorEnvelopeErrorCode = "account_not_active"
+	ErrorEnvelopeErrorCodeAccountNotFound          ErrorEnvelopeErrorCode = "account_not_found"
+	ErrorEnvelopeErrorCodeChainNotAllowed          ErrorEnvelopeErrorCode = "chain_not_allowed"
+	ErrorEnvelopeErrorCodeConsentSessionNotFound   ErrorEnvelopeErrorCode = "consent_session_not_found"
+	ErrorEnvelopeErrorCodeDepositNotFound          ErrorEnvelopeErrorCode = "deposit_not_found"
+	ErrorEnvelopeErrorCodeExecutionCapped          ErrorEnvelopeErrorCode = "execution_capped"
+	ErrorEnvelopeErrorCodeIdempotencyInProgress    ErrorEnvelopeErrorCode = "idempotency_in_progress"
+	ErrorEnvelopeErrorCodeIdempotencyKeyReused     ErrorEnvelopeErrorCode = "idempotency_key_reused"
+	ErrorEnvelopeErrorCodeInternal                 ErrorEnvelopeErrorCode = "internal"
+	ErrorEnvelopeErrorCodeInvalidRequest           ErrorEnvelopeErrorCode = "invalid_request"
+	ErrorEnvelopeErrorCodeNoRoute                  ErrorEnvelopeErrorCode = "no_route"
+	ErrorEnvelopeErrorCodeNotConfigured            ErrorEnvelopeErrorCode = "not_configured"
+	ErrorEnvelopeErrorCodeNotFound                 ErrorEnvelopeErrorCode = "not_found"
+	ErrorEnvelopeErrorCodeOrderNotFound            ErrorEnvelopeErrorCode = "order_not_found"
+	ErrorEnvelopeErrorCodePayoutNotAwaitingDeposit ErrorEnvelopeErrorCode = "payout_not_awaiting_deposit"
+	ErrorEnvelopeErrorCodePayoutNotFound           ErrorEnvelopeErrorCode = "payout_not_found"
+	ErrorEnvelopeErrorCodePayoutUnavailable        ErrorEnvelopeErrorCode = "payout_unavailable"
+	ErrorEnvelopeErrorCodePermissionDenied         ErrorEnvelopeErrorCode = "permission_denied"
+	ErrorEnvelopeErrorCodeQuoteAlreadyExecuted     ErrorEnvelopeErrorCode = "quote_already_executed"
+	ErrorEnvelopeErrorCodeQuoteExpired             ErrorEnvelopeErrorCode = "quote_expired"
+	ErrorEnvelopeErrorCodeQuoteNotFound            ErrorEnvelopeErrorCode = "quote_not_found"
+	ErrorEnvelopeErrorCodeRateLimited              ErrorEnvelopeErrorCode = "rate_limited"
+	ErrorEnvelopeErrorCodeRequestTimeout           ErrorEnvelopeErrorCode = "request_timeout"
+	ErrorEnvelopeErrorCodeSandboxReset             ErrorEnvelopeErrorCode = "sandbox_reset"
+	ErrorEnvelopeErrorCodeTokenNotAllowed          ErrorEnvelopeErrorCode = "token_not_allowed"
+	ErrorEnvelopeErrorCodeUnauthorized             ErrorEnvelopeErrorCode = "unauthorized"
+	ErrorEnvelopeErrorCodeVirtualAccountNotFound   ErrorEnvelopeErrorCode = "virtual_account_not_found"
 )
 
 // Valid indicates whether the value is a known member of the ErrorEnvelopeErrorCode enum.
@@ -443,6 +521,12 @@ func (e ErrorEnvelopeErrorCode) Valid() bool {
 	case ErrorEnvelopeErrorCodeNotFound:
 		return true
 	case ErrorEnvelopeErrorCodeOrderNotFound:
+		return true
+	case ErrorEnvelopeErrorCodePayoutNotAwaitingDeposit:
+		return true
+	case ErrorEnvelopeErrorCodePayoutNotFound:
+		return true
+	case ErrorEnvelopeErrorCodePayoutUnavailable:
 		return true
 	case ErrorEnvelopeErrorCodePermissionDenied:
 		return true
@@ -742,6 +826,36 @@ func (e PaymentMethodsPaymentMethodsMethod) Valid() bool {
 	}
 }
 
+// Defines values for PayoutStatusValue.
+const (
+	PayoutStatusValueAwaitingDeposit PayoutStatusValue = "awaiting_deposit"
+	PayoutStatusValueCompleted       PayoutStatusValue = "completed"
+	PayoutStatusValueExpired         PayoutStatusValue = "expired"
+	PayoutStatusValueFailed          PayoutStatusValue = "failed"
+	PayoutStatusValueProcessing      PayoutStatusValue = "processing"
+	PayoutStatusValueReturned        PayoutStatusValue = "returned"
+)
+
+// Valid indicates whether the value is a known member of the PayoutStatusValue enum.
+func (e PayoutStatusValue) Valid() bool {
+	switch e {
+	case PayoutStatusValueAwaitingDeposit:
+		return true
+	case PayoutStatusValueCompleted:
+		return true
+	case PayoutStatusValueExpired:
+		return true
+	case PayoutStatusValueFailed:
+		return true
+	case PayoutStatusValueProcessing:
+		return true
+	case PayoutStatusValueReturned:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RailName.
 const (
 	Ach            RailName = "ach"
@@ -847,6 +961,27 @@ func (e SandboxPayinStatus) Valid() bool {
 	}
 }
 
+// Defines values for SandboxPayoutDepositRequestOutcome.
+const (
+	SandboxPayoutDepositRequestOutcomeCompleted SandboxPayoutDepositRequestOutcome = "completed"
+	SandboxPayoutDepositRequestOutcomeFailed    SandboxPayoutDepositRequestOutcome = "failed"
+	SandboxPayoutDepositRequestOutcomeReturned  SandboxPayoutDepositRequestOutcome = "returned"
+)
+
+// Valid indicates whether the value is a known member of the SandboxPayoutDepositRequestOutcome enum.
+func (e SandboxPayoutDepositRequestOutcome) Valid() bool {
+	switch e {
+	case SandboxPayoutDepositRequestOutcomeCompleted:
+		return true
+	case SandboxPayoutDepositRequestOutcomeFailed:
+		return true
+	case SandboxPayoutDepositRequestOutcomeReturned:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StatusesResourcesField.
 const (
 	State  StatusesResourcesField = "state"
@@ -943,6 +1078,45 @@ func (e Health200JSONResponseBodyOk) Valid() bool {
 	}
 }
 
+// AchBeneficiary defines model for AchBeneficiary.
+type AchBeneficiary struct {
+	// AccountNumber the account number: 4 to 17 digits
+	AccountNumber string `json:"accountNumber"`
+
+	// AccountType the kind of account
+	AccountType AchBeneficiaryAccountType `json:"accountType"`
+
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name string `json:"name"`
+
+	// RoutingNumber an ABA routing number: 9 digits with a valid check digit (weights 3, 7, 1)
+	RoutingNumber string `json:"routingNumber"`
+}
+
+// AchBeneficiaryAccountType the kind of account
+type AchBeneficiaryAccountType string
+
+// Address defines model for Address.
+type Address struct {
+	// City the city: 1 to 70 characters
+	City string `json:"city"`
+
+	// Country the address's ISO 3166-1 alpha-2 country code (an assigned code)
+	Country string `json:"country"`
+
+	// Line1 the first address line: 1 to 140 characters
+	Line1 string `json:"line1"`
+
+	// Line2 a second address line: 1 to 140 characters
+	Line2 *string `json:"line2,omitempty"`
+
+	// PostalCode 1 to 16 letters, digits, spaces or dashes
+	PostalCode string `json:"postalCode"`
+
+	// Region a state, province or region: 1 to 70 characters
+	Region *string `json:"region,omitempty"`
+}
+
 // BankDetails Where the user sends the bank transfer.
 type BankDetails struct {
 	Beneficiary string `json:"beneficiary"`
@@ -952,6 +1126,13 @@ type BankDetails struct {
 
 // BankPayout defines model for BankPayout.
 type BankPayout struct {
+	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
+	Beneficiary MaskedBeneficiary `json:"beneficiary"`
+	CreatedAt   time.Time         `json:"createdAt"`
+
+	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
+	Deposit PayoutDeposit `json:"deposit"`
+
 	// Environment The deployment that answered.
 	Environment Environment `json:"environment"`
 
@@ -966,12 +1147,12 @@ type BankPayout struct {
 	QuoteId  string   `json:"quoteId"`
 
 	// Rail A payout rail, as `GET /v1/limits` names it.
-	Rail   RailName         `json:"rail"`
-	Status BankPayoutStatus `json:"status"`
-}
+	Rail RailName `json:"rail"`
 
-// BankPayoutStatus defines model for BankPayout.Status.
-type BankPayoutStatus string
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
+	Status    PayoutStatusValue `json:"status"`
+}
 
 // BankPayoutQuote defines model for BankPayoutQuote.
 type BankPayoutQuote struct {
@@ -1066,12 +1247,68 @@ type BankPayoutQuoteRequest1 = interface{}
 
 // BankPayoutRequest defines model for BankPayoutRequest.
 type BankPayoutRequest struct {
-	Beneficiary struct {
-		// Iban Spaces and case are ignored.
-		Iban string `json:"iban"`
-		Name string `json:"name"`
-	} `json:"beneficiary"`
-	QuoteId string `json:"quoteId"`
+	// Beneficiary The bank account paid, with the fields of the quote's rail (GET /v1/limits publishes each rail's schema).
+	Beneficiary BankPayoutRequest_Beneficiary `json:"beneficiary"`
+	QuoteId     string                        `json:"quoteId"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
+}
+
+// BankPayoutRequest_Beneficiary The bank account paid, with the fields of the quote's rail (GET /v1/limits publishes each rail's schema).
+type BankPayoutRequest_Beneficiary struct {
+	union json.RawMessage
+}
+
+// BankPayoutStatus defines model for BankPayoutStatus.
+type BankPayoutStatus struct {
+	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
+	Beneficiary MaskedBeneficiary `json:"beneficiary"`
+	CompletedAt *time.Time        `json:"completedAt,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+
+	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
+	Deposit       PayoutDeposit `json:"deposit"`
+	DepositTxHash *string       `json:"depositTxHash,omitempty"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+
+	// EstimatedSettlement An ISO 8601 duration, as `GET /v1/limits` explains.
+	//
+	// Examples: PT10S
+	EstimatedSettlement IsoDuration                    `json:"estimatedSettlement"`
+	FailureReason       *BankPayoutStatusFailureReason `json:"failureReason,omitempty"`
+
+	// History Every status the payout has been in, oldest first.
+	History []struct {
+		At     time.Time         `json:"at"`
+		Status PayoutStatusValue `json:"status"`
+	} `json:"history"`
+
+	// Mock Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
+	Mock     MockFlag `json:"mock"`
+	PayoutId string   `json:"payoutId"`
+	QuoteId  string   `json:"quoteId"`
+
+	// Rail A payout rail, as `GET /v1/limits` names it.
+	Rail RailName `json:"rail"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference    *PartnerReference             `json:"reference,omitempty"`
+	ReturnReason *BankPayoutStatusReturnReason `json:"returnReason,omitempty"`
+	Status       PayoutStatusValue             `json:"status"`
+}
+
+// BankPayoutStatusFailureReason defines model for BankPayoutStatus.FailureReason.
+type BankPayoutStatusFailureReason string
+
+// BankPayoutStatusReturnReason defines model for BankPayoutStatus.ReturnReason.
+type BankPayoutStatusReturnReason string
+
+// BankPayoutStatusRequest defines model for BankPayoutStatusRequest.
+type BankPayoutStatusRequest struct {
+	PayoutId string `json:"payoutId"`
 }
 
 // CardCorridor A card route, what the hosted card page offers in it, its directions and per-order limits (major units of `fiatCurrency`).
@@ -1520,6 +1757,24 @@ type Error500 struct {
 // Error500ErrorCode defines model for Error500.Error.Code.
 type Error500ErrorCode string
 
+// Error503 Not available in this deployment: the error envelope with the codes answered with 503.
+type Error503 struct {
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	Error       struct {
+		Code Error503ErrorCode `json:"code"`
+
+		// Fields Per-field complaints, present only when fields were named. Field names and constraint labels only, never the values sent.
+		Fields *ErrorFields `json:"fields,omitempty"`
+
+		// Message Human-readable; the wording may change.
+		Message ErrorMessage `json:"message"`
+	} `json:"error"`
+}
+
+// Error503ErrorCode defines model for Error503.Error.Code.
+type Error503ErrorCode string
+
 // ErrorEnvelope Every error, whatever its status. Branch on `error.code`, never on `error.message`. Each status has its own schema (`Error400`, …) of the same shape, listing the codes answered with it.
 type ErrorEnvelope struct {
 	// Environment The deployment that answered.
@@ -1548,6 +1803,18 @@ type ErrorMessage = string
 //
 // Examples: 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
 type EvmAddress = string
+
+// FasterPaymentsBeneficiary defines model for FasterPaymentsBeneficiary.
+type FasterPaymentsBeneficiary struct {
+	// AccountNumber the account number: 8 digits
+	AccountNumber string `json:"accountNumber"`
+
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name string `json:"name"`
+
+	// SortCode a UK sort code: 6 digits, as 123456, 12-34-56 or 12 34 56; answered as 6 digits
+	SortCode string `json:"sortCode"`
+}
 
 // FiatAccount defines model for FiatAccount.
 type FiatAccount struct {
@@ -1703,8 +1970,10 @@ type Limits struct {
 	// Environment The deployment that answered.
 	Environment Environment `json:"environment"`
 	Rails       []struct {
-		Countries  []string `json:"countries"`
-		Currencies []string `json:"currencies"`
+		// Beneficiary The JSON Schema (draft 2020-12) of the beneficiary a payout on this rail takes; the document's SepaBeneficiary … SwiftBeneficiary are the same.
+		Beneficiary map[string]interface{} `json:"beneficiary"`
+		Countries   []string               `json:"countries"`
+		Currencies  []string               `json:"currencies"`
 
 		// MaxAmount A decimal string in major units, never a JSON number.
 		//
@@ -1727,6 +1996,12 @@ type Limits struct {
 	} `json:"rails"`
 	ReferenceRatesUsd  map[string]DecimalMajorUnits `json:"referenceRatesUsd"`
 	SettlementNotation string                       `json:"settlementNotation"`
+}
+
+// MaskedBeneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
+type MaskedBeneficiary struct {
+	Account string `json:"account"`
+	Name    string `json:"name"`
 }
 
 // MockFlag Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
@@ -1842,6 +2117,9 @@ type OrderStatusRequest struct {
 	OrderId string `json:"orderId"`
 }
 
+// PartnerReference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+type PartnerReference = string
+
 // PaymentMethods defines model for PaymentMethods.
 type PaymentMethods struct {
 	// Environment The deployment that answered.
@@ -1860,6 +2138,46 @@ type PaymentMethodsPaymentMethodsDirections string
 
 // PaymentMethodsPaymentMethodsMethod defines model for PaymentMethods.PaymentMethods.Method.
 type PaymentMethodsPaymentMethodsMethod string
+
+// PayoutDeposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
+type PayoutDeposit struct {
+	// Address An EVM address, `0x` and 40 hex digits; a mixed-case one must carry a valid EIP-55 checksum.
+	//
+	// Examples: 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+	Address EvmAddress `json:"address"`
+
+	// Amount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	Amount MockMoney `json:"amount"`
+
+	// Chain EVM chain id. A JSON integer literal (`1.5`, `"84532"` and `1e3` are refused).
+	//
+	// Examples: 84532
+	Chain          ChainId   `json:"chain"`
+	CryptoCurrency string    `json:"cryptoCurrency"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+
+	// Token An EVM address, `0x` and 40 hex digits; a mixed-case one must carry a valid EIP-55 checksum.
+	//
+	// Examples: 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+	Token EvmAddress `json:"token"`
+}
+
+// PayoutStatusValue defines model for PayoutStatusValue.
+type PayoutStatusValue string
+
+// PixBeneficiary defines model for PixBeneficiary.
+type PixBeneficiary struct {
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name string `json:"name"`
+
+	// PixKey a PIX key: a CPF or CNPJ (digits only), an e-mail address, a +55 phone number in E.164, or a random key (a lower-case UUID); a CPF or CNPJ key's check digits are checked
+	PixKey string `json:"pixKey"`
+
+	// TaxId the holder's CPF (11 digits) or CNPJ (14 digits), digits only, with valid check digits
+	TaxId string `json:"taxId"`
+}
 
 // PositiveDecimal A decimal string in major units, above zero.
 //
@@ -1971,10 +2289,43 @@ type SandboxPayinRequest0 = interface{}
 // SandboxPayinRequest1 defines model for SandboxPayinRequest.1.
 type SandboxPayinRequest1 = interface{}
 
+// SandboxPayoutDepositRequest defines model for SandboxPayoutDepositRequest.
+type SandboxPayoutDepositRequest struct {
+	Outcome  *SandboxPayoutDepositRequestOutcome `json:"outcome,omitempty"`
+	PayoutId string                              `json:"payoutId"`
+
+	// Reason For failed: a failure reason; for returned: a return reason (see POST /v1/bank/payout/status).
+	Reason *string `json:"reason,omitempty"`
+}
+
+// SandboxPayoutDepositRequestOutcome defines model for SandboxPayoutDepositRequest.Outcome.
+type SandboxPayoutDepositRequestOutcome string
+
+// SepaBeneficiary defines model for SepaBeneficiary.
+type SepaBeneficiary struct {
+	// Bic a BIC (ISO 9362): 8 or 11 upper-case letters and digits, the bank's country in the 5th and 6th; optional; its country must be the IBAN's
+	Bic *string `json:"bic,omitempty"`
+
+	// Iban an IBAN, in its electronic form or in groups of four; its country's length and check digits are checked, and its country must be the quote's
+	Iban string `json:"iban"`
+
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name string `json:"name"`
+}
+
 // SmallestUnit An integer string in the token's smallest unit (digits only, above zero, at most 78 digits), never a JSON number.
 //
 // Examples: 1000000
 type SmallestUnit = string
+
+// SpeiBeneficiary defines model for SpeiBeneficiary.
+type SpeiBeneficiary struct {
+	// Clabe a CLABE: 18 digits with a valid check digit (weights 3, 7, 1, mod 10)
+	Clabe string `json:"clabe"`
+
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name string `json:"name"`
+}
 
 // Statuses defines model for Statuses.
 type Statuses struct {
@@ -1996,6 +2347,29 @@ type StatusesResourcesField string
 
 // StatusesResourcesResource defines model for Statuses.Resources.Resource.
 type StatusesResourcesResource string
+
+// SwiftBeneficiary defines model for SwiftBeneficiary.
+type SwiftBeneficiary struct {
+	// AccountNumber the account number at the bank: 1 to 34 letters and digits
+	AccountNumber *string `json:"accountNumber,omitempty"`
+	Address       Address `json:"address"`
+
+	// Bic a BIC (ISO 9362): 8 or 11 upper-case letters and digits, the bank's country in the 5th and 6th; its country must be the quote's
+	Bic string `json:"bic"`
+
+	// Iban an IBAN, in its electronic form or in groups of four; its country's length and check digits are checked, and its country must be the quote's
+	Iban *string `json:"iban,omitempty"`
+
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name  string `json:"name"`
+	union json.RawMessage
+}
+
+// SwiftBeneficiary0 defines model for SwiftBeneficiary.0.
+type SwiftBeneficiary0 = map[string]interface{}
+
+// SwiftBeneficiary1 defines model for SwiftBeneficiary.1.
+type SwiftBeneficiary1 = map[string]interface{}
 
 // VirtualAccount The user's virtual account (`status` `active`), or, until the user has consented, where they stand (`consent_required`). Branch on `status`.
 type VirtualAccount struct {
@@ -2044,6 +2418,19 @@ type VirtualAccountRequest struct {
 // WalletAddress An EVM address; a mixed-case one must carry a valid EIP-55 checksum.
 type WalletAddress = string
 
+// WireBeneficiary defines model for WireBeneficiary.
+type WireBeneficiary struct {
+	// AccountNumber the account number: 4 to 17 digits
+	AccountNumber string  `json:"accountNumber"`
+	Address       Address `json:"address"`
+
+	// Name the account holder's name: 1 to 140 characters, no control characters
+	Name string `json:"name"`
+
+	// RoutingNumber an ABA routing number: 9 digits with a valid check digit (weights 3, 7, 1)
+	RoutingNumber string `json:"routingNumber"`
+}
+
 // IdempotencyKey defines model for Idempotency-Key.
 type IdempotencyKey = string
 
@@ -2070,6 +2457,9 @@ type NotConfigured = Error404
 
 // OrderNotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
 type OrderNotFound = Error404
+
+// PayoutNotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
+type PayoutNotFound = Error404
 
 // PermissionDenied A key that may not do this: the error envelope with the codes answered with 403.
 type PermissionDenied = Error403
@@ -2140,11 +2530,20 @@ type SandboxPayinParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// SandboxPayoutDepositParams defines parameters for SandboxPayoutDeposit.
+type SandboxPayoutDepositParams struct {
+	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // BankPayoutJSONRequestBody defines body for BankPayout for application/json ContentType.
 type BankPayoutJSONRequestBody = BankPayoutRequest
 
 // BankPayoutQuoteJSONRequestBody defines body for BankPayoutQuote for application/json ContentType.
 type BankPayoutQuoteJSONRequestBody = BankPayoutQuoteRequest
+
+// BankPayoutStatusJSONRequestBody defines body for BankPayoutStatus for application/json ContentType.
+type BankPayoutStatusJSONRequestBody = BankPayoutStatusRequest
 
 // DepositQuoteJSONRequestBody defines body for DepositQuote for application/json ContentType.
 type DepositQuoteJSONRequestBody = DepositQuoteRequest
@@ -2184,6 +2583,9 @@ type SandboxOrderDepositJSONRequestBody = OrderStatusRequest
 
 // SandboxPayinJSONRequestBody defines body for SandboxPayin for application/json ContentType.
 type SandboxPayinJSONRequestBody = SandboxPayinRequest
+
+// SandboxPayoutDepositJSONRequestBody defines body for SandboxPayoutDeposit for application/json ContentType.
+type SandboxPayoutDepositJSONRequestBody = SandboxPayoutDepositRequest
 
 // Getter for additional properties for RawTransactions_Item. Returns the specified
 // element and whether it was found
@@ -2542,6 +2944,198 @@ func (t *BankPayoutQuoteRequest) UnmarshalJSON(b []byte) error {
 		}
 	}
 
+	return err
+}
+
+// AsSepaBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a SepaBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsSepaBeneficiary() (SepaBeneficiary, error) {
+	var body SepaBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSepaBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided SepaBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromSepaBeneficiary(v SepaBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSepaBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided SepaBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergeSepaBeneficiary(v SepaBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsFasterPaymentsBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a FasterPaymentsBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsFasterPaymentsBeneficiary() (FasterPaymentsBeneficiary, error) {
+	var body FasterPaymentsBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromFasterPaymentsBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided FasterPaymentsBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromFasterPaymentsBeneficiary(v FasterPaymentsBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeFasterPaymentsBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided FasterPaymentsBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergeFasterPaymentsBeneficiary(v FasterPaymentsBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAchBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a AchBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsAchBeneficiary() (AchBeneficiary, error) {
+	var body AchBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAchBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided AchBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromAchBeneficiary(v AchBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAchBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided AchBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergeAchBeneficiary(v AchBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWireBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a WireBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsWireBeneficiary() (WireBeneficiary, error) {
+	var body WireBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWireBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided WireBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromWireBeneficiary(v WireBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeWireBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided WireBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergeWireBeneficiary(v WireBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsSpeiBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a SpeiBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsSpeiBeneficiary() (SpeiBeneficiary, error) {
+	var body SpeiBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSpeiBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided SpeiBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromSpeiBeneficiary(v SpeiBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSpeiBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided SpeiBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergeSpeiBeneficiary(v SpeiBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPixBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a PixBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsPixBeneficiary() (PixBeneficiary, error) {
+	var body PixBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPixBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided PixBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromPixBeneficiary(v PixBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergePixBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided PixBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergePixBeneficiary(v PixBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsSwiftBeneficiary returns the union data inside the BankPayoutRequest_Beneficiary as a SwiftBeneficiary
+func (t BankPayoutRequest_Beneficiary) AsSwiftBeneficiary() (SwiftBeneficiary, error) {
+	var body SwiftBeneficiary
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSwiftBeneficiary overwrites any union data inside the BankPayoutRequest_Beneficiary as the provided SwiftBeneficiary
+func (t *BankPayoutRequest_Beneficiary) FromSwiftBeneficiary(v SwiftBeneficiary) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSwiftBeneficiary performs a merge with any union data inside the BankPayoutRequest_Beneficiary, using the provided SwiftBeneficiary
+func (t *BankPayoutRequest_Beneficiary) MergeSwiftBeneficiary(v SwiftBeneficiary) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t BankPayoutRequest_Beneficiary) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *BankPayoutRequest_Beneficiary) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
 	return err
 }
 
@@ -3101,6 +3695,153 @@ func (t *SandboxPayinRequest) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsSwiftBeneficiary0 returns the union data inside the SwiftBeneficiary as a SwiftBeneficiary0
+func (t SwiftBeneficiary) AsSwiftBeneficiary0() (SwiftBeneficiary0, error) {
+	var body SwiftBeneficiary0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSwiftBeneficiary0 overwrites any union data inside the SwiftBeneficiary as the provided SwiftBeneficiary0
+func (t *SwiftBeneficiary) FromSwiftBeneficiary0(v SwiftBeneficiary0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSwiftBeneficiary0 performs a merge with any union data inside the SwiftBeneficiary, using the provided SwiftBeneficiary0
+func (t *SwiftBeneficiary) MergeSwiftBeneficiary0(v SwiftBeneficiary0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsSwiftBeneficiary1 returns the union data inside the SwiftBeneficiary as a SwiftBeneficiary1
+func (t SwiftBeneficiary) AsSwiftBeneficiary1() (SwiftBeneficiary1, error) {
+	var body SwiftBeneficiary1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSwiftBeneficiary1 overwrites any union data inside the SwiftBeneficiary as the provided SwiftBeneficiary1
+func (t *SwiftBeneficiary) FromSwiftBeneficiary1(v SwiftBeneficiary1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSwiftBeneficiary1 performs a merge with any union data inside the SwiftBeneficiary, using the provided SwiftBeneficiary1
+func (t *SwiftBeneficiary) MergeSwiftBeneficiary1(v SwiftBeneficiary1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t SwiftBeneficiary) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if t.AccountNumber != nil {
+		object["accountNumber"], err = json.Marshal(t.AccountNumber)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'accountNumber': %w", err)
+		}
+	}
+
+	object["address"], err = json.Marshal(t.Address)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'address': %w", err)
+	}
+
+	object["bic"], err = json.Marshal(t.Bic)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'bic': %w", err)
+	}
+
+	if t.Iban != nil {
+		object["iban"], err = json.Marshal(t.Iban)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'iban': %w", err)
+		}
+	}
+
+	object["name"], err = json.Marshal(t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'name': %w", err)
+	}
+
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *SwiftBeneficiary) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["accountNumber"]; found {
+		err = json.Unmarshal(raw, &t.AccountNumber)
+		if err != nil {
+			return fmt.Errorf("error reading 'accountNumber': %w", err)
+		}
+	}
+
+	if raw, found := object["address"]; found {
+		err = json.Unmarshal(raw, &t.Address)
+		if err != nil {
+			return fmt.Errorf("error reading 'address': %w", err)
+		}
+	}
+
+	if raw, found := object["bic"]; found {
+		err = json.Unmarshal(raw, &t.Bic)
+		if err != nil {
+			return fmt.Errorf("error reading 'bic': %w", err)
+		}
+	}
+
+	if raw, found := object["iban"]; found {
+		err = json.Unmarshal(raw, &t.Iban)
+		if err != nil {
+			return fmt.Errorf("error reading 'iban': %w", err)
+		}
+	}
+
+	if raw, found := object["name"]; found {
+		err = json.Unmarshal(raw, &t.Name)
+		if err != nil {
+			return fmt.Errorf("error reading 'name': %w", err)
+		}
+	}
+
+	return err
+}
+
 // AsVirtualAccountActive returns the union data inside the VirtualAccount as a VirtualAccountActive
 func (t VirtualAccount) AsVirtualAccountActive() (VirtualAccountActive, error) {
 	var body VirtualAccountActive
@@ -3298,19 +4039,31 @@ type ClientInterface interface {
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 	// again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 	// same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-	// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+	// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+	// loss of any one database node.
 	//
-	// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-	// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-	// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-	// repriced (quote again). A payout worth more than the key's
-	// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-	// `GET /v1/rates`) is `403 execution_capped`.
+	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+	// ASCII characters), echoed in its answers.
 	//
-	// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-	// `status: pending`.
+	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+	// `returned`.
 	//
-	// Send an `Idempotency-Key` to retry safely after a network failure.
+	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+	// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+	// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+	// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+	// `Retry-After`: retry the same request; it is never carried out twice.
+	//
+	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3322,19 +4075,31 @@ type ClientInterface interface {
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 	// again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 	// same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-	// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+	// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+	// loss of any one database node.
 	//
-	// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-	// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-	// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-	// repriced (quote again). A payout worth more than the key's
-	// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-	// `GET /v1/rates`) is `403 execution_capped`.
+	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+	// ASCII characters), echoed in its answers.
 	//
-	// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-	// `status: pending`.
+	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+	// `returned`.
 	//
-	// Send an `Idempotency-Key` to retry safely after a network failure.
+	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+	// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+	// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+	// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+	// `Retry-After`: retry the same request; it is never carried out twice.
+	//
+	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3394,6 +4159,40 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
 	BankPayoutQuote(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BankPayoutStatusWithBody A payout's status, polled
+	//
+	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+	BankPayoutStatusWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BankPayoutStatus A payout's status, polled
+	//
+	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+	BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetConfig What this key may do
 	//
@@ -3634,6 +4433,8 @@ type ClientInterface interface {
 	// in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 	// normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 	// (`otherCountries: true`) serves every country the other rails do not serve in that currency.
+	// Each rail's `beneficiary` is the JSON Schema of the beneficiary a payout on it takes (`POST /v1/bank/payout`):
+	// render a form from it, or validate before you send.
 	// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
 	// are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
 	// the directions and the per-order limits in the corridor's currency.
@@ -3861,6 +4662,36 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandbox/payin (the `SandboxPayin` operationId).
 	SandboxPayin(ctx context.Context, params *SandboxPayinParams, body SandboxPayinJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SandboxPayoutDepositWithBody Make a payout's stablecoin deposit, and choose its outcome
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+	SandboxPayoutDepositWithBody(ctx context.Context, params *SandboxPayoutDepositParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxPayoutDeposit Make a payout's stablecoin deposit, and choose its outcome
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+	SandboxPayoutDeposit(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListStatuses Every status of every resource, with its meaning
 	//
 	// Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
@@ -3911,19 +4742,31 @@ func (c *Client) OrderReturn(ctx context.Context, params *OrderReturnParams, req
 // Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 // again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 // same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+// loss of any one database node.
 //
-// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-// repriced (quote again). A payout worth more than the key's
-// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-// `GET /v1/rates`) is `403 execution_capped`.
+// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+// ASCII characters), echoed in its answers.
 //
-// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-// `status: pending`.
+// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+// `returned`.
 //
-// Send an `Idempotency-Key` to retry safely after a network failure.
+// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+// `Retry-After`: retry the same request; it is never carried out twice.
+//
+// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3945,19 +4788,31 @@ func (c *Client) BankPayoutWithBody(ctx context.Context, params *BankPayoutParam
 // Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 // again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 // same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+// loss of any one database node.
 //
-// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-// repriced (quote again). A payout worth more than the key's
-// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-// `GET /v1/rates`) is `403 execution_capped`.
+// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+// ASCII characters), echoed in its answers.
 //
-// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-// `status: pending`.
+// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+// `returned`.
 //
-// Send an `Idempotency-Key` to retry safely after a network failure.
+// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+// `Retry-After`: retry the same request; it is never carried out twice.
+//
+// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4038,6 +4893,60 @@ func (c *Client) BankPayoutQuoteWithBody(ctx context.Context, contentType string
 // Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
 func (c *Client) BankPayoutQuote(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewBankPayoutQuoteRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BankPayoutStatusWithBody A payout's status, polled
+//
+// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+func (c *Client) BankPayoutStatusWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBankPayoutStatusRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BankPayoutStatus A payout's status, polled
+//
+// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+func (c *Client) BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBankPayoutStatusRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4457,6 +5366,8 @@ func (c *Client) CreateVirtualAccount(ctx context.Context, params *CreateVirtual
 // in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 // normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 // (`otherCountries: true`) serves every country the other rails do not serve in that currency.
+// Each rail's `beneficiary` is the JSON Schema of the beneficiary a payout on it takes (`POST /v1/bank/payout`):
+// render a form from it, or validate before you send.
 // `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
 // are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
 // the directions and the per-order limits in the corridor's currency.
@@ -4834,6 +5745,56 @@ func (c *Client) SandboxPayin(ctx context.Context, params *SandboxPayinParams, b
 	return c.Client.Do(req)
 }
 
+// SandboxPayoutDepositWithBody Make a payout's stablecoin deposit, and choose its outcome
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+// honours `Idempotency-Key`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+func (c *Client) SandboxPayoutDepositWithBody(ctx context.Context, params *SandboxPayoutDepositParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxPayoutDepositRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxPayoutDeposit Make a payout's stablecoin deposit, and choose its outcome
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+// honours `Idempotency-Key`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+func (c *Client) SandboxPayoutDeposit(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxPayoutDepositRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListStatuses Every status of every resource, with its meaning
 //
 // Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
@@ -5020,6 +5981,46 @@ func NewBankPayoutQuoteRequestWithBody(server string, contentType string, body i
 	}
 
 	operationPath := fmt.Sprintf("/v1/bank/payout/quote")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewBankPayoutStatusRequest calls the generic BankPayoutStatus builder with application/json body
+func NewBankPayoutStatusRequest(server string, body BankPayoutStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBankPayoutStatusRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBankPayoutStatusRequestWithBody constructs an http.Request for the BankPayoutStatus method, with any body, and a specified content type
+func NewBankPayoutStatusRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bank/payout/status")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5796,6 +6797,61 @@ func NewSandboxPayinRequestWithBody(server string, params *SandboxPayinParams, c
 	return req, nil
 }
 
+// NewSandboxPayoutDepositRequest calls the generic SandboxPayoutDeposit builder with application/json body
+func NewSandboxPayoutDepositRequest(server string, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxPayoutDepositRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSandboxPayoutDepositRequestWithBody constructs an http.Request for the SandboxPayoutDeposit method, with any body, and a specified content type
+func NewSandboxPayoutDepositRequestWithBody(server string, params *SandboxPayoutDepositParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandbox/payouts/deposit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListStatusesRequest constructs an http.Request for the ListStatuses method
 func NewListStatusesRequest(server string) (*http.Request, error) {
 	var err error
@@ -5893,19 +6949,31 @@ type ClientWithResponsesInterface interface {
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 	// again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 	// same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-	// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+	// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+	// loss of any one database node.
 	//
-	// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-	// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-	// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-	// repriced (quote again). A payout worth more than the key's
-	// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-	// `GET /v1/rates`) is `403 execution_capped`.
+	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+	// ASCII characters), echoed in its answers.
 	//
-	// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-	// `status: pending`.
+	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+	// `returned`.
 	//
-	// Send an `Idempotency-Key` to retry safely after a network failure.
+	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+	// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+	// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+	// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+	// `Retry-After`: retry the same request; it is never carried out twice.
+	//
+	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5917,19 +6985,31 @@ type ClientWithResponsesInterface interface {
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 	// again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 	// same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-	// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+	// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+	// loss of any one database node.
 	//
-	// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-	// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-	// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-	// repriced (quote again). A payout worth more than the key's
-	// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-	// `GET /v1/rates`) is `403 execution_capped`.
+	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+	// ASCII characters), echoed in its answers.
 	//
-	// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-	// `status: pending`.
+	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+	// `returned`.
 	//
-	// Send an `Idempotency-Key` to retry safely after a network failure.
+	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+	// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+	// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+	// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+	// `Retry-After`: retry the same request; it is never carried out twice.
+	//
+	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5989,6 +7069,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
 	BankPayoutQuoteWithResponse(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error)
+
+	// BankPayoutStatusWithBodyWithResponse A payout's status, polled
+	//
+	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+	BankPayoutStatusWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutStatusResponse, error)
+
+	// BankPayoutStatusWithResponse A payout's status, polled
+	//
+	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+	BankPayoutStatusWithResponse(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutStatusResponse, error)
 
 	// GetConfigWithResponse What this key may do
 	//
@@ -6235,6 +7349,8 @@ type ClientWithResponsesInterface interface {
 	// in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 	// normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 	// (`otherCountries: true`) serves every country the other rails do not serve in that currency.
+	// Each rail's `beneficiary` is the JSON Schema of the beneficiary a payout on it takes (`POST /v1/bank/payout`):
+	// render a form from it, or validate before you send.
 	// `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
 	// are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
 	// the directions and the per-order limits in the corridor's currency.
@@ -6468,6 +7584,36 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandbox/payin (the `SandboxPayin` operationId).
 	SandboxPayinWithResponse(ctx context.Context, params *SandboxPayinParams, body SandboxPayinJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayinResponse, error)
 
+	// SandboxPayoutDepositWithBodyWithResponse Make a payout's stablecoin deposit, and choose its outcome
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+	SandboxPayoutDepositWithBodyWithResponse(ctx context.Context, params *SandboxPayoutDepositParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxPayoutDepositResponse, error)
+
+	// SandboxPayoutDepositWithResponse Make a payout's stablecoin deposit, and choose its outcome
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+	SandboxPayoutDepositWithResponse(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayoutDepositResponse, error)
+
 	// ListStatusesWithResponse Every status of every resource, with its meaning
 	//
 	// Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
@@ -6652,6 +7798,7 @@ type BankPayoutResponse408Headers struct {
 type BankPayoutResponse409Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
+	RetryAfter      *string
 	XRequestId      string
 }
 
@@ -6689,6 +7836,13 @@ type BankPayoutResponse500Headers struct {
 	XRequestId string
 }
 
+// BankPayoutResponse503Headers the declared response headers of an HTTP 503 response for BankPayout
+type BankPayoutResponse503Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
 type BankPayoutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6716,6 +7870,8 @@ type BankPayoutResponse struct {
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error503
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *BankPayoutResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -6740,6 +7896,8 @@ type BankPayoutResponse struct {
 	Headers429 *BankPayoutResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *BankPayoutResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *BankPayoutResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6800,6 +7958,11 @@ func (r BankPayoutResponse) GetJSON429() *RateLimited {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r BankPayoutResponse) GetJSON500() *Internal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r BankPayoutResponse) GetJSON503() *Error503 {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6998,6 +8161,198 @@ func (r BankPayoutQuoteResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r BankPayoutQuoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BankPayoutStatusResponse200Headers the declared response headers of an HTTP 200 response for BankPayoutStatus
+type BankPayoutStatusResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse400Headers the declared response headers of an HTTP 400 response for BankPayoutStatus
+type BankPayoutStatusResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse401Headers the declared response headers of an HTTP 401 response for BankPayoutStatus
+type BankPayoutStatusResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse403Headers the declared response headers of an HTTP 403 response for BankPayoutStatus
+type BankPayoutStatusResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse404Headers the declared response headers of an HTTP 404 response for BankPayoutStatus
+type BankPayoutStatusResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse408Headers the declared response headers of an HTTP 408 response for BankPayoutStatus
+type BankPayoutStatusResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// BankPayoutStatusResponse409Headers the declared response headers of an HTTP 409 response for BankPayoutStatus
+type BankPayoutStatusResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse413Headers the declared response headers of an HTTP 413 response for BankPayoutStatus
+type BankPayoutStatusResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse429Headers the declared response headers of an HTTP 429 response for BankPayoutStatus
+type BankPayoutStatusResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// BankPayoutStatusResponse500Headers the declared response headers of an HTTP 500 response for BankPayoutStatus
+type BankPayoutStatusResponse500Headers struct {
+	XRequestId string
+}
+
+type BankPayoutStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BankPayoutStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *PayoutNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *BankPayoutStatusResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *BankPayoutStatusResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BankPayoutStatusResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *BankPayoutStatusResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *BankPayoutStatusResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *BankPayoutStatusResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BankPayoutStatusResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *BankPayoutStatusResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BankPayoutStatusResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *BankPayoutStatusResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON200() *BankPayoutStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON404() *PayoutNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r BankPayoutStatusResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r BankPayoutStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BankPayoutStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BankPayoutStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BankPayoutStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10183,6 +11538,215 @@ func (r SandboxPayinResponse) ContentType() string {
 	return ""
 }
 
+// SandboxPayoutDepositResponse200Headers the declared response headers of an HTTP 200 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          string
+	RateLimitPolicy    string
+	XRequestId         string
+}
+
+// SandboxPayoutDepositResponse400Headers the declared response headers of an HTTP 400 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse401Headers the declared response headers of an HTTP 401 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse403Headers the declared response headers of an HTTP 403 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse404Headers the declared response headers of an HTTP 404 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse408Headers the declared response headers of an HTTP 408 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// SandboxPayoutDepositResponse409Headers the declared response headers of an HTTP 409 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse413Headers the declared response headers of an HTTP 413 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse422Headers the declared response headers of an HTTP 422 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse422Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse429Headers the declared response headers of an HTTP 429 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// SandboxPayoutDepositResponse500Headers the declared response headers of an HTTP 500 response for SandboxPayoutDeposit
+type SandboxPayoutDepositResponse500Headers struct {
+	XRequestId string
+}
+
+type SandboxPayoutDepositResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BankPayoutStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *PayoutNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error409
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SandboxPayoutDepositResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SandboxPayoutDepositResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SandboxPayoutDepositResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SandboxPayoutDepositResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SandboxPayoutDepositResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *SandboxPayoutDepositResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SandboxPayoutDepositResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *SandboxPayoutDepositResponse413Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *SandboxPayoutDepositResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SandboxPayoutDepositResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SandboxPayoutDepositResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON200() *BankPayoutStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON404() *PayoutNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON409() *Error409 {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SandboxPayoutDepositResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxPayoutDepositResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxPayoutDepositResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxPayoutDepositResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxPayoutDepositResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListStatusesResponse200Headers the declared response headers of an HTTP 200 response for ListStatuses
 type ListStatusesResponse200Headers struct {
 	RateLimit       string
@@ -10331,19 +11895,31 @@ func (c *ClientWithResponses) OrderReturnWithResponse(ctx context.Context, param
 // Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 // again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 // same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+// loss of any one database node.
 //
-// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-// repriced (quote again). A payout worth more than the key's
-// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-// `GET /v1/rates`) is `403 execution_capped`.
+// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+// ASCII characters), echoed in its answers.
 //
-// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-// `status: pending`.
+// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+// `returned`.
 //
-// Send an `Idempotency-Key` to retry safely after a network failure.
+// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+// `Retry-After`: retry the same request; it is never carried out twice.
+//
+// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10361,19 +11937,31 @@ func (c *ClientWithResponses) BankPayoutWithBodyWithResponse(ctx context.Context
 // Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
 // again for the same quote and the same beneficiary answers the same `payoutId`, even when calls race; the
 // same quote for another beneficiary is `409 quote_already_executed` and nothing moves (quote again for a
-// new payout). Needs the `bank` product. An acknowledged payout is durable: it survives a crash of the store.
+// new payout). Needs the `bank` product. A `200` rests on a payout committed and replicated: it survives the
+// loss of any one database node.
 //
-// The IBAN is checked against its country's format and its mod-97 check digits (spaces and case are
-// ignored); a refusal names the field in the message. A quote that is unknown, malformed, or another
-// key's, is `404 quote_not_found`; past `expiresAt` it is `410 quote_expired` for 24 hours and is never
-// repriced (quote again). A payout worth more than the key's
-// `maxExecutionUsd` (stablecoins at par with their currency, fiat at the reference rates of
-// `GET /v1/rates`) is `403 execution_capped`.
+// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
+// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
+// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
+// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
+// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
+// ASCII characters), echoed in its answers.
 //
-// **While the payout provider is a mock**, nothing is sent anywhere: the answer carries `mock: true` and
-// `status: pending`.
+// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
+// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
+// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
+// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
+// `returned`.
 //
-// Send an `Idempotency-Key` to retry safely after a network failure.
+// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
+// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
+// payout worth more than the key's `maxExecutionUsd` (stablecoins at par with their currency, fiat at the
+// reference rates of `GET /v1/rates`) is `403 execution_capped`. An outcome not known within 8 s (the
+// database could not confirm it on a standby in time) is `409 idempotency_in_progress` with
+// `Retry-After`: retry the same request; it is never carried out twice.
+//
+// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
+// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10450,6 +12038,52 @@ func (c *ClientWithResponses) BankPayoutQuoteWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParseBankPayoutQuoteResponse(rsp)
+}
+
+// BankPayoutStatusWithBodyWithResponse A payout's status, polled
+//
+// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+func (c *ClientWithResponses) BankPayoutStatusWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutStatusResponse, error) {
+	rsp, err := c.BankPayoutStatusWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBankPayoutStatusResponse(rsp)
+}
+
+// BankPayoutStatusWithResponse A payout's status, polled
+//
+// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
+// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
+// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
+// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
+// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
+func (c *ClientWithResponses) BankPayoutStatusWithResponse(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutStatusResponse, error) {
+	rsp, err := c.BankPayoutStatus(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBankPayoutStatusResponse(rsp)
 }
 
 // GetConfigWithResponse What this key may do
@@ -10799,6 +12433,8 @@ func (c *ClientWithResponses) CreateVirtualAccountWithResponse(ctx context.Conte
 // in major units of the payout currency, and its settlement time as an ISO 8601 duration (the rail's
 // normal behaviour, never a commitment; `settlementNotation` explains it). The catch-all rail
 // (`otherCountries: true`) serves every country the other rails do not serve in that currency.
+// Each rail's `beneficiary` is the JSON Schema of the beneficiary a payout on it takes (`POST /v1/bank/payout`):
+// render a form from it, or validate before you send.
 // `referenceRatesUsd` are the rates a payout is held against a key's `maxExecutionUsd` with. `cardCorridors`
 // are the card routes of `POST /v1/orders`: the cardholders' countries, what the hosted card page offers,
 // the directions and the per-order limits in the corridor's currency.
@@ -11122,6 +12758,48 @@ func (c *ClientWithResponses) SandboxPayinWithResponse(ctx context.Context, para
 	return ParseSandboxPayinResponse(rsp)
 }
 
+// SandboxPayoutDepositWithBodyWithResponse Make a payout's stablecoin deposit, and choose its outcome
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+// honours `Idempotency-Key`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+func (c *ClientWithResponses) SandboxPayoutDepositWithBodyWithResponse(ctx context.Context, params *SandboxPayoutDepositParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxPayoutDepositResponse, error) {
+	rsp, err := c.SandboxPayoutDepositWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxPayoutDepositResponse(rsp)
+}
+
+// SandboxPayoutDepositWithResponse Make a payout's stablecoin deposit, and choose its outcome
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
+// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
+// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
+// honours `Idempotency-Key`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
+func (c *ClientWithResponses) SandboxPayoutDepositWithResponse(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayoutDepositResponse, error) {
+	rsp, err := c.SandboxPayoutDeposit(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxPayoutDepositResponse(rsp)
+}
+
 // ListStatusesWithResponse Every status of every resource, with its meaning
 //
 // Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
@@ -11368,6 +13046,13 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error503
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -11524,6 +13209,13 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 			}
 			headers.RateLimitPolicy = value
 		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -11645,6 +13337,30 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers BankPayoutResponse503Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11903,6 +13619,324 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers BankPayoutQuoteResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBankPayoutStatusResponse parses an HTTP response from a BankPayoutStatusWithResponse call
+func ParseBankPayoutStatusResponse(rsp *http.Response) (*BankPayoutStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BankPayoutStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BankPayoutStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PayoutNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers BankPayoutStatusResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers BankPayoutStatusResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers BankPayoutStatusResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers BankPayoutStatusResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers BankPayoutStatusResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers BankPayoutStatusResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers BankPayoutStatusResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers BankPayoutStatusResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers BankPayoutStatusResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers BankPayoutStatusResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -16930,6 +18964,362 @@ func ParseSandboxPayinResponse(rsp *http.Response) (*SandboxPayinResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SandboxPayinResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSandboxPayoutDepositResponse parses an HTTP response from a SandboxPayoutDepositWithResponse call
+func ParseSandboxPayoutDepositResponse(rsp *http.Response) (*SandboxPayoutDepositResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxPayoutDepositResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BankPayoutStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PayoutNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error409
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SandboxPayoutDepositResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SandboxPayoutDepositResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SandboxPayoutDepositResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SandboxPayoutDepositResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SandboxPayoutDepositResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers SandboxPayoutDepositResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers SandboxPayoutDepositResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers SandboxPayoutDepositResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 422:
+		var headers SandboxPayoutDepositResponse422Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers SandboxPayoutDepositResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers SandboxPayoutDepositResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

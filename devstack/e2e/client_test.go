@@ -60,10 +60,13 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 	}
 
 	alice := partnerapi.BankPayoutJSONRequestBody{QuoteId: q.JSON200.QuoteId}
-	alice.Beneficiary.Name, alice.Beneficiary.Iban = "Alice Liddell", "GB29NWBK60161331926819"
+	if err := alice.Beneficiary.FromFasterPaymentsBeneficiary(partnerapi.FasterPaymentsBeneficiary{Name: "Alice Liddell", SortCode: "60-16-13", AccountNumber: "31926819"}); err != nil {
+		t.Fatal(err)
+	}
 	params := &partnerapi.BankPayoutParams{IdempotencyKey: ptr("payout-alice-1")}
 	p, err := c.BankPayoutWithResponse(ctx, params, alice)
-	if err != nil || p.JSON200 == nil || !strings.HasPrefix(p.JSON200.PayoutId, "bpo_") || p.JSON200.Status != partnerapi.BankPayoutStatusPending || p.JSON200.QuoteId != q.JSON200.QuoteId {
+	if err != nil || p.JSON200 == nil || !strings.HasPrefix(p.JSON200.PayoutId, "bpo_") || p.JSON200.Status != partnerapi.PayoutStatusValueAwaitingDeposit || p.JSON200.QuoteId != q.JSON200.QuoteId ||
+		p.JSON200.Beneficiary.Account != "6819" {
 		t.Fatalf("payout: %v %s", err, p.Body)
 	}
 	replay, err := c.BankPayoutWithResponse(ctx, params, alice)
@@ -72,7 +75,9 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 	}
 
 	bob := alice
-	bob.Beneficiary.Name, bob.Beneficiary.Iban = "Bob Cratchit", "GB94BARC10201530093459"
+	if err := bob.Beneficiary.FromFasterPaymentsBeneficiary(partnerapi.FasterPaymentsBeneficiary{Name: "Bob Cratchit", SortCode: "201530", AccountNumber: "93459012"}); err != nil {
+		t.Fatal(err)
+	}
 	r409, _ := c.BankPayoutWithResponse(ctx, nil, bob)
 	if r409.JSON409 == nil {
 		t.Fatalf("another beneficiary: %d %s", r409.StatusCode(), r409.Body)

@@ -31,8 +31,8 @@ type beneficiary struct{ name, iban string }
 
 var (
 	ada     = beneficiary{"Ada Lovelace", "DE89370400440532013000"}
-	charles = beneficiary{"Charles Babbage", "FR1420041010050500013M02606"}
-	eve     = beneficiary{"Eve Mallory", "GB29NWBK60161331926819"}
+	charles = beneficiary{"Charles Babbage", "DE12500105170648489890"}
+	eve     = beneficiary{"Eve Mallory", "DE74123456780000000042"}
 )
 
 func (b beneficiary) execute(quoteID string) string {

@@ -125,7 +125,7 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 		KeysFile: filepath.Join(dir, "keys.json"),
 		Ports:    map[string]string{},
 		// No drain before stopping: the tests start and stop many stacks.
-		Env:  map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms", "SHUTDOWN_DRAIN": "0s"},
+		Env:  map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms", "SANDBOX_PAYOUT_SETTLE": "300ms", "SHUTDOWN_DRAIN": "0s"},
 		Logs: logs,
 	}
 	if onCluster() {

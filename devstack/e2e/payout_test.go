@@ -15,7 +15,12 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 )
 
-var payoutBody = regexp.MustCompile(`^\{"environment":"sandbox","mock":true,"payoutId":"(bpo_[0-9a-f]{32})","quoteId":"(bpq_\d+_[0-9a-f]{32})","status":"pending","rail":"([a-z_]+)","estimatedSettlement":"([A-Z0-9]+)"\}$`)
+// payoutBody is a payout answer: its fields in their order, the deposit
+// instructions, the beneficiary masked to its name and four characters.
+var payoutBody = regexp.MustCompile(`^\{"environment":"sandbox","mock":true,"payoutId":"(bpo_[0-9a-f]{32})","quoteId":"(bpq_\d+_[0-9a-f]{32})","status":"([a-z_]+)",` +
+	`"rail":"([a-z_]+)","estimatedSettlement":"([A-Z0-9]+)","deposit":\{"address":"0x[0-9a-fA-F]{40}","chain":\d+,"cryptoCurrency":"[A-Z]+",` +
+	`"token":"0x[0-9a-fA-F]{40}","amount":"1234567\.89","expiresAt":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"\},"beneficiary":\{"name":"[^"]*","account":"[^"]{1,4}"\}` +
+	`(,"reference":"[^"]*")?,"createdAt":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"\}$`)
 
 const executePath = "/v1/bank/payout"
 
@@ -107,6 +112,8 @@ func TestPayoutExecution(t *testing.T) {
 
 	t.Run("refusals", func(t *testing.T) {
 		foreign := s.quoteID(globex, eur("50"))
+		mine := s.quoteID(acme, eur("51"))
+		usd := s.quoteID(acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"USD","country":"US","cryptoAmount":"51","rail":"ach"}`)
 		tooBig := s.quoteID(small, eur("100.01"))
 		tests := []struct {
 			name, key, body string
@@ -119,18 +126,28 @@ func TestPayoutExecution(t *testing.T) {
 				404, errorBody("quote_not_found", "No quote with this quoteId exists for this key.")},
 			{"above the key's ceiling", small, executeBody(tooBig, "DE89370400440532013000"),
 				403, errorBody("execution_capped", "This payout is worth more than the key's maxExecutionUsd of 100 USD at the reference rates of GET /v1/rates.")},
-			{"IBAN with a bad checksum: our check names the field, error.fields is for the bank's", acme, executeBody(foreign, "DE88370400440532013000"),
+			{"IBAN with a bad checksum: our check names the field, error.fields is for the bank's", acme, executeBody(mine, "DE88370400440532013000"),
 				400, errorBody("invalid_request", "beneficiary.iban has an invalid checksum; check it for a mistyped character.")},
-			{"IBAN of the wrong length", acme, `{"quoteId":"` + foreign + `","beneficiary":{"name":"A","iban":"DE8937040044053201300"}}`,
+			{"IBAN of the wrong length", acme, `{"quoteId":"` + mine + `","beneficiary":{"name":"A","iban":"DE8937040044053201300"}}`,
 				400, errorBody("invalid_request", "beneficiary.iban is not an IBAN: its length or characters do not fit its country's format.")},
-			{"no name", acme, `{"quoteId":"` + foreign + `","beneficiary":{"name":"","iban":"DE8937040044053201300"}}`,
+			{"an IBAN of another country than the quote's", acme, executeBody(mine, "FR1420041010050500013M02606"),
+				400, errorBody("invalid_request", "beneficiary.iban is an account in FR; this quote pays out to DE.")},
+			{"a US account on a SEPA quote", acme, `{"quoteId":"` + mine + `","beneficiary":{"name":"A","routingNumber":"021000021","accountNumber":"123456789","accountType":"checking"}}`,
+				400, errorBody("invalid_request", `Unknown field "beneficiary.routingNumber".`)},
+			{"an IBAN on an ACH quote", acme, executeBody(usd, "DE89370400440532013000"),
+				400, errorBody("invalid_request", `Unknown field "beneficiary.iban".`)},
+			{"an ABA routing number with a broken checksum", acme, `{"quoteId":"` + usd + `","beneficiary":{"name":"A","routingNumber":"021000022","accountNumber":"123456789","accountType":"checking"}}`,
+				400, errorBody("invalid_request", "beneficiary.routingNumber has an invalid checksum; check it for a mistyped digit.")},
+			{"no name", acme, `{"quoteId":"` + mine + `","beneficiary":{"name":"","iban":"DE8937040044053201300"}}`,
 				400, errorBody("invalid_request", "beneficiary.name is required: the account holder's name.")},
 			{"a malformed quote id is unknown", acme, executeBody("bpq_84532_XYZ", "DE89370400440532013000"),
 				404, errorBody("quote_not_found", "No quote with this quoteId exists for this key.")},
 			{"no quote id", acme, `{"beneficiary":{"name":"A","iban":"DE89370400440532013000"}}`,
 				400, errorBody("invalid_request", "quoteId is required: the id of a quote from POST /v1/bank/payout/quote.")},
-			{"unknown field", acme, `{"quoteId":"x","beneficiary":{"name":"A","iban":"x","bic":"DEUTDEFF"}}`,
-				400, errorBody("invalid_request", `Unknown field "beneficiary.bic".`)},
+			{"unknown field", acme, `{"quoteId":"` + mine + `","beneficiary":{"name":"A","iban":"DE89370400440532013000","swift":"DEUTDEFF"}}`,
+				400, errorBody("invalid_request", `Unknown field "beneficiary.swift".`)},
+			{"a reference too long", acme, `{"quoteId":"` + mine + `","beneficiary":{"name":"A","iban":"DE89370400440532013000"},"reference":"` + strings.Repeat("r", 65) + `"}`,
+				400, errorBody("invalid_request", "reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout.")},
 			{"a field given twice", acme, `{"quoteId":"x","quoteId":"y","beneficiary":{"name":"A","iban":"x"}}`,
 				400, errorBody("invalid_request", `Field "quoteId" is given twice.`)},
 			{"field names match exactly", acme, `{"QuoteId":"x","beneficiary":{"name":"A","iban":"x"}}`,
@@ -190,8 +207,8 @@ func TestASecondIdenticalPayoutIsNotMergedIntoTheFirst(t *testing.T) {
 func secondIdenticalPayout(t *testing.T, s *stack) {
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	const gbp = `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"GBP","country":"GB","cryptoAmount":"42"}`
-	alice := `{"quoteId":"%s","beneficiary":{"name":"Alice Liddell","iban":"GB29NWBK60161331926819"}}`
-	bob := `{"quoteId":"%s","beneficiary":{"name":"Bob Cratchit","iban":"GB94BARC10201530093459"}}`
+	alice := `{"quoteId":"%s","beneficiary":{"name":"Alice Liddell","sortCode":"60-16-13","accountNumber":"31926819"}}`
+	bob := `{"quoteId":"%s","beneficiary":{"name":"Bob Cratchit","sortCode":"20-15-30","accountNumber":"93459012"}}`
 	body := func(tmpl, q string) string { return strings.Replace(tmpl, "%s", q, 1) }
 
 	q1 := s.quoteID(key, gbp)
@@ -226,7 +243,7 @@ func TestConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
 		if i.Add(1)%2 == 0 {
 			return s.post(executePath, key, executeBody(q, "DE89370400440532013000"))
 		}
-		return s.post(executePath, key, `{"quoteId":"`+q+`","beneficiary":{"name":"Charles Babbage","iban":"FR1420041010050500013M02606"}}`)
+		return s.post(executePath, key, `{"quoteId":"`+q+`","beneficiary":{"name":"Charles Babbage","iban":"DE12500105170648489890"}}`)
 	})
 	ids := map[string]bool{}
 	for _, r := range answers {
@@ -261,7 +278,7 @@ func TestAnAcknowledgedPayoutOutlivesKill9OfRedis(t *testing.T) {
 	if r := s.post(executePath, key, body); r.Status != 200 || r.Body != first.Body {
 		t.Fatalf("with Redis down: %d %s, want the same payout %s", r.Status, r.Body, first.Body)
 	}
-	other := s.post(executePath, key, `{"quoteId":"`+q+`","beneficiary":{"name":"Charles Babbage","iban":"FR1420041010050500013M02606"}}`)
+	other := s.post(executePath, key, `{"quoteId":"`+q+`","beneficiary":{"name":"Charles Babbage","iban":"DE12500105170648489890"}}`)
 	if other.Status != 409 || !strings.Contains(other.Body, `"code":"quote_already_executed"`) {
 		t.Fatalf("another beneficiary with Redis down: %d %s", other.Status, other.Body)
 	}

@@ -28,6 +28,9 @@ const (
 	opCardOrder           = "get_card_order"
 	opCreateCardSession   = "create_card_session"
 	opSimulateCardDeposit = "simulate_card_deposit"
+
+	opCreatePayout = "create_payout"
+	opPayout       = "get_payout"
 )
 
 // Outcomes of one attempt: the closed set of values of the outcome label.
@@ -67,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// "no data", on the dashboard and in the alert.
 	for _, op := range []string{opCreateCustomer, opCustomer, opCreateTerms, opTerms, opForceIdentity,
 		opCreateVirtual, opCreateDeposit, opTransactions, opDepositTransaction, opSimulateDeposit,
-		opCreateCardOrder, opCardOrder, opCreateCardSession, opSimulateCardDeposit} {
+		opCreateCardOrder, opCardOrder, opCreateCardSession, opSimulateCardDeposit, opCreatePayout, opPayout} {
 		for _, outcome := range []string{outcomeOK, outcomeRefused, outcomeError, outcomeTimeout} {
 			m.requests.WithLabelValues(op, outcome)
 		}

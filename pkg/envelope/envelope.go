@@ -37,6 +37,9 @@ const (
 	CodeDepositNotFound        Code = "deposit_not_found"
 	CodeConsentSessionNotFound Code = "consent_session_not_found"
 	CodeOrderNotFound          Code = "order_not_found"
+	CodePayoutNotFound         Code = "payout_not_found"
+	CodePayoutNotAwaiting      Code = "payout_not_awaiting_deposit"
+	CodePayoutUnavailable      Code = "payout_unavailable"
 	CodeRequestTimeout         Code = "request_timeout"
 	CodeQuoteAlreadyExecuted   Code = "quote_already_executed"
 	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
@@ -66,6 +69,9 @@ var statuses = map[Code]int{
 	CodeDepositNotFound:        http.StatusNotFound,
 	CodeConsentSessionNotFound: http.StatusNotFound,
 	CodeOrderNotFound:          http.StatusNotFound,
+	CodePayoutNotFound:         http.StatusNotFound,
+	CodePayoutNotAwaiting:      http.StatusConflict,
+	CodePayoutUnavailable:      http.StatusServiceUnavailable,
 	CodeRequestTimeout:         http.StatusRequestTimeout,
 	CodeQuoteAlreadyExecuted:   http.StatusConflict,
 	CodeIdempotencyInProgress:  http.StatusConflict,

@@ -18,8 +18,31 @@ type Resource struct {
 	Statuses []Status `json:"statuses"`
 }
 
-// Payout statuses (POST /v1/bank/payout).
-const PayoutPending = "pending"
+// Payout statuses (POST /v1/bank/payout, POST /v1/bank/payout/status). A
+// payout moves only along PayoutMoves (the database holds it to them).
+const (
+	PayoutAwaitingDeposit = "awaiting_deposit"
+	PayoutProcessing      = "processing"
+	PayoutCompleted       = "completed"
+	PayoutReturned        = "returned"
+	PayoutExpired         = "expired"
+	PayoutFailed          = "failed"
+)
+
+// PayoutMoves are the moves a payout's status may make, from → to.
+var PayoutMoves = [][2]string{
+	{PayoutAwaitingDeposit, PayoutProcessing},
+	{PayoutAwaitingDeposit, PayoutExpired},
+	{PayoutProcessing, PayoutCompleted},
+	{PayoutProcessing, PayoutFailed},
+	{PayoutCompleted, PayoutReturned},
+}
+
+// Why a payout failed (failureReason) or came back (returnReason).
+var (
+	PayoutFailureReasons = []string{"account_closed", "account_not_found", "name_mismatch", "invalid_account", "rail_unavailable", "compliance_rejected"}
+	PayoutReturnReasons  = []string{"account_closed", "beneficiary_deceased", "refused_by_beneficiary"}
+)
 
 // Funding statuses (POST /v1/fiat/status), of a virtual account or a one-off deposit.
 const (
@@ -62,7 +85,12 @@ func All() []Resource { return all }
 
 var all = []Resource{
 	{"payout", "status", []Status{
-		{PayoutPending, "The payout was accepted and is on its way over its rail; while the payout provider is a mock, payouts stay pending.", false},
+		{PayoutAwaitingDeposit, "Waiting for the stablecoins: send deposit.amount of deposit.token on deposit.chain to deposit.address before deposit.expiresAt.", false},
+		{PayoutProcessing, "The stablecoins arrived (depositTxHash); the fiat is on its way over the rail.", false},
+		{PayoutCompleted, "The beneficiary's bank was credited (completedAt). Final, but for a return.", false},
+		{PayoutReturned, "The beneficiary's bank sent the payment back after crediting it; returnReason says why (account_closed, beneficiary_deceased, refused_by_beneficiary).", true},
+		{PayoutExpired, "No deposit arrived before deposit.expiresAt; nothing was paid.", true},
+		{PayoutFailed, "The rail refused the payment; failureReason says why (account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected).", true},
 	}},
 	{"funding", "status", []Status{
 		{AwaitingDeposit, "No deposit has settled yet: the user's bank transfer has not arrived, or is being converted.", false},

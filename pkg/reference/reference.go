@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
@@ -138,6 +139,10 @@ type RailLimit struct {
 	Settlement     string   `json:"settlement"`
 	MinAmount      string   `json:"minAmount"`
 	MaxAmount      string   `json:"maxAmount"`
+	// Beneficiary is the JSON Schema of the beneficiary a payout on the
+	// rail takes (POST /v1/bank/payout): its fields, required ones and
+	// patterns. Check digits are checked beyond it.
+	Beneficiary *beneficiary.Schema `json:"beneficiary"`
 }
 
 // Rates is GET /v1/rates: the reference rates, USD per unit of each fiat
@@ -191,7 +196,7 @@ var (
 			l.Rails = append(l.Rails, RailLimit{
 				Rail: r.Name, Currencies: r.Currencies, Countries: nonNil(countries),
 				OtherCountries: countries == nil, Settlement: r.Settlement,
-				MinAmount: r.MinAmount, MaxAmount: r.MaxAmount,
+				MinAmount: r.MinAmount, MaxAmount: r.MaxAmount, Beneficiary: beneficiary.SchemaOf(r.Name),
 			})
 		}
 		return l

@@ -1,7 +1,10 @@
 package apidocs_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -10,6 +13,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/partnerpay/api/pkg/beneficiary"
+	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/edge"
@@ -326,3 +331,40 @@ func TestLinksChainRealOperations(t *testing.T) {
 }
 
 func ok200(op *openapi3.Operation) *openapi3.Response { return op.Responses.Value("200").Value }
+
+// TestOneSchemaPerRailIsTheServedOne: the document's beneficiary schema of
+// each rail (SepaBeneficiary … SwiftBeneficiary) is, field for field, the
+// JSON Schema GET /v1/limits serves for it (pkg/beneficiary), so a client
+// generated from the document and one reading the limits see one contract.
+func TestOneSchemaPerRailIsTheServedOne(t *testing.T) {
+	doc := load(t)
+	for rail, name := range map[string]string{"sepa": "SepaBeneficiary", "sepa_instant": "SepaBeneficiary", "faster_payments": "FasterPaymentsBeneficiary",
+		"ach": "AchBeneficiary", "wire": "WireBeneficiary", "spei": "SpeiBeneficiary", "pix": "PixBeneficiary", "swift": "SwiftBeneficiary"} {
+		served := *beneficiary.SchemaOf(rail)
+		served.Title = ""
+		want, _ := json.Marshal(served)
+		var a, b any
+		if err := json.Unmarshal(want, &a); err != nil {
+			t.Fatal(err)
+		}
+		ref := doc.Components.Schemas[name]
+		if ref == nil {
+			t.Fatalf("no schema %s in the document", name)
+		}
+		documented, _ := json.Marshal(ref.Value)
+		// The wire and SWIFT beneficiaries name the document's Address.
+		address, _ := json.Marshal(doc.Components.Schemas["Address"].Value)
+		documented = bytes.ReplaceAll(documented, []byte(`{"$ref":"#/components/schemas/Address"}`), address)
+		if err := json.Unmarshal(documented, &b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s in the document is not the schema GET /v1/limits serves for %s:\n document %s\n served   %s", name, rail, documented, want)
+		}
+	}
+	for _, r := range catalog.Rails() {
+		if beneficiary.SchemaOf(r.Name) == nil {
+			t.Errorf("rail %s has no beneficiary schema", r.Name)
+		}
+	}
+}

@@ -33,9 +33,10 @@ type Route struct {
 	Timeout     time.Duration
 }
 
-// Route timeouts: the payout service answers from Redis and PostgreSQL;
-// the reference reads from memory; fiat, consent and orders call the
-// provider (whose client gives up within them). The
+// Route timeouts: the payout service answers from Redis and PostgreSQL
+// (a payout's status waits at most 3 s for the provider's word); the
+// reference reads from memory; fiat, consent and orders, and a payout's
+// sandbox deposit, call the provider (whose client gives up within them). The
 // longest is what the gateway's shutdown grace must exceed.
 const (
 	readTimeout     = 5 * time.Second
@@ -51,6 +52,7 @@ const LongestTimeout = providerTimeout
 var Routes = []Route{
 	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout},
 	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
+	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, executeTimeout},
 	{"GET", "/v1/config", UpstreamAny, "", false, readTimeout},
 	{"GET", "/v1/currencies", UpstreamAny, "", false, readTimeout},
 	{"GET", "/v1/limits", UpstreamAny, "", false, readTimeout},
@@ -71,6 +73,7 @@ var Routes = []Route{
 	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
 	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
 	{"POST", "/v1/sandbox/orders/deposit", UpstreamOrders, partner.ProductCard, true, providerTimeout},
+	{"POST", "/v1/sandbox/payouts/deposit", UpstreamPayout, partner.ProductBank, true, providerTimeout},
 }
 
 // PublicRoute is served without a key or a rate limit, for browsers: its

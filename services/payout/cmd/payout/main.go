@@ -1,5 +1,6 @@
-// Command payout serves bank payout quotes and their execution, crypto
-// deposit quotes, and the reference lists behind the gateway.
+// Command payout serves bank payout quotes, their execution and status
+// (the payouts handed to the bank provider once their stablecoins arrive),
+// crypto deposit quotes, and the reference lists behind the gateway.
 //
 //	payout              serve (configured by environment variables)
 //	payout healthcheck  exit 0 if the service on PAYOUT_ADDR is healthy
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
@@ -24,13 +26,19 @@ import (
 func main() { serve.Main("payout", run) }
 
 type config struct {
-	QuoteSecret serve.Secret  `env:"QUOTE_SECRET" doc:"it keys the quote ids"`
+	// The bank provider carries payouts whose stablecoins arrived.
+	bankprovider.Config
+	QuoteSecret serve.Secret  `env:"QUOTE_SECRET" doc:"it keys the quote ids and the payouts' deposit addresses"`
 	QuoteTTL    time.Duration `env:"QUOTE_TTL" default:"60s"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
 	var cfg config
 	if err := s.Config(&cfg); err != nil {
+		return err
+	}
+	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
+	if err != nil {
 		return err
 	}
 	db, err := database.ForBinary(ctx, s, idempotency.Migrations, payout.Migrations)
@@ -58,7 +66,8 @@ func run(ctx context.Context, s *serve.Setup) error {
 	// gateway timeout, while the commit itself runs on.
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	svc := payout.NewService(s.Env, cfg.QuoteTTL, book, payout.NewStore(db), db.Now)
+	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payout.NewStore(db),
+		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret)})
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
 	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)

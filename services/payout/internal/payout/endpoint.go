@@ -9,8 +9,10 @@ import (
 // Endpoints are the service's operations as go-kit endpoints, each logged
 // and measured by the observer under its operation name.
 type Endpoints struct {
-	Quote   endpoint.Endpoint
-	Execute endpoint.Endpoint
+	Quote          endpoint.Endpoint
+	Execute        endpoint.Endpoint
+	Status         endpoint.Endpoint
+	SandboxDeposit endpoint.Endpoint
 }
 
 // MakeEndpoints wraps s.
@@ -18,5 +20,8 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
 		Quote:   o.Op("quote", kithttp.Endpoint(s.Quote)),
 		Execute: o.Op("payout", kithttp.Endpoint(s.Execute)),
+		Status:  o.Op("payout_status", kithttp.Endpoint(s.Status)),
+		// A sandbox deposit moves a payout: logged like the rest.
+		SandboxDeposit: o.Op("sandbox_payout_deposit", kithttp.Endpoint(s.SandboxDeposit)),
 	}
 }

@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,69 +11,87 @@ import (
 	"fmt"
 	"math/big"
 	"time"
-	"unicode/utf8"
 
+	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
-	"github.com/partnerpay/api/pkg/iban"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
 
-// ExecuteRequest is the body of POST /v1/bank/payout.
+// ExecuteRequest is the body of POST /v1/bank/payout. The beneficiary's
+// fields are the quote's rail's (pkg/beneficiary), read once the quote is
+// known.
 type ExecuteRequest struct {
-	QuoteID     string      `json:"quoteId"`
-	Beneficiary Beneficiary `json:"beneficiary"`
+	QuoteID     string          `json:"quoteId"`
+	Beneficiary json.RawMessage `json:"beneficiary"`
+	Reference   *string         `json:"reference"`
 }
 
-// Beneficiary is the bank account paid.
-type Beneficiary struct {
-	Name string `json:"name"`
-	IBAN string `json:"iban"`
-}
-
-// Payout is the answer to an execution, less environment. While the payout
-// provider is a mock, nothing is sent anywhere and Mock is true.
+// Payout is the answer to an execution, less environment. While the quote
+// is a mock, Mock is true and deposit.amount is the placeholder.
 type Payout struct {
-	Mock                bool   `json:"mock"`
-	PayoutID            string `json:"payoutId"`
-	QuoteID             string `json:"quoteId"`
-	Status              string `json:"status"`
-	Rail                string `json:"rail"`
-	EstimatedSettlement string `json:"estimatedSettlement"`
+	Mock                bool               `json:"mock"`
+	PayoutID            string             `json:"payoutId"`
+	QuoteID             string             `json:"quoteId"`
+	Status              string             `json:"status"`
+	Rail                string             `json:"rail"`
+	EstimatedSettlement string             `json:"estimatedSettlement"`
+	Deposit             Deposit            `json:"deposit"`
+	Beneficiary         beneficiary.Masked `json:"beneficiary"`
+	Reference           string             `json:"reference,omitempty"`
+	CreatedAt           string             `json:"createdAt"`
 }
 
-// Payouts is the system of record of executed quotes (Store in
-// production).
+// Deposit says where the payout's stablecoins go: amount of token on chain
+// to address (one address per payout) before expiresAt.
+type Deposit struct {
+	Address        string `json:"address"`
+	Chain          int64  `json:"chain"`
+	CryptoCurrency string `json:"cryptoCurrency"`
+	Token          string `json:"token"`
+	Amount         string `json:"amount"`
+	ExpiresAt      string `json:"expiresAt"`
+}
+
+// DepositWindow is how long a payout waits for its stablecoins.
+const DepositWindow = 30 * time.Minute
+
+// Payouts is the system of record of payouts (Store in production).
 type Payouts interface {
 	ByQuote(ctx context.Context, quoteID string) (StoredPayout, error)
+	ByID(ctx context.Context, id string) (StoredPayout, []Move, error)
 	Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error)
+	Move(ctx context.Context, id string, c Change) (bool, error)
 }
-
-const maxNameLen = 140 // what SEPA carries for a creditor name
 
 var (
 	errQuoteNotFound = envelope.New(envelope.CodeQuoteNotFound, "No quote with this quoteId exists for this key.")
 	errQuoteExpired  = envelope.New(envelope.CodeQuoteExpired, "This quote has expired; request a new quote. Expired quotes are never repriced.")
 	errOtherPayee    = envelope.New(envelope.CodeQuoteAlreadyExecuted,
 		"This quote was already executed for another beneficiary; nothing was sent. Request a new quote for a new payout.")
+	errUnavailable = envelope.New(envelope.CodePayoutUnavailable,
+		"Payouts are not yet available in production; integrate in sandbox. Nothing was recorded.")
 )
 
 // Execute runs a quote's payout, once, to the beneficiary it was executed
-// for. Checks, in order: the body; the quote (unknown, malformed and
-// another key's answer alike); an existing payout (the same beneficiary
-// gets it again, whatever time it is and whether or not Redis still has
-// the offer; another is 409 and nothing moves); expiry; the key's
-// execution ceiling.
+// for. Checks, in order (DESIGN §3): the body; the quote (unknown,
+// malformed and another key's answer alike); an existing payout (the same
+// beneficiary gets it again, whatever time it is and whether or not Redis
+// still has the offer; another is 409 and nothing moves); expiry; the
+// beneficiary against the quote's rail; the key's execution ceiling.
 //
 // The system of record decides whether the quote was executed: an open
 // offer goes straight to the insert, whose unique quote id answers a
-// payout already there; anything else (no offer, an expired one, one over
-// the ceiling, Redis unreachable) is looked up in PostgreSQL before it is
-// refused. Expiry is read on the database's clock (s.now is DB.Now), and
-// PostgreSQL's own now() has the last word at the insert.
+// payout already there; anything else (no offer, an expired one, a
+// refused beneficiary or ceiling, Redis unreachable) is looked up in
+// PostgreSQL before it is refused. Expiry is read on the database's clock
+// (s.now is DB.Now), and PostgreSQL's own now() has the last word at the
+// insert.
 //
 // Nothing is answered 200 that a synchronous standby lacks: a payout
 // committed by this request is (its commit waited for the standby), and a
@@ -90,11 +109,14 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 }
 
 func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
-	account, err := validateExecution(req)
-	if err != nil {
+	if err := validateExecution(req); err != nil {
 		return Payout{}, err
 	}
-	payee := Beneficiary{Name: req.Beneficiary.Name, IBAN: account}
+	if s.env == environment.Production {
+		// The quote is a mock: nothing real may be paid from it, and no
+		// payout is acknowledged that will not happen.
+		return Payout{}, errUnavailable
+	}
 	id, ok := BankPayout.Parse(req.QuoteID)
 	if !ok {
 		return Payout{}, errQuoteNotFound
@@ -106,28 +128,39 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 		// executed quote still answers from the system of record.
 		refusal = err
 	}
-	var q StoredQuote
-	now := s.now().UTC()
 	switch found.State {
 	case quote.Expired:
 		refusal = errQuoteExpired
 	case quote.Open:
+		var q StoredQuote
 		if err := json.Unmarshal(found.Record, &q); err != nil {
 			return Payout{}, fmt.Errorf("stored quote: %w", err)
 		}
-		if !now.Before(q.ExpiresAt) {
+		if !s.now().Before(q.ExpiresAt) {
 			refusal = errQuoteExpired
-		} else if refusal = checkCeiling(q, caller.Grants.MaxExecutionUSD); refusal == nil {
-			p, err := s.execute(ctx, caller, q, payee, now)
-			if !errors.Is(err, ErrExpired) {
-				return p, err
-			}
-			refusal = errQuoteExpired // on PostgreSQL's clock, a moment after ours
+			break
 		}
+		payee, err := beneficiary.Check(q.Rail, q.Country, req.Beneficiary)
+		if err != nil {
+			refusal = err // unless the quote was executed: then it is 409
+			break
+		}
+		if refusal = checkCeiling(q, caller.Grants.MaxExecutionUSD); refusal != nil {
+			break
+		}
+		p, err := s.execute(ctx, caller, q, payee, req.Reference)
+		if !errors.Is(err, ErrExpired) {
+			return p, err
+		}
+		refusal = errQuoteExpired // on PostgreSQL's clock, a moment after ours
 	}
 	switch done, err := s.payouts.ByQuote(ctx, id.String()); {
 	case err == nil && done.KeyID == caller.KeyID:
-		return samePayee(done, payee)
+		payee, err := beneficiary.Check(done.Rail, done.Country, req.Beneficiary)
+		if err != nil {
+			return Payout{}, errOtherPayee
+		}
+		return s.samePayee(done, payee)
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return Payout{}, fmt.Errorf("read payout: %w", err)
 	}
@@ -136,71 +169,121 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 
 // execute commits the payout of an open quote, or answers the one it was
 // executed as.
-func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee Beneficiary, now time.Time) (Payout, error) {
+func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee beneficiary.Checked, reference *string) (Payout, error) {
 	id, _ := BankPayout.Parse(q.ID)
 	// The offer closes, for this beneficiary, before the payout commits:
 	// whatever fails between the two, the same quote request never answers
 	// an executed id again, and no one else can execute it.
-	switch mine, err := s.book.Close(ctx, id, payee.digest()); {
+	switch mine, err := s.book.Close(ctx, id, digest(payee.Fields)); {
 	case err != nil:
 		return Payout{}, err
 	case !mine:
 		return Payout{}, errOtherPayee
 	}
-	return s.payouts.Execute(ctx, StoredPayout{
-		ID: newPayoutID(), QuoteID: q.ID, KeyID: caller.KeyID, Beneficiary: payee,
+	now := s.now().UTC().Truncate(time.Microsecond)
+	payoutID := newPayoutID()
+	p := StoredPayout{
+		ID: payoutID, QuoteID: q.ID, KeyID: caller.KeyID, BeneficiaryName: payee.Name, Beneficiary: payee.Fields,
 		Chain: q.Chain, CryptoCurrency: q.CryptoCurrency, FiatCurrency: q.FiatCurrency, Country: q.Country,
 		CryptoAmount: q.CryptoAmount, FiatAmount: q.FiatAmount, Rail: q.Rail, Settlement: q.Settlement,
-		Status: lifecycle.PayoutPending, QuoteExpiresAt: q.ExpiresAt, CreatedAt: now,
-	}, func(stored StoredPayout) (Payout, error) {
+		Status: lifecycle.PayoutAwaitingDeposit, QuoteExpiresAt: q.ExpiresAt, CreatedAt: now, StatusAt: now,
+		DepositAddress: s.depositAddress(payoutID), DepositExpiresAt: now.Add(DepositWindow),
+	}
+	if reference != nil {
+		p.Reference = *reference
+	}
+	return s.payouts.Execute(ctx, p, func(stored StoredPayout) (Payout, error) {
 		if stored.KeyID != caller.KeyID {
 			return Payout{}, errQuoteNotFound
 		}
-		return samePayee(stored, payee)
+		return s.samePayee(stored, payee)
 	})
-}
-
-// digest names the beneficiary in the quote book's closed mark without
-// keeping its account there.
-func (b Beneficiary) digest() string {
-	sum := sha256.Sum256([]byte(b.Name + "\x00" + b.IBAN))
-	return hex.EncodeToString(sum[:16])
 }
 
 // samePayee answers the stored payout to the beneficiary it was made for,
 // and refuses anyone else.
-func samePayee(p StoredPayout, payee Beneficiary) (Payout, error) {
-	if p.Beneficiary != payee {
+func (s *service) samePayee(p StoredPayout, payee beneficiary.Checked) (Payout, error) {
+	if string(p.Beneficiary) != string(payee.Fields) {
 		return Payout{}, errOtherPayee
 	}
-	return Payout{Mock: true, PayoutID: p.ID, QuoteID: p.QuoteID, Status: p.Status, Rail: p.Rail, EstimatedSettlement: p.Settlement}, nil
+	return s.answer(p), nil
 }
 
-// validateExecution checks the body. Our own checks name the field in the
-// message; error.fields is for refusals that come from the bank provider.
-func validateExecution(req ExecuteRequest) (account string, err error) {
-	if req.QuoteID == "" {
-		return "", envelope.InvalidRequest("quoteId is required: the id of a quote from POST /v1/bank/payout/quote.")
+// answer is the payout as the partner sees it.
+func (s *service) answer(p StoredPayout) Payout {
+	token := ""
+	if chain, err := s.chains.Find("chain", p.Chain); err == nil {
+		if t, ok := chain.Token(p.CryptoCurrency); ok {
+			token = t.Address
+		}
 	}
+	return Payout{
+		Mock: true, PayoutID: p.ID, QuoteID: p.QuoteID, Status: p.Status, Rail: p.Rail, EstimatedSettlement: p.Settlement,
+		Deposit: Deposit{Address: p.DepositAddress, Chain: p.Chain, CryptoCurrency: p.CryptoCurrency, Token: token,
+			Amount: MockMoney, ExpiresAt: p.DepositExpiresAt.UTC().Format(time.RFC3339)},
+		Beneficiary: masked(p.Rail, p.BeneficiaryName, p.Beneficiary),
+		Reference:   p.Reference,
+		CreatedAt:   p.CreatedAt.UTC().Format(time.RFC3339),
+	}
+}
+
+// masked is a stored beneficiary as answers show it.
+func masked(rail, name string, fields []byte) beneficiary.Masked {
+	var f map[string]any
+	_ = json.Unmarshal(fields, &f)
+	account, _ := f[beneficiary.AccountField(rail)].(string)
+	if account == "" {
+		account, _ = f["iban"].(string) // swift, to an IBAN
+	}
+	return beneficiary.Mask(name, account)
+}
+
+// depositAddress is the payout's own deposit address: 20 bytes of an HMAC
+// of its id under the service's secret, written in EIP-55.
+func (s *service) depositAddress(payoutID string) string {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte("deposit-address\x00" + payoutID))
+	addr, _ := format.Checksummed("0x" + hex.EncodeToString(m.Sum(nil)[:20]))
+	return addr
+}
+
+// digest names the beneficiary in the quote book's closed mark without
+// keeping its account there.
+func digest(fields []byte) string {
+	sum := sha256.Sum256(fields)
+	return hex.EncodeToString(sum[:16])
+}
+
+// validateExecution checks the body's shape. Our own checks name the field
+// in the message; error.fields is for refusals that come from the bank
+// provider.
+func validateExecution(req ExecuteRequest) error {
 	switch {
-	case req.Beneficiary.Name == "":
-		return "", envelope.InvalidRequest("beneficiary.name is required: the account holder's name.")
-	case !utf8.ValidString(req.Beneficiary.Name) || utf8.RuneCountInString(req.Beneficiary.Name) > maxNameLen:
-		return "", envelope.InvalidRequest("beneficiary.name must be at most 140 characters.")
+	case req.QuoteID == "":
+		return envelope.InvalidRequest("quoteId is required: the id of a quote from POST /v1/bank/payout/quote.")
+	case len(req.Beneficiary) == 0:
+		return envelope.InvalidRequest("beneficiary is required: the bank account paid, with the fields of the quote's rail (GET /v1/limits).")
+	case req.Beneficiary[0] != '{':
+		return envelope.InvalidRequest(`Field "beneficiary" must be an object.`)
 	}
-	account, err = iban.Validate(req.Beneficiary.IBAN)
-	var ie *iban.Error
-	if errors.As(err, &ie) {
-		return "", envelope.InvalidRequest(ibanMessages[ie.Label])
-	}
-	return account, err
+	return checkReference(req.Reference)
 }
 
-var ibanMessages = map[string]string{
-	iban.Required:           "beneficiary.iban is required: the account's IBAN.",
-	iban.InvalidFormat:      "beneficiary.iban is not an IBAN: its length or characters do not fit its country's format.",
-	iban.UnsupportedCountry: "beneficiary.iban is from a country that does not issue IBANs.",
-	iban.InvalidChecksum:    "beneficiary.iban has an invalid checksum; check it for a mistyped character.",
+// checkReference checks the partner's own reference: 1 to 64 printable
+// ASCII characters, when sent.
+func checkReference(ref *string) error {
+	if ref == nil {
+		return nil
+	}
+	if len(*ref) < 1 || len(*ref) > 64 {
+		return envelope.InvalidRequest("reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout.")
+	}
+	for i := 0; i < len(*ref); i++ {
+		if (*ref)[i] < 0x20 || (*ref)[i] > 0x7e {
+			return envelope.InvalidRequest("reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout.")
+		}
+	}
+	return nil
 }
 
 // checkCeiling holds the quote's amount to the key's maxExecutionUsd:
@@ -215,6 +298,21 @@ func checkCeiling(q StoredQuote, ceiling string) error {
 		return fmt.Errorf("stored quote amount %q is not a decimal", amount)
 	}
 	return catalog.CheckCeiling("payout", a, currency, ceiling)
+}
+
+// validPayoutID reports whether s has the shape newPayoutID makes: bpo_
+// and 32 lower-case hex digits. Anything else is answered without a
+// lookup and never logged whole.
+func validPayoutID(s string) bool {
+	if len(s) != len("bpo_")+32 || s[:4] != "bpo_" {
+		return false
+	}
+	for i := 4; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func newPayoutID() string {

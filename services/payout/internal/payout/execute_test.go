@@ -2,6 +2,8 @@ package payout
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -31,8 +34,28 @@ func quoteFor(t *testing.T, svc Service, caller partner.Caller, req QuoteRequest
 	return q.QuoteID
 }
 
+// pay is an execution to a SEPA (IBAN) beneficiary.
 func pay(id, name, account string) ExecuteRequest {
-	return ExecuteRequest{QuoteID: id, Beneficiary: Beneficiary{Name: name, IBAN: account}}
+	return ExecuteRequest{QuoteID: id, Beneficiary: json.RawMessage(`{"name":` + strconv.Quote(name) + `,"iban":` + strconv.Quote(account) + `}`)}
+}
+
+// payTo is an execution to a valid beneficiary of the fastest rail to
+// country: SEPA Instant (DE), Faster Payments (GB), a wire (US).
+func payTo(country, id string) ExecuteRequest {
+	switch country {
+	case "GB":
+		return payUK(id, "Ada", "601613", "31926819")
+	case "US":
+		return ExecuteRequest{QuoteID: id, Beneficiary: json.RawMessage(`{"name":"Ada","routingNumber":"011000015","accountNumber":"0001234567",` +
+			`"address":{"line1":"1 Main St","city":"Springfield","postalCode":"62701","country":"US"}}`)}
+	}
+	return pay(id, "Ada", goodIBAN)
+}
+
+// payUK is an execution to a Faster Payments beneficiary.
+func payUK(id, name, sortCode, account string) ExecuteRequest {
+	return ExecuteRequest{QuoteID: id, Beneficiary: json.RawMessage(`{"name":` + strconv.Quote(name) + `,"sortCode":` + strconv.Quote(sortCode) +
+		`,"accountNumber":` + strconv.Quote(account) + `}`)}
 }
 
 func TestExecutionCeiling(t *testing.T) {
@@ -54,7 +77,7 @@ func TestExecutionCeiling(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			caller := capped(tt.limit)
 			id := quoteFor(t, svc, caller, tt.req)
-			_, err := svc.Execute(context.Background(), caller, pay(id, "Ada", goodIBAN))
+			_, err := svc.Execute(context.Background(), caller, payTo(tt.req.Country, id))
 			if got := code(err); got != tt.want {
 				t.Fatalf("code %q, want %q (%v)", got, tt.want, err)
 			}
@@ -67,7 +90,7 @@ func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: strp("42")}
 	id := quoteFor(t, svc, acme, req)
-	alice := pay(id, "Alice Liddell", "GB29 NWBK 6016 1331 9268 19")
+	alice := payUK(id, "Alice Liddell", "60-16-13", "31926819")
 
 	other := acme
 	other.KeyID = "globex"
@@ -78,18 +101,23 @@ func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p1.Mock || p1.Status != "pending" || p1.Rail != "faster_payments" || p1.EstimatedSettlement != "PT2H" || p1.QuoteID != id || len(p1.PayoutID) != 36 {
+	if !p1.Mock || p1.Status != "awaiting_deposit" || p1.Rail != "faster_payments" || p1.EstimatedSettlement != "PT2H" || p1.QuoteID != id || len(p1.PayoutID) != 36 ||
+		p1.Beneficiary.Name != "Alice Liddell" || p1.Beneficiary.Account != "6819" || p1.Deposit.Amount != MockMoney || p1.Deposit.Chain != 84532 ||
+		p1.Deposit.CryptoCurrency != "USDC" || p1.Deposit.Token != "0x036CbD53842c5426634e7929541eC2318f3dCF7e" || len(p1.Deposit.Address) != 42 {
 		t.Fatalf("payout %+v", p1)
 	}
-	if p, err := svc.Execute(ctx, acme, pay(id, "Alice Liddell", "GB29NWBK60161331926819")); err != nil || p != p1 {
-		t.Fatalf("the same beneficiary again (IBAN without spaces): %+v %v; want the same payout", p, err)
+	if p, err := svc.Execute(ctx, acme, payUK(id, "Alice Liddell", "601613", "31926819")); err != nil || p != p1 {
+		t.Fatalf("the same beneficiary again (sort code without dashes): %+v %v; want the same payout", p, err)
 	}
-	bob := pay(id, "Bob", "GB94BARC10201530093459")
+	if _, err := svc.Execute(ctx, acme, pay(id, "Alice Liddell", "GB29NWBK60161331926819")); code(err) != "quote_already_executed" {
+		t.Fatalf("an IBAN on an executed Faster Payments quote: %v, want 409 (it is not the beneficiary)", err)
+	}
+	bob := payUK(id, "Bob", "20-15-30", "93459012")
 	_, err = svc.Execute(ctx, acme, bob)
 	if e, _ := envelope.From(err); e.Code != envelope.CodeQuoteAlreadyExecuted || e.Status != 409 {
 		t.Fatalf("another beneficiary on an executed quote: %v, want 409 quote_already_executed", err)
 	}
-	if _, err := svc.Execute(ctx, acme, pay(id, "Alice L.", "GB29NWBK60161331926819")); code(err) != "quote_already_executed" {
+	if _, err := svc.Execute(ctx, acme, payUK(id, "Alice L.", "601613", "31926819")); code(err) != "quote_already_executed" {
 		t.Fatalf("another name on the same account: %v", err)
 	}
 	c.add(2 * time.Minute) // past expiresAt: the executed quote still answers its payout
@@ -103,7 +131,7 @@ func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
 	if next == id {
 		t.Fatal("re-quoting an executed quote answered the executed quote")
 	}
-	p2, err := svc.Execute(ctx, acme, pay(next, "Bob", "GB94BARC10201530093459"))
+	p2, err := svc.Execute(ctx, acme, payUK(next, "Bob", "201530", "93459012"))
 	if err != nil || p2.PayoutID == p1.PayoutID || p2.QuoteID != next {
 		t.Fatalf("Bob's payout: %+v %v", p2, err)
 	}
@@ -128,6 +156,9 @@ func TestAnExpiredQuoteIsRefusedAndNeverRepriced(t *testing.T) {
 
 func TestExecuteValidation(t *testing.T) {
 	svc, _ := newTestService(t, time.Minute)
+	de := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("77")})
+	ach := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "USD", Country: "US", CryptoAmount: strp("77")})
+	ref := func(r ExecuteRequest, s string) ExecuteRequest { r.Reference = &s; return r }
 	tests := []struct {
 		name string
 		req  ExecuteRequest
@@ -135,11 +166,17 @@ func TestExecuteValidation(t *testing.T) {
 		msg  string
 	}{
 		{"no quote id", pay("", "A", goodIBAN), "invalid_request", "quoteId is required: the id of a quote from POST /v1/bank/payout/quote."},
-		{"bad checksum", pay("q", "A", "DE88370400440532013000"), "invalid_request", "beneficiary.iban has an invalid checksum; check it for a mistyped character."},
-		{"no name", pay("q", "", goodIBAN), "invalid_request", "beneficiary.name is required: the account holder's name."},
-		{"no IBAN", pay("q", "A", ""), "invalid_request", "beneficiary.iban is required: the account's IBAN."},
-		{"a country without IBANs", pay("q", "A", "US12345678901234567890"), "invalid_request", "beneficiary.iban is from a country that does not issue IBANs."},
+		{"no beneficiary", ExecuteRequest{QuoteID: de}, "invalid_request", "beneficiary is required: the bank account paid, with the fields of the quote's rail (GET /v1/limits)."},
+		{"a reference too long", ref(pay(de, "A", goodIBAN), strings.Repeat("x", 65)), "invalid_request", "reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout."},
+		{"a reference with a control character", ref(pay(de, "A", goodIBAN), "inv\n1"), "invalid_request", "reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout."},
 		{"a malformed quote id is unknown, without a lookup", pay("q", "A", goodIBAN), "quote_not_found", "No quote with this quoteId exists for this key."},
+		{"bad checksum", pay(de, "A", "DE88370400440532013000"), "invalid_request", "beneficiary.iban has an invalid checksum; check it for a mistyped character."},
+		{"no name", pay(de, "", goodIBAN), "invalid_request", "beneficiary.name is required: the account holder's name."},
+		{"no IBAN", pay(de, "A", ""), "invalid_request", "beneficiary.iban is required: the account's IBAN."},
+		{"an IBAN of another country", pay(de, "A", "FR1420041010050500013M02606"), "invalid_request", "beneficiary.iban is an account in FR; this quote pays out to DE."},
+		{"an IBAN on an ACH quote", pay(ach, "A", goodIBAN), "invalid_request", `Unknown field "beneficiary.iban".`},
+		{"a field the rail does not take", ExecuteRequest{QuoteID: de, Beneficiary: json.RawMessage(`{"name":"A","iban":"` + goodIBAN + `","routingNumber":"021000021"}`)},
+			"invalid_request", `Unknown field "beneficiary.routingNumber".`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +186,16 @@ func TestExecuteValidation(t *testing.T) {
 				t.Fatalf("%+v, want %s %q and no error.fields (only bank refusals carry them)", e, tt.code, tt.msg)
 			}
 		})
+	}
+}
+
+// In production nothing is paid from a mock quote, and nothing is
+// recorded: 503 payout_unavailable.
+func TestProductionRefusesPayoutsWhileTheQuoteIsAMock(t *testing.T) {
+	svc := NewService(Config{Env: environment.Production, TTL: time.Minute, Book: brokenBook{}, Now: time.Now})
+	_, err := svc.Execute(context.Background(), acme, pay("bpq_1_00000000000000000000000000000000", "Ada", goodIBAN))
+	if e, _ := envelope.From(err); e.Code != envelope.CodePayoutUnavailable || e.Status != 503 {
+		t.Fatalf("%v, want 503 payout_unavailable", err)
 	}
 }
 

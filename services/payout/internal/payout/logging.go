@@ -28,3 +28,30 @@ func (r ExecuteRequest) LogAttrs() []slog.Attr {
 
 // LogAttrs of a payout: its id.
 func (p Payout) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("payout_id", p.PayoutID)} }
+
+// LogAttrs of a status request or a sandbox deposit: the payout id (a
+// malformed one is not logged whole), never a reference.
+func (r StatusRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("payout_id", logPayoutID(r.PayoutID))}
+}
+
+func logPayoutID(id string) string {
+	if id == "" || validPayoutID(id) {
+		return id
+	}
+	return format.Malformed
+}
+
+// LogAttrs of a sandbox deposit: the payout id and the outcome chosen.
+func (r DepositRequest) LogAttrs() []slog.Attr {
+	attrs := []slog.Attr{slog.String("payout_id", logPayoutID(r.PayoutID))}
+	if r.Outcome != nil && len(*r.Outcome) <= 16 {
+		attrs = append(attrs, slog.String("outcome", *r.Outcome))
+	}
+	return attrs
+}
+
+// LogAttrs of a payout's status: its id and status.
+func (p PayoutStatus) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("payout_id", p.PayoutID), slog.String("status", p.Status)}
+}

@@ -26,6 +26,8 @@ const MockMoney = "1234567.89"
 type Service interface {
 	Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (Quote, error)
 	Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error)
+	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
+	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
 }
 
 // QuoteRequest is BankPayoutQuoteRequest. Pointers tell "sent" from "omitted"
@@ -83,20 +85,38 @@ type Book interface {
 var BankPayout = quote.Kind{Prefix: "bpq"}
 
 type service struct {
-	env     environment.Name
-	chains  *catalog.Chains
-	ttl     time.Duration
-	book    Book
-	payouts Payouts
-	now     func() time.Time
+	env      environment.Name
+	chains   *catalog.Chains
+	ttl      time.Duration
+	book     Book
+	payouts  Payouts
+	provider Provider
+	now      func() time.Time
+	secret   []byte
 }
 
 var _ Service = (*service)(nil)
 
-// NewService returns the payout service. ttl is how long a quote may be
-// executed.
-func NewService(env environment.Name, ttl time.Duration, book Book, payouts Payouts, now func() time.Time) Service {
-	return &service{env: env, chains: catalog.ChainsFor(env), ttl: ttl, book: book, payouts: payouts, now: now}
+// Config is what the service is made of.
+type Config struct {
+	Env environment.Name
+	// TTL is how long a quote may be executed.
+	TTL     time.Duration
+	Book    Book
+	Payouts Payouts
+	// Provider carries payouts whose stablecoins arrived (the sandbox
+	// provider in sandbox); nil: none is connected.
+	Provider Provider
+	// Now is the database's clock (database.DB.Now): expiry is read on it.
+	Now func() time.Time
+	// Secret keys the deposit addresses (one per payout).
+	Secret []byte
+}
+
+// NewService returns the payout service.
+func NewService(cfg Config) Service {
+	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), ttl: cfg.TTL, book: cfg.Book, payouts: cfg.Payouts,
+		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret}
 }
 
 // canonicalQuote is a quote request after validation: codes upper-cased,

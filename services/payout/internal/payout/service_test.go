@@ -47,7 +47,8 @@ func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
-	return NewService(environment.Sandbox, ttl, quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now), NewStore(db), c.now), c
+	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
+		Payouts: NewStore(db), Provider: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}), c
 }
 
 func code(err error) string {
@@ -149,7 +150,7 @@ func (brokenBook) Open(context.Context, quote.Kind, string, int64, string, time.
 }
 
 func TestStoreFailureIsInternal(t *testing.T) {
-	svc := NewService(environment.Sandbox, time.Minute, brokenBook{}, nil, time.Now)
+	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: brokenBook{}, Now: time.Now})
 	_, err := svc.Quote(context.Background(), acme, QuoteRequest{
 		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100"),
 	})

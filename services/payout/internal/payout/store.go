@@ -20,25 +20,46 @@ var Migrations = database.MigrationsIn("payout", migrations)
 // StoredPayout is a payout as the system of record keeps it. It holds the
 // beneficiary, which is personal data: it is never logged.
 type StoredPayout struct {
-	ID             string
-	QuoteID        string
-	KeyID          string
-	Beneficiary    Beneficiary // name as sent, IBAN in electronic form
-	Chain          int64
-	CryptoCurrency string
-	FiatCurrency   string
-	Country        string
-	CryptoAmount   string // one of the two amounts, as quoted
-	FiatAmount     string
-	Rail           string
-	Settlement     string
-	Status         string
-	QuoteExpiresAt time.Time
-	CreatedAt      time.Time
+	ID               string
+	QuoteID          string
+	KeyID            string
+	BeneficiaryName  string
+	Beneficiary      []byte // the rail's fields, canonical JSON (beneficiary.Checked.Fields)
+	Chain            int64
+	CryptoCurrency   string
+	FiatCurrency     string
+	Country          string
+	CryptoAmount     string // one of the two amounts, as quoted
+	FiatAmount       string
+	Rail             string
+	Settlement       string
+	Status           string
+	QuoteExpiresAt   time.Time
+	CreatedAt        time.Time
+	Reference        string
+	DepositAddress   string
+	DepositExpiresAt time.Time
+	DepositTxHash    string
+	CompletedAt      *time.Time
+	FailureReason    string
+	ReturnReason     string
+	SandboxOutcome   string // what a sandbox payout comes to (POST /v1/sandbox/payouts/deposit)
+	SandboxReason    string
+	StatusAt         time.Time
+}
+
+// Move is one status a payout has been in, and since when.
+type Move struct {
+	Status string    `json:"status"`
+	At     time.Time `json:"at"`
 }
 
 // ErrNotFound is a payout the store does not have.
 var ErrNotFound = errors.New("payout not found")
+
+// ErrExpired is a payout refused by the database because its quote had
+// expired on the database's clock.
+var ErrExpired = errors.New("payout: the quote expired")
 
 // Store keeps payouts in the system of record.
 type Store struct{ db *database.DB }
@@ -48,22 +69,24 @@ var _ Payouts = (*Store)(nil)
 // NewStore returns the store on db.
 func NewStore(db *database.DB) *Store { return &Store{db: db} }
 
-const payoutColumns = `id, quote_id, key_id, beneficiary_name, beneficiary_iban, chain, crypto_currency, fiat_currency,
-	country, COALESCE(crypto_amount, ''), COALESCE(fiat_amount, ''), rail, estimated_settlement, status, quote_expires_at, created_at`
+const payoutColumns = `id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency, fiat_currency,
+	country, COALESCE(crypto_amount, ''), COALESCE(fiat_amount, ''), rail, estimated_settlement, status, quote_expires_at,
+	created_at, COALESCE(reference, ''), deposit_address, deposit_expires_at, COALESCE(deposit_tx_hash, ''), completed_at,
+	COALESCE(failure_reason, ''), COALESCE(return_reason, ''), COALESCE(sandbox_outcome, ''), COALESCE(sandbox_reason, ''), status_at`
 
 func scanPayout(row database.Row) (StoredPayout, error) {
 	var p StoredPayout
-	err := row.Scan(&p.ID, &p.QuoteID, &p.KeyID, &p.Beneficiary.Name, &p.Beneficiary.IBAN, &p.Chain, &p.CryptoCurrency,
-		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt, &p.CreatedAt)
+	var fields string
+	err := row.Scan(&p.ID, &p.QuoteID, &p.KeyID, &p.BeneficiaryName, &fields, &p.Chain, &p.CryptoCurrency,
+		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt,
+		&p.CreatedAt, &p.Reference, &p.DepositAddress, &p.DepositExpiresAt, &p.DepositTxHash, &p.CompletedAt,
+		&p.FailureReason, &p.ReturnReason, &p.SandboxOutcome, &p.SandboxReason, &p.StatusAt)
 	if errors.Is(err, database.ErrNoRows) {
 		return p, ErrNotFound
 	}
+	p.Beneficiary = []byte(fields)
 	return p, err
 }
-
-// ErrExpired is a payout refused by the database because its quote had
-// expired on the database's clock.
-var ErrExpired = errors.New("payout: the quote expired")
 
 // ByQuote is the payout a quote was executed as; ErrNotFound when it was
 // not. A payout found is confirmed on a synchronous standby before it is
@@ -84,16 +107,57 @@ func byQuote(ctx context.Context, q database.Querier, quoteID string) (StoredPay
 	return scanPayout(q.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE quote_id = $1`, quoteID))
 }
 
+// ByID is a payout and its history, oldest first; ErrNotFound when there
+// is none. Like ByQuote, what it returns is confirmed on the standby.
+func (s *Store) ByID(ctx context.Context, id string) (StoredPayout, []Move, error) {
+	p, err := scanPayout(s.db.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE id = $1`, id))
+	if err != nil {
+		return p, nil, err
+	}
+	rows, err := s.db.Query(ctx, `SELECT status, at FROM payout_history WHERE payout_id = $1 ORDER BY at, status`, id)
+	if err != nil {
+		return p, nil, err
+	}
+	defer rows.Close()
+	var history []Move
+	for rows.Next() {
+		var m Move
+		if err := rows.Scan(&m.Status, &m.At); err != nil {
+			return p, nil, err
+		}
+		history = append(history, m)
+	}
+	if err := rows.Err(); err != nil {
+		return p, nil, err
+	}
+	if err := s.db.Confirm(ctx); err != nil {
+		return StoredPayout{}, nil, err
+	}
+	return p, orderMoves(history), nil
+}
+
+// orderMoves puts moves made in the same instant in the order of the
+// arrows (a read that learns of a completion and a return at once).
+func orderMoves(m []Move) []Move {
+	rank := map[string]int{"awaiting_deposit": 0, "processing": 1, "expired": 1, "completed": 2, "failed": 2, "returned": 3}
+	for i := 1; i < len(m); i++ {
+		for j := i; j > 0 && m[j].At.Equal(m[j-1].At) && rank[m[j].Status] < rank[m[j-1].Status]; j-- {
+			m[j], m[j-1] = m[j-1], m[j]
+		}
+	}
+	return m
+}
+
 // Execute commits p unless its quote was executed already, and answers
 // whichever payout the quote was executed as, through answer (which
-// refuses another beneficiary). The answer is kept with the payout, in its
-// transaction, for a request with an Idempotency-Key. The commit returns
-// once a synchronous standby has it, so an acknowledged payout survives
-// the primary's loss; when it does not return in time, the outcome is
-// unknown (database.ErrOutcomeUnknown) and the commit goes on. A payout
-// read back, made by another request, is confirmed on the standby before
-// it is answered (a commit of ours that wrote the idempotency answer
-// confirms it by itself).
+// refuses another beneficiary). The payout, its first history row (a
+// trigger) and, for a request with an Idempotency-Key, the answer commit
+// together, once. The commit returns once a synchronous standby has it, so
+// an acknowledged payout survives the primary's loss; when it does not
+// return in time, the outcome is unknown (database.ErrOutcomeUnknown) and
+// the commit goes on. A payout read back, made by another request, is
+// confirmed on the standby before it is answered (a commit of ours that
+// wrote the idempotency answer confirms it by itself).
 func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error) {
 	var out Payout
 	made := false
@@ -120,29 +184,65 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredP
 }
 
 // insertPayout inserts p unless its quote has a payout, and returns the
-// quote's payout: p (inserted), or the one executed before. On PostgreSQL
-// created_at is the database's now() (a trigger), and a quote past its
-// expiry on that clock is refused (ErrExpired).
+// quote's payout: p (inserted, with the database's created_at), or the one
+// executed before. On PostgreSQL created_at is the database's now() (a
+// trigger), and a quote past its expiry on that clock is refused
+// (ErrExpired).
 func insertPayout(ctx context.Context, q database.Querier, p StoredPayout) (StoredPayout, bool, error) {
-	n, err := q.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary_iban, chain,
+	err := q.QueryRow(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
 			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
-			quote_expires_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16)
-		ON CONFLICT (quote_id) DO NOTHING`,
-		p.ID, p.QuoteID, p.KeyID, p.Beneficiary.Name, p.Beneficiary.IBAN, p.Chain, p.CryptoCurrency, p.FiatCurrency,
-		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt)
-	if database.Violates(err, "payouts_not_after_expiry") {
-		return StoredPayout{}, false, ErrExpired
-	}
-	if err != nil {
-		return StoredPayout{}, false, fmt.Errorf("insert payout: %w", err)
-	}
-	if n == 1 {
+			quote_expires_at, created_at, reference, deposit_address, deposit_expires_at, status_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''), $18, $19, $20)
+		ON CONFLICT (quote_id) DO NOTHING RETURNING created_at`,
+		p.ID, p.QuoteID, p.KeyID, p.BeneficiaryName, string(p.Beneficiary), p.Chain, p.CryptoCurrency, p.FiatCurrency,
+		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt,
+		p.Reference, p.DepositAddress, p.DepositExpiresAt, p.StatusAt).Scan(&p.CreatedAt)
+	switch {
+	case err == nil:
 		return p, true, nil
+	case database.Violates(err, "payouts_not_after_expiry"):
+		return StoredPayout{}, false, ErrExpired
+	case !errors.Is(err, database.ErrNoRows):
+		return StoredPayout{}, false, fmt.Errorf("insert payout: %w", err)
 	}
 	stored, err := byQuote(ctx, q, p.QuoteID)
 	if err != nil {
 		return StoredPayout{}, false, fmt.Errorf("read the quote's payout: %w", err)
 	}
 	return stored, false, nil
+}
+
+// Change is one move of a payout's status, with what it brings.
+type Change struct {
+	From, To      string
+	At            time.Time
+	DepositTxHash string
+	CompletedAt   *time.Time
+	FailureReason string
+	ReturnReason  string
+	// What the sandbox provider is to make of the payout, chosen with its
+	// deposit (POST /v1/sandbox/payouts/deposit).
+	SandboxOutcome, SandboxReason string
+}
+
+// Move makes the change if the payout is still in c.From, and reports
+// whether it did: of two readers racing to make it, one does. Its history
+// row commits with it (a trigger); the database refuses any move that is
+// not an arrow of DESIGN §3.
+func (s *Store) Move(ctx context.Context, id string, c Change) (bool, error) {
+	var moved bool
+	err := s.db.Tx(ctx, func(tx database.Querier) error {
+		n, err := tx.Exec(ctx, `UPDATE payouts SET status = $3, status_at = $4,
+				deposit_tx_hash = COALESCE(NULLIF($5, ''), deposit_tx_hash), completed_at = COALESCE($6, completed_at),
+				failure_reason = COALESCE(NULLIF($7, ''), failure_reason), return_reason = COALESCE(NULLIF($8, ''), return_reason),
+				sandbox_outcome = COALESCE(NULLIF($9, ''), sandbox_outcome), sandbox_reason = COALESCE(NULLIF($10, ''), sandbox_reason)
+			WHERE id = $1 AND status = $2`,
+			id, c.From, c.To, c.At, c.DepositTxHash, c.CompletedAt, c.FailureReason, c.ReturnReason, c.SandboxOutcome, c.SandboxReason)
+		moved = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("move payout %s → %s: %w", c.From, c.To, err)
+	}
+	return moved, nil
 }

@@ -3,6 +3,7 @@ package payout
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -24,9 +25,11 @@ var testStart = time.Now().UTC().Truncate(time.Second)
 // database's now() whatever the caller says (expiry is read on one clock).
 func storedPayout(id, quoteID, name string) StoredPayout {
 	now := testStart
-	return StoredPayout{ID: id, QuoteID: quoteID, KeyID: "acme", Beneficiary: Beneficiary{Name: name, IBAN: goodIBAN},
+	return StoredPayout{ID: id, QuoteID: quoteID, KeyID: "acme", BeneficiaryName: name,
+		Beneficiary: []byte(`{"name":"` + name + `","iban":"` + goodIBAN + `"}`),
 		Chain: 84532, CryptoCurrency: "USDC", FiatCurrency: "EUR", Country: "DE", CryptoAmount: "100",
-		Rail: "sepa_instant", Settlement: "PT10S", Status: "pending", QuoteExpiresAt: now.Add(time.Hour), CreatedAt: now}
+		Rail: "sepa_instant", Settlement: "PT10S", Status: "awaiting_deposit", QuoteExpiresAt: now.Add(time.Hour), CreatedAt: now,
+		DepositAddress: "0x000000000000000000000000000000000000dEaD", DepositExpiresAt: now.Add(DepositWindow), StatusAt: now}
 }
 
 func answerAny(p StoredPayout) (Payout, error) {
@@ -43,7 +46,7 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p StoredPayout) (Payout, error) {
-			if p.ID != "bpo_1" || p.Beneficiary.Name != "Ada" {
+			if p.ID != "bpo_1" || p.BeneficiaryName != "Ada" {
 				t.Errorf("the second execution saw %+v, want the first payout", p)
 			}
 			return Payout{}, errOtherPayee
@@ -57,15 +60,18 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 			t.Fatalf("read back %+v %v", stored, err)
 		}
 		stored.CreatedAt = want.CreatedAt
-		if stored != want {
+		if !reflect.DeepEqual(stored, want) {
 			t.Fatalf("read back %+v, want %+v", stored, want)
 		}
 		for _, stmt := range []string{
-			`INSERT INTO payouts SELECT 'bpo_3', 'bpq_1', key_id, 'Eve', beneficiary_iban, chain, crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status, quote_expires_at, created_at FROM payouts`,
+			`INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, deposit_address, deposit_expires_at, status_at)
+				SELECT 'bpo_3', 'bpq_1', key_id, 'Eve', beneficiary, chain, crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, deposit_address, deposit_expires_at, status_at FROM payouts`,
 			`UPDATE payouts SET beneficiary_name = 'Eve'`,
-			`UPDATE payouts SET beneficiary_iban = 'FR1420041010050500013M02606'`,
+			`UPDATE payouts SET beneficiary = '{"name":"Eve","iban":"FR1420041010050500013M02606"}'`,
 			`UPDATE payouts SET crypto_amount = '1000000'`,
-			`UPDATE payouts SET status = 'failed'`,
+			`UPDATE payouts SET deposit_address = '0x1111111111111111111111111111111111111111'`,
+			`UPDATE payouts SET status = 'completed', completed_at = created_at`,
+			`UPDATE payouts SET status = 'pending'`,
 		} {
 			if _, err := db.Exec(ctx, stmt); err == nil {
 				t.Errorf("%s: accepted", stmt)
@@ -90,10 +96,10 @@ func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
 	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
 		svc, _ := newTestServiceOn(t, db, time.Minute)
 		id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("200")})
-		payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "FR1420041010050500013M02606")}
+		payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "DE12500105170648489890")}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		payouts := map[string]string{} // payout id → beneficiary name
+		payouts := map[string]string{} // payout id → beneficiary
 		for i := range 20 {
 			wg.Add(1)
 			go func() {
@@ -104,10 +110,10 @@ func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
 				defer mu.Unlock()
 				switch code(err) {
 				case "":
-					if prev, ok := payouts[p.PayoutID]; ok && prev != req.Beneficiary.Name {
-						t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary.Name)
+					if prev, ok := payouts[p.PayoutID]; ok && prev != string(req.Beneficiary) {
+						t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary)
 					}
-					payouts[p.PayoutID] = req.Beneficiary.Name
+					payouts[p.PayoutID] = string(req.Beneficiary)
 				case "quote_already_executed":
 				default:
 					t.Errorf("unexpected %v", err)
@@ -133,7 +139,8 @@ func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	svc := NewService(environment.Sandbox, time.Minute, quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now), NewStore(db), time.Now)
+	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now),
+		Payouts: NewStore(db), Now: time.Now, Secret: []byte("s")})
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("70")}
 	executed := quoteFor(t, svc, acme, req)
@@ -149,7 +156,7 @@ func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
 	if p, err := svc.Execute(ctx, acme, ada); err != nil || p != first {
 		t.Errorf("the same beneficiary after Redis lost everything: %+v %v, want %+v", p, err, first)
 	}
-	if _, err := svc.Execute(ctx, acme, pay(executed, "Eve", "FR1420041010050500013M02606")); code(err) != "quote_already_executed" {
+	if _, err := svc.Execute(ctx, acme, pay(executed, "Eve", "DE12500105170648489890")); code(err) != "quote_already_executed" {
 		t.Errorf("another beneficiary after Redis lost everything: %v", err)
 	}
 	other := acme

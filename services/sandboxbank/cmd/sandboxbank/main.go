@@ -1,6 +1,6 @@
 // Command sandboxbank is the stand-in for the external bank provider in
-// sandbox: the provider API the fiat and consent services call, and the
-// hosted consent page browsers open. It is never part of a production
+// sandbox: the provider API the fiat, consent, orders and payout services
+// call, and the hosted consent and card pages browsers open. It is never part of a production
 // deployment, and it keeps its state in memory.
 //
 //	sandboxbank              serve (configured by environment variables)
@@ -23,6 +23,7 @@ type config struct {
 	LinkTTL         time.Duration `env:"SANDBOXBANK_LINK_TTL" default:"5m"`
 	SettlementDelay time.Duration `env:"SANDBOXBANK_SETTLEMENT_DELAY" default:"3s"`
 	IdentityDelay   time.Duration `env:"SANDBOXBANK_IDENTITY_DELAY" default:"0s" zero:"allowed"`
+	PayoutSettle    time.Duration `env:"SANDBOX_PAYOUT_SETTLE" default:"3s"`
 	Latency         time.Duration `env:"SANDBOXBANK_LATENCY" default:"0s" zero:"allowed"`
 }
 
@@ -34,7 +35,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + s.Addr
 	}
-	b := bank.New(bank.Config{PublicURL: cfg.PublicURL, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay, Latency: cfg.Latency})
+	b := bank.New(bank.Config{PublicURL: cfg.PublicURL, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay, PayoutSettle: cfg.PayoutSettle, Latency: cfg.Latency})
 	s.Log.Info("sandbox bank epoch", "epoch", b.Epoch(), "public_url", cfg.PublicURL)
 	return s.Serve(ctx, bank.NewHandler(b, string(cfg.ProviderKey), s.Log))
 }

@@ -26,6 +26,7 @@ type Config struct {
 	LinkTTL         time.Duration // life of a consent or card page link (five minutes)
 	SettlementDelay time.Duration // pay-in received or card approved → stablecoins delivered; sell deposit → card credited
 	IdentityDelay   time.Duration // terms accepted → identity result
+	PayoutSettle    time.Duration // payout handed over → its outcome (a return: one more)
 	Latency         time.Duration // added to every provider API call: a slow provider, for fault tests
 	Now             func() time.Time
 }
@@ -45,8 +46,11 @@ type Bank struct {
 	// The card side (cards.go).
 	cardOrders   map[string]*cardOrder
 	cardSessions map[string]*cardSession
-	idem         map[string]string // Idempotency-Key → record id
-	seq          int64
+	// The payout side (payouts.go).
+	payouts    map[string]*payout
+	payoutRefs map[string]string // our payout id → the provider's
+	idem       map[string]string // Idempotency-Key → record id
+	seq        int64
 }
 
 type customer struct {
@@ -108,6 +112,7 @@ func New(cfg Config) *Bank {
 		customers: map[string]*customer{}, sessions: map[string]*session{},
 		accounts: map[string]*account{}, deposits: map[string]*instruction{}, txs: map[string]*transaction{}, idem: map[string]string{},
 		cardOrders: map[string]*cardOrder{}, cardSessions: map[string]*cardSession{},
+		payouts: map[string]*payout{}, payoutRefs: map[string]string{},
 	}
 }
 

@@ -15,7 +15,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func newBank(c *clock) *Bank {
-	return New(Config{PublicURL: "http://bank.test", LinkTTL: 5 * time.Minute, SettlementDelay: 10 * time.Millisecond, Now: c.now})
+	return New(Config{PublicURL: "http://bank.test", LinkTTL: 5 * time.Minute, SettlementDelay: 10 * time.Millisecond, PayoutSettle: 3 * time.Second, Now: c.now})
 }
 
 var ada = bankprovider.NewCustomer{Email: "ada@example.com", FullName: "Ada Lovelace", Country: "GB",

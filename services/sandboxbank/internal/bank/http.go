@@ -34,6 +34,8 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	api.HandleFunc("GET /v1/card_orders/{id}", h.cardOrder)
 	api.HandleFunc("POST /v1/card_orders/{id}/sessions", h.createCardSession)
 	api.HandleFunc("POST /v1/sandbox/card_orders/{id}/deposit", h.cardDeposit)
+	api.HandleFunc("POST /v1/payouts", h.createPayout)
+	api.HandleFunc("GET /v1/payouts/by_reference/{reference}", h.payoutByReference)
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 404, fail(404, "invalid_request_error", "Unrecognized request URL ("+r.Method+" "+r.URL.Path+").").Body)
 	})

@@ -1,0 +1,60 @@
+package bankprovider
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+)
+
+// The payout side of the provider (DESIGN §3): the payout service hands it
+// a payout whose stablecoins arrived, and reads its word back on status.
+
+// NewPayout is the body that hands a payout to the provider. Reference is
+// our payout id, and the Idempotency-Key of the call: a retry hands over
+// nothing twice.
+type NewPayout struct {
+	Reference   string          `json:"reference"`
+	Rail        string          `json:"rail"`
+	Currency    string          `json:"currency"`
+	Country     string          `json:"country"`
+	Amount      string          `json:"amount"`
+	Beneficiary json.RawMessage `json:"beneficiary"` // the rail's fields, as the API took them
+	// Sandbox is the outcome a sandbox provider plays out; a real one
+	// refuses the field.
+	Sandbox *SandboxOutcome `json:"sandbox,omitempty"`
+}
+
+// SandboxOutcome is what a sandbox payout comes to: completed (the
+// default), failed with a failure reason, or returned with a return reason
+// after it completed.
+type SandboxOutcome struct {
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Payout is a payout as the provider reports it. Status uses the API's
+// payout statuses (processing, completed, failed, returned); the caller
+// checks every value against its own closed sets before it keeps one.
+type Payout struct {
+	ID            string `json:"id"`
+	Reference     string `json:"reference"`
+	Status        string `json:"status"`
+	FailureReason string `json:"failure_reason,omitempty"`
+	ReturnReason  string `json:"return_reason,omitempty"`
+	CompletedAt   string `json:"completed_at,omitempty"`
+}
+
+// CreatePayout hands a payout to the provider; the provider answers the
+// same payout to a retry with the same reference.
+func (c *Client) CreatePayout(ctx context.Context, in NewPayout) (Payout, error) {
+	var out Payout
+	return out, c.do(ctx, opCreatePayout, http.MethodPost, "/v1/payouts", in, in.Reference, true, &out)
+}
+
+// PayoutByReference reads a payout back by our payout id: the provider's
+// word on where it stands.
+func (c *Client) PayoutByReference(ctx context.Context, reference string) (Payout, error) {
+	var out Payout
+	return out, c.do(ctx, opPayout, http.MethodGet, "/v1/payouts/by_reference/"+url.PathEscape(reference), nil, "", true, &out)
+}

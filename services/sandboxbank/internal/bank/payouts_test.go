@@ -1,0 +1,58 @@
+package bank
+
+import (
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+)
+
+func newPayout(ref string, outcome *bankprovider.SandboxOutcome) bankprovider.NewPayout {
+	return bankprovider.NewPayout{Reference: ref, Rail: "sepa_instant", Currency: "EUR", Country: "DE", Amount: "100",
+		Beneficiary: []byte(`{"name":"Ada","iban":"DE89370400440532013000"}`), Sandbox: outcome}
+}
+
+// A payout plays out the outcome its sandbox call chose, on the clock:
+// processing until PayoutSettle has passed, then completed, failed, or
+// completed and, one PayoutSettle later, returned.
+func TestAPayoutPlaysOutItsOutcome(t *testing.T) {
+	c := &clock{time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+	b := newBank(c)
+	for _, tt := range []struct {
+		ref     string
+		outcome *bankprovider.SandboxOutcome
+		at1     bankprovider.Payout // after one PayoutSettle
+		at2     bankprovider.Payout // after two
+	}{
+		{"bpo_1", nil, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"}, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"}},
+		{"bpo_2", &bankprovider.SandboxOutcome{Outcome: "failed", Reason: "name_mismatch"}, bankprovider.Payout{Status: "failed", FailureReason: "name_mismatch"}, bankprovider.Payout{Status: "failed", FailureReason: "name_mismatch"}},
+		{"bpo_3", &bankprovider.SandboxOutcome{Outcome: "returned", Reason: "beneficiary_deceased"}, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"},
+			bankprovider.Payout{Status: "returned", ReturnReason: "beneficiary_deceased", CompletedAt: "2026-11-26T12:00:03Z"}},
+	} {
+		p, created, err := b.CreatePayout(newPayout(tt.ref, tt.outcome))
+		if err != nil || !created || p.Status != "processing" || p.Reference != tt.ref {
+			t.Fatalf("%s: %+v %v %v", tt.ref, p, created, err)
+		}
+		if again, created, _ := b.CreatePayout(newPayout(tt.ref, tt.outcome)); created || again.ID != p.ID {
+			t.Errorf("%s handed over twice: %+v", tt.ref, again)
+		}
+		tt.at1.ID, tt.at1.Reference, tt.at2.ID, tt.at2.Reference = p.ID, tt.ref, p.ID, tt.ref
+		c.t = c.t.Add(3 * time.Second)
+		if got, _ := b.PayoutByReference(tt.ref); got != tt.at1 {
+			t.Errorf("%s after one settle: %+v, want %+v", tt.ref, got, tt.at1)
+		}
+		c.t = c.t.Add(3 * time.Second)
+		if got, _ := b.PayoutByReference(tt.ref); got != tt.at2 {
+			t.Errorf("%s after two: %+v, want %+v", tt.ref, got, tt.at2)
+		}
+		c.t = c.t.Add(-6 * time.Second)
+	}
+	for _, bad := range []*bankprovider.SandboxOutcome{{Outcome: "failed"}, {Outcome: "returned", Reason: "name_mismatch"}, {Outcome: "completed", Reason: "x"}, {Outcome: "lost"}} {
+		if _, _, err := b.CreatePayout(newPayout("bpo_bad", bad)); failure(t, err).Status != 422 {
+			t.Errorf("outcome %+v accepted", bad)
+		}
+	}
+	if _, err := b.PayoutByReference("bpo_none"); failure(t, err).Status != 404 {
+		t.Error("an unknown payout")
+	}
+}
