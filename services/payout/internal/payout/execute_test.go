@@ -3,9 +3,9 @@ package payout
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"

@@ -27,7 +27,7 @@ func storedPayout(id, quoteID, name string) StoredPayout {
 	now := testStart
 	return StoredPayout{ID: id, QuoteID: quoteID, KeyID: "acme", BeneficiaryName: name,
 		Beneficiary: []byte(`{"name":"` + name + `","iban":"` + goodIBAN + `"}`),
-		Chain: 84532, CryptoCurrency: "USDC", FiatCurrency: "EUR", Country: "DE", CryptoAmount: "100",
+		Chain:       84532, CryptoCurrency: "USDC", FiatCurrency: "EUR", Country: "DE", CryptoAmount: "100",
 		Rail: "sepa_instant", Settlement: "PT10S", Status: "awaiting_deposit", QuoteExpiresAt: now.Add(time.Hour), CreatedAt: now,
 		DepositAddress: "0x000000000000000000000000000000000000dEaD", DepositExpiresAt: now.Add(DepositWindow), StatusAt: now}
 }
