@@ -140,7 +140,8 @@ func TestReferenceLists(t *testing.T) {
 		for _, want := range []string{
 			`"settlementNotation":"ISO 8601 duration`,
 			`"rail":"sepa_instant","currencies":["EUR"],"countries":["AD","AT",`,
-			`{"rail":"faster_payments","currencies":["GBP"],"countries":["GB"],"otherCountries":false,"settlement":"PT2H","minAmount":"1","maxAmount":"1000000"}`,
+			`{"rail":"faster_payments","currencies":["GBP"],"countries":["GB"],"otherCountries":false,"settlement":"PT2H","minAmount":"1","maxAmount":"1000000",` +
+				`"beneficiary":{"title":"FasterPaymentsBeneficiary","type":"object","required":["name","sortCode","accountNumber"],`,
 			`{"rail":"ach","currencies":["USD"],"countries":["US"],"otherCountries":false,"settlement":"P1D",`,
 			`{"rail":"wire","currencies":["USD"],"countries":["US"],"otherCountries":false,"settlement":"PT4H",`,
 			`{"rail":"spei","currencies":["MXN"],"countries":["MX"],"otherCountries":false,"settlement":"PT1M",`,

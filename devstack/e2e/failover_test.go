@@ -539,9 +539,10 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 	var mu sync.Mutex
 	var reqs []*keyed
 	var n atomic.Int64
+	var inFlight atomic.Int32 // keyed requests between their first attempt and their outcome
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 4 {
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -561,6 +562,7 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 				mu.Lock()
 				reqs = append(reqs, k)
 				mu.Unlock()
+				inFlight.Add(1)
 				for time.Since(k.first) < 60*time.Second {
 					status, body, _ := l.send(executePath, ada.execute(k.quoteID), k.idem)
 					final := status == 200 || (status >= 400 && status < 500 && !strings.Contains(body, `"code":"idempotency_in_progress"`))
@@ -572,6 +574,7 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
+				inFlight.Add(-1)
 			}
 		}()
 	}
@@ -588,6 +591,10 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 	}
 	s.waitFor(func() bool { return doneCount() >= 40 })
 	payout := s.Services["payout"]
+	// Kill it while keyed requests are in flight (each takes milliseconds:
+	// watch without sleeping).
+	for deadline := time.Now().Add(5 * time.Second); inFlight.Load() < 3 && time.Now().Before(deadline); {
+	}
 	killed := time.Now()
 	if err := payout.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -151,6 +151,33 @@ func (db *DB) pgExecDetached(ctx context.Context, query string, args []any) (int
 	return n, nil
 }
 
+// CommitRow runs one statement that commits on its own and returns a row
+// (an INSERT … RETURNING), detached from ctx like Exec, scanning the row
+// into dest; ErrNoRows when it returned none (an INSERT … ON CONFLICT DO
+// NOTHING that found the row there). One round trip for a write that
+// needs no transaction around it.
+func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...any) error {
+	if db.engine == SQLite {
+		return db.QueryRow(ctx, query, args...).Scan(dest...)
+	}
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	var scanErr error
+	err = db.detached(ctx, c.Conn().PgConn(), func(ctx context.Context) error {
+		scanErr = pgRow{c.QueryRow(ctx, query, args...)}.Scan(dest...)
+		if errors.Is(scanErr, ErrNoRows) {
+			return nil
+		}
+		return scanErr
+	}, c.Release)
+	if err != nil {
+		return err
+	}
+	return scanErr
+}
+
 // Confirm returns once every row this process has read so far is on a
 // synchronous standby (at once where there is none, and on the embedded
 // engine), or ErrNotConfirmed when ctx ends first. An answer that rests on

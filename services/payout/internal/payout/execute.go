@@ -206,11 +206,17 @@ func (s *service) samePayee(p StoredPayout, payee beneficiary.Checked) (Payout, 
 	if string(p.Beneficiary) != string(payee.Fields) {
 		return Payout{}, errOtherPayee
 	}
-	return s.answer(p), nil
+	return s.answerAs(p, payee.Masked()), nil
 }
 
 // answer is the payout as the partner sees it.
 func (s *service) answer(p StoredPayout) Payout {
+	return s.answerAs(p, masked(p.Rail, p.BeneficiaryName, p.Beneficiary))
+}
+
+// answerAs is the payout as the partner sees it, its beneficiary masked
+// as m (known already where the request named it: nothing to parse).
+func (s *service) answerAs(p StoredPayout, m beneficiary.Masked) Payout {
 	token := ""
 	if chain, err := s.chains.Find("chain", p.Chain); err == nil {
 		if t, ok := chain.Token(p.CryptoCurrency); ok {
@@ -221,7 +227,7 @@ func (s *service) answer(p StoredPayout) Payout {
 		Mock: true, PayoutID: p.ID, QuoteID: p.QuoteID, Status: p.Status, Rail: p.Rail, EstimatedSettlement: p.Settlement,
 		Deposit: Deposit{Address: p.DepositAddress, Chain: p.Chain, CryptoCurrency: p.CryptoCurrency, Token: token,
 			Amount: MockMoney, ExpiresAt: p.DepositExpiresAt.UTC().Format(time.RFC3339)},
-		Beneficiary: masked(p.Rail, p.BeneficiaryName, p.Beneficiary),
+		Beneficiary: m,
 		Reference:   p.Reference,
 		CreatedAt:   p.CreatedAt.UTC().Format(time.RFC3339),
 	}
