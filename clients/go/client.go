@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 )
 
@@ -59,4 +60,43 @@ func ErrorOf(resp *http.Response, body []byte) *APIError {
 		e.Fields = *env.Error.Fields
 	}
 	return e
+}
+
+// AllBankPayouts pages through the key's payouts (GET /v1/bank/payouts),
+// newest first, filtered by params (its StartingAfter is where to begin):
+// the loop gets each payout in turn, and the next page is fetched when the
+// loop reaches it, as Stripe's SDK iterators do. An answer that is not a
+// page ends the loop with its *APIError.
+//
+//	for p, err := range c.AllBankPayouts(ctx, &partnerapi.ListBankPayoutsParams{Reference: &ref}) {
+//		if err != nil { return err }
+//		fmt.Println(p.PayoutId, p.Status)
+//	}
+func (c *ClientWithResponses) AllBankPayouts(ctx context.Context, params *ListBankPayoutsParams, reqEditors ...RequestEditorFn) iter.Seq2[BankPayoutListItem, error] {
+	return func(yield func(BankPayoutListItem, error) bool) {
+		var p ListBankPayoutsParams
+		if params != nil {
+			p = *params
+		}
+		for {
+			r, err := c.ListBankPayoutsWithResponse(ctx, &p, reqEditors...)
+			if err != nil {
+				yield(BankPayoutListItem{}, err)
+				return
+			}
+			if r.JSON200 == nil {
+				yield(BankPayoutListItem{}, ErrorOf(r.HTTPResponse, r.Body))
+				return
+			}
+			for _, item := range r.JSON200.Data {
+				if !yield(item, nil) {
+					return
+				}
+			}
+			if !r.JSON200.HasMore || r.JSON200.NextCursor == nil {
+				return
+			}
+			p.StartingAfter = r.JSON200.NextCursor
+		}
+	}
 }

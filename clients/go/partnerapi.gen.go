@@ -37,6 +37,57 @@ func (e AchBeneficiaryAccountType) Valid() bool {
 	}
 }
 
+// Defines values for BankPayoutListItemFailureReason.
+const (
+	BankPayoutListItemFailureReasonAccountClosed      BankPayoutListItemFailureReason = "account_closed"
+	BankPayoutListItemFailureReasonAccountNotFound    BankPayoutListItemFailureReason = "account_not_found"
+	BankPayoutListItemFailureReasonComplianceRejected BankPayoutListItemFailureReason = "compliance_rejected"
+	BankPayoutListItemFailureReasonInvalidAccount     BankPayoutListItemFailureReason = "invalid_account"
+	BankPayoutListItemFailureReasonNameMismatch       BankPayoutListItemFailureReason = "name_mismatch"
+	BankPayoutListItemFailureReasonRailUnavailable    BankPayoutListItemFailureReason = "rail_unavailable"
+)
+
+// Valid indicates whether the value is a known member of the BankPayoutListItemFailureReason enum.
+func (e BankPayoutListItemFailureReason) Valid() bool {
+	switch e {
+	case BankPayoutListItemFailureReasonAccountClosed:
+		return true
+	case BankPayoutListItemFailureReasonAccountNotFound:
+		return true
+	case BankPayoutListItemFailureReasonComplianceRejected:
+		return true
+	case BankPayoutListItemFailureReasonInvalidAccount:
+		return true
+	case BankPayoutListItemFailureReasonNameMismatch:
+		return true
+	case BankPayoutListItemFailureReasonRailUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BankPayoutListItemReturnReason.
+const (
+	BankPayoutListItemReturnReasonAccountClosed        BankPayoutListItemReturnReason = "account_closed"
+	BankPayoutListItemReturnReasonBeneficiaryDeceased  BankPayoutListItemReturnReason = "beneficiary_deceased"
+	BankPayoutListItemReturnReasonRefusedByBeneficiary BankPayoutListItemReturnReason = "refused_by_beneficiary"
+)
+
+// Valid indicates whether the value is a known member of the BankPayoutListItemReturnReason enum.
+func (e BankPayoutListItemReturnReason) Valid() bool {
+	switch e {
+	case BankPayoutListItemReturnReasonAccountClosed:
+		return true
+	case BankPayoutListItemReturnReasonBeneficiaryDeceased:
+		return true
+	case BankPayoutListItemReturnReasonRefusedByBeneficiary:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BankPayoutStatusFailureReason.
 const (
 	BankPayoutStatusFailureReasonAccountClosed      BankPayoutStatusFailureReason = "account_closed"
@@ -1153,6 +1204,59 @@ type BankPayout struct {
 	Reference *PartnerReference `json:"reference,omitempty"`
 	Status    PayoutStatusValue `json:"status"`
 }
+
+// BankPayoutList defines model for BankPayoutList.
+type BankPayoutList struct {
+	Data []BankPayoutListItem `json:"data"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	HasMore     bool        `json:"hasMore"`
+
+	// NextCursor Pass as startingAfter for the next page; present when hasMore.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// BankPayoutListItem A payout as POST /v1/bank/payout/status answers it, without environment (the page carries it).
+type BankPayoutListItem struct {
+	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
+	Beneficiary MaskedBeneficiary `json:"beneficiary"`
+	CompletedAt *time.Time        `json:"completedAt,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+
+	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
+	Deposit       PayoutDeposit `json:"deposit"`
+	DepositTxHash *string       `json:"depositTxHash,omitempty"`
+
+	// EstimatedSettlement An ISO 8601 duration, as `GET /v1/limits` explains.
+	//
+	// Examples: PT10S
+	EstimatedSettlement IsoDuration                      `json:"estimatedSettlement"`
+	FailureReason       *BankPayoutListItemFailureReason `json:"failureReason,omitempty"`
+	History             []struct {
+		At     time.Time         `json:"at"`
+		Status PayoutStatusValue `json:"status"`
+	} `json:"history"`
+
+	// Mock Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
+	Mock     MockFlag `json:"mock"`
+	PayoutId string   `json:"payoutId"`
+	QuoteId  string   `json:"quoteId"`
+
+	// Rail A payout rail, as `GET /v1/limits` names it.
+	Rail RailName `json:"rail"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference    *PartnerReference               `json:"reference,omitempty"`
+	ReturnReason *BankPayoutListItemReturnReason `json:"returnReason,omitempty"`
+	Status       PayoutStatusValue               `json:"status"`
+}
+
+// BankPayoutListItemFailureReason defines model for BankPayoutListItem.FailureReason.
+type BankPayoutListItemFailureReason string
+
+// BankPayoutListItemReturnReason defines model for BankPayoutListItem.ReturnReason.
+type BankPayoutListItemReturnReason string
 
 // BankPayoutQuote defines model for BankPayoutQuote.
 type BankPayoutQuote struct {
@@ -2498,6 +2602,25 @@ type OrderReturnParams struct {
 type BankPayoutParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListBankPayoutsParams defines parameters for ListBankPayouts.
+type ListBankPayoutsParams struct {
+	// Limit How many payouts a page holds: 1 to 100 (20 when left out).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter The nextCursor of the page before.
+	StartingAfter *string            `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	Status        *PayoutStatusValue `form:"status,omitempty" json:"status,omitempty"`
+
+	// Reference Only the payouts with this reference of yours.
+	Reference *PartnerReference `form:"reference,omitempty" json:"reference,omitempty"`
+
+	// CreatedFrom Only the payouts made at or after this time (RFC 3339).
+	CreatedFrom *time.Time `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+
+	// CreatedTo Only the payouts made before this time (RFC 3339).
+	CreatedTo *time.Time `form:"createdTo,omitempty" json:"createdTo,omitempty"`
 }
 
 // CreateFiatAccountParams defines parameters for CreateFiatAccount.
@@ -4194,6 +4317,19 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
 	BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListBankPayouts List the key's payouts
+	//
+	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
+	// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
+	// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
+	// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
+	// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
+	// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+	// `400 invalid_request` naming it. Needs the `bank` product.
+	//
+	// Corresponds with GET /v1/bank/payouts (the `ListBankPayouts` operationId).
+	ListBankPayouts(ctx context.Context, params *ListBankPayoutsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetConfig What this key may do
 	//
 	// The key's products, the chains and tokens it may name under `crypto`, its execution ceiling,
@@ -4947,6 +5083,29 @@ func (c *Client) BankPayoutStatusWithBody(ctx context.Context, contentType strin
 // Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
 func (c *Client) BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewBankPayoutStatusRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListBankPayouts List the key's payouts
+//
+// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
+// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
+// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
+// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
+// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
+// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+// `400 invalid_request` naming it. Needs the `bank` product.
+//
+// Corresponds with GET /v1/bank/payouts (the `ListBankPayouts` operationId).
+func (c *Client) ListBankPayouts(ctx context.Context, params *ListBankPayoutsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBankPayoutsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6040,6 +6199,120 @@ func NewBankPayoutStatusRequestWithBody(server string, contentType string, body 
 	return req, nil
 }
 
+// NewListBankPayoutsRequest constructs an http.Request for the ListBankPayouts method
+func NewListBankPayoutsRequest(server string, params *ListBankPayoutsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bank/payouts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "startingAfter", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reference != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reference", *params.Reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdFrom", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedTo != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdTo", *params.CreatedTo, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetConfigRequest constructs an http.Request for the GetConfig method
 func NewGetConfigRequest(server string) (*http.Request, error) {
 	var err error
@@ -7103,6 +7376,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
 	BankPayoutStatusWithResponse(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutStatusResponse, error)
+
+	// ListBankPayoutsWithResponse List the key's payouts
+	//
+	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
+	// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
+	// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
+	// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
+	// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
+	// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+	// `400 invalid_request` naming it. Needs the `bank` product.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/bank/payouts (the `ListBankPayouts` operationId).
+	ListBankPayoutsWithResponse(ctx context.Context, params *ListBankPayoutsParams, reqEditors ...RequestEditorFn) (*ListBankPayoutsResponse, error)
 
 	// GetConfigWithResponse What this key may do
 	//
@@ -8353,6 +8641,165 @@ func (r BankPayoutStatusResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r BankPayoutStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListBankPayoutsResponse200Headers the declared response headers of an HTTP 200 response for ListBankPayouts
+type ListBankPayoutsResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListBankPayoutsResponse400Headers the declared response headers of an HTTP 400 response for ListBankPayouts
+type ListBankPayoutsResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListBankPayoutsResponse401Headers the declared response headers of an HTTP 401 response for ListBankPayouts
+type ListBankPayoutsResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ListBankPayoutsResponse403Headers the declared response headers of an HTTP 403 response for ListBankPayouts
+type ListBankPayoutsResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListBankPayoutsResponse404Headers the declared response headers of an HTTP 404 response for ListBankPayouts
+type ListBankPayoutsResponse404Headers struct {
+	XRequestId string
+}
+
+// ListBankPayoutsResponse409Headers the declared response headers of an HTTP 409 response for ListBankPayouts
+type ListBankPayoutsResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListBankPayoutsResponse429Headers the declared response headers of an HTTP 429 response for ListBankPayouts
+type ListBankPayoutsResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListBankPayoutsResponse500Headers the declared response headers of an HTTP 500 response for ListBankPayouts
+type ListBankPayoutsResponse500Headers struct {
+	XRequestId string
+}
+
+type ListBankPayoutsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BankPayoutList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListBankPayoutsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListBankPayoutsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListBankPayoutsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListBankPayoutsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListBankPayoutsResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListBankPayoutsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListBankPayoutsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListBankPayoutsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON200() *BankPayoutList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListBankPayoutsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBankPayoutsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBankPayoutsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBankPayoutsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBankPayoutsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12086,6 +12533,27 @@ func (c *ClientWithResponses) BankPayoutStatusWithResponse(ctx context.Context, 
 	return ParseBankPayoutStatusResponse(rsp)
 }
 
+// ListBankPayoutsWithResponse List the key's payouts
+//
+// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
+// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
+// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
+// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
+// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
+// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+// `400 invalid_request` naming it. Needs the `bank` product.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/bank/payouts (the `ListBankPayouts` operationId).
+func (c *ClientWithResponses) ListBankPayoutsWithResponse(ctx context.Context, params *ListBankPayoutsParams, reqEditors ...RequestEditorFn) (*ListBankPayoutsResponse, error) {
+	rsp, err := c.ListBankPayouts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBankPayoutsResponse(rsp)
+}
+
 // GetConfigWithResponse What this key may do
 //
 // The key's products, the chains and tokens it may name under `crypto`, its execution ceiling,
@@ -13937,6 +14405,255 @@ func ParseBankPayoutStatusResponse(rsp *http.Response) (*BankPayoutStatusRespons
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers BankPayoutStatusResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListBankPayoutsResponse parses an HTTP response from a ListBankPayoutsWithResponse call
+func ParseListBankPayoutsResponse(rsp *http.Response) (*ListBankPayoutsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBankPayoutsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BankPayoutList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListBankPayoutsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListBankPayoutsResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListBankPayoutsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListBankPayoutsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListBankPayoutsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListBankPayoutsResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListBankPayoutsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListBankPayoutsResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -53,6 +53,7 @@ var Routes = []Route{
 	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout},
 	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
 	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, executeTimeout},
+	{"GET", "/v1/bank/payouts", UpstreamPayout, partner.ProductBank, false, readTimeout},
 	{"GET", "/v1/config", UpstreamAny, "", false, readTimeout},
 	{"GET", "/v1/currencies", UpstreamAny, "", false, readTimeout},
 	{"GET", "/v1/limits", UpstreamAny, "", false, readTimeout},

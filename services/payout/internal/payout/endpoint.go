@@ -13,6 +13,7 @@ type Endpoints struct {
 	Execute        endpoint.Endpoint
 	Status         endpoint.Endpoint
 	SandboxDeposit endpoint.Endpoint
+	List           endpoint.Endpoint
 }
 
 // MakeEndpoints wraps s.
@@ -23,5 +24,8 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		Status:  o.Op("payout_status", kithttp.Endpoint(s.Status)),
 		// A sandbox deposit moves a payout: logged like the rest.
 		SandboxDeposit: o.Op("sandbox_payout_deposit", kithttp.Endpoint(s.SandboxDeposit)),
+		// A list's query (a partner's reference, dates) is never logged:
+		// the line says the operation, key and code only.
+		List: o.Op("list_payouts", kithttp.Endpoint(s.List)),
 	}
 }

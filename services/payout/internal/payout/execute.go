@@ -19,6 +19,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
@@ -67,6 +68,7 @@ type Payouts interface {
 	ByID(ctx context.Context, id string) (StoredPayout, []Move, error)
 	Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error)
 	Move(ctx context.Context, id string, c Change) (bool, error)
+	List(ctx context.Context, keyID string, p listing.Params) ([]StoredPayout, map[string][]Move, error)
 }
 
 var (

@@ -28,6 +28,7 @@ type Service interface {
 	Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
 	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
+	List(ctx context.Context, caller partner.Caller, req ListRequest) (PayoutList, error)
 }
 
 // QuoteRequest is BankPayoutQuoteRequest. Pointers tell "sent" from "omitted"

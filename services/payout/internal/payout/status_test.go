@@ -24,7 +24,7 @@ type statusFixture struct {
 	db       *database.DB
 }
 
-func newStatusFixture(t *testing.T, db *database.DB) statusFixture {
+func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
 	t.Helper()
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})

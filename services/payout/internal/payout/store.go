@@ -5,10 +5,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/listing"
 )
 
 //go:embed migrations
@@ -263,4 +266,62 @@ func (s *Store) Move(ctx context.Context, id string, c Change) (bool, error) {
 		return false, fmt.Errorf("move payout %s → %s: %w", c.From, c.To, err)
 	}
 	return moved, nil
+}
+
+// List reads a page of the key's payouts, newest first, as p says (Limit+1
+// rows at most: the extra one says there are more), with their histories;
+// what it returns is confirmed on the standby.
+func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]StoredPayout, map[string][]Move, error) {
+	where, args := p.Where(keyID)
+	rows, err := s.db.Query(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE `+where+
+		` ORDER BY created_at DESC, id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []StoredPayout
+	for rows.Next() {
+		sp, err := scanPayout(rows)
+		if err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		out = append(out, sp)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	history := map[string][]Move{}
+	if len(out) > 0 {
+		ids := make([]string, len(out))
+		ph := make([]string, len(out))
+		idArgs := make([]any, len(out))
+		for i, sp := range out {
+			ids[i], ph[i], idArgs[i] = sp.ID, "$"+strconv.Itoa(i+1), sp.ID
+		}
+		hrows, err := s.db.Query(ctx, `SELECT payout_id, status, at FROM payout_history WHERE payout_id IN (`+strings.Join(ph, ", ")+`) ORDER BY at, status`, idArgs...)
+		if err != nil {
+			return nil, nil, err
+		}
+		for hrows.Next() {
+			var id string
+			var m Move
+			if err := hrows.Scan(&id, &m.Status, &m.At); err != nil {
+				hrows.Close()
+				return nil, nil, err
+			}
+			history[id] = append(history[id], m)
+		}
+		hrows.Close()
+		if err := hrows.Err(); err != nil {
+			return nil, nil, err
+		}
+		for id, h := range history {
+			history[id] = orderMoves(h)
+		}
+	}
+	if err := s.db.Confirm(ctx); err != nil {
+		return nil, nil, err
+	}
+	return out, history, nil
 }

@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+
+	partnerapi "github.com/partnerpay/api/clients/go"
+)
+
+// A partner that lost its ids finds its payouts again: the generated
+// client's iterator pages through GET /v1/bank/payouts on its own, newest
+// first, filtered by the partner's reference; another key sees none of
+// them, and a cursor edited or carried to another key is refused.
+func TestPayoutsAreListedThroughTheClientsIterator(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000", "--max-execution-usd", "1000000")
+	c := newClient(t, s, key)
+	ctx := context.Background()
+	var made []string
+	for i := range 7 {
+		rc := railCases()[0]
+		rc.quote.FiatAmount = ptr(fmt.Sprintf("%d", 300+i))
+		made = append(made, payoutTo(t, c, rc, fmt.Sprintf("order-%d", i%2)).PayoutId)
+	}
+	var listed []string
+	for p, err := range c.AllBankPayouts(ctx, &partnerapi.ListBankPayoutsParams{Limit: ptr(2)}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.History) == 0 || p.Beneficiary.Account != "3000" {
+			t.Errorf("an element is not the status object: %+v", p)
+		}
+		listed = append(listed, p.PayoutId)
+	}
+	if len(listed) != len(made) {
+		t.Fatalf("listed %v, made %v", listed, made)
+	}
+	for i := range made {
+		if listed[i] != made[len(made)-1-i] {
+			t.Fatalf("not newest first: listed %v, made %v", listed, made)
+		}
+	}
+	n := 0
+	for p, err := range c.AllBankPayouts(ctx, &partnerapi.ListBankPayoutsParams{Reference: ptr("order-1")}) {
+		if err != nil || p.Reference == nil || *p.Reference != "order-1" {
+			t.Fatalf("%+v %v", p, err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("%d payouts with reference order-1, want 3", n)
+	}
+	globex := s.issue("globex", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	other := newClient(t, s, globex)
+	page, err := other.ListBankPayoutsWithResponse(ctx, nil)
+	if err != nil || page.JSON200 == nil || len(page.JSON200.Data) != 0 || page.JSON200.HasMore {
+		t.Fatalf("another key's list: %v %s", err, page.Body)
+	}
+	first, _ := c.ListBankPayoutsWithResponse(ctx, &partnerapi.ListBankPayoutsParams{Limit: ptr(2)})
+	cursor := *first.JSON200.NextCursor
+	edited := []byte(cursor)
+	if edited[5] == 'A' {
+		edited[5] = 'B'
+	} else {
+		edited[5] = 'A'
+	}
+	for _, tt := range []struct {
+		name, key, query, msg string
+	}{
+		{"another key's cursor", globex, "startingAfter=" + url.QueryEscape(cursor), "startingAfter is not a cursor of this list for this key: pass nextCursor from the page before, as it was."},
+		{"an edited cursor", key, "startingAfter=" + url.QueryEscape(string(edited)), "startingAfter is not a cursor of this list for this key: pass nextCursor from the page before, as it was."},
+		{"a limit over 100", key, "limit=101", "limit must be a whole number from 1 to 100."},
+		{"an offset", key, "offset=20", `Unknown query parameter "offset"; a list takes limit, startingAfter, status, reference, createdFrom and createdTo.`},
+	} {
+		r := s.get("/v1/bank/payouts?"+tt.query, tt.key)
+		if r.Status != 400 || r.Body != errorBody("invalid_request", tt.msg) {
+			t.Errorf("%s: %d %s", tt.name, r.Status, r.Body)
+		}
+	}
+	if r := s.get("/v1/bank/payouts", s.issue("fiat-only", "--products", "fiat", "--rate", "1000")); r.Status != 403 {
+		t.Errorf("without the bank product: %d %s", r.Status, r.Body)
+	}
+}

@@ -1,0 +1,265 @@
+package payout
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/database/databasetest"
+	"github.com/partnerpay/api/pkg/listing"
+)
+
+// payoutsFor makes n payouts for caller, each with its reference.
+func (f statusFixture) payoutsFor(t *testing.T, caller string, from, n int) []string {
+	t.Helper()
+	c := acme
+	c.KeyID = caller
+	var ids []string
+	for i := from; i < from+n; i++ {
+		id := quoteFor(t, f.svc, c, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp(strconv.Itoa(100 + i))})
+		req := pay(id, "Ada Lovelace", goodIBAN)
+		ref := "inv-" + strconv.Itoa(i%3)
+		req.Reference = &ref
+		p, err := f.svc.Execute(context.Background(), c, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.PayoutID)
+		f.clock.add(time.Millisecond) // the embedded engine's created_at is the service's clock
+	}
+	return ids
+}
+
+func (f statusFixture) list(t *testing.T, caller, query string) PayoutList {
+	t.Helper()
+	c := acme
+	c.KeyID = caller
+	q, _ := url.ParseQuery(query)
+	page, err := f.svc.List(context.Background(), c, ListRequest{Query: q})
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return page
+}
+
+// Paging a key's payouts while more are made: every payout there when
+// paging began is listed once, newest first, none skipped; the new ones
+// never shift a later page; another key's never appear, by list or by
+// cursor. On both engines.
+func TestPagingWhileInsertsRace(t *testing.T) {
+	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
+		f := newStatusFixture(t, db)
+		before := f.payoutsFor(t, "acme", 0, 23)
+		f.payoutsFor(t, "globex", 100, 5)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); f.payoutsFor(t, "acme", 200, 15) }()
+		var listed []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			q := "limit=4"
+			if cursor != "" {
+				q += "&startingAfter=" + url.QueryEscape(cursor)
+			}
+			page := f.list(t, "acme", q)
+			for _, p := range page.Data {
+				listed = append(listed, p.PayoutID)
+			}
+			if !page.HasMore {
+				break
+			}
+			cursor = page.NextCursor
+			if pages == 0 {
+				// The other key cannot open acme's next page.
+				c := acme
+				c.KeyID = "globex"
+				q, _ := url.ParseQuery("startingAfter=" + url.QueryEscape(cursor))
+				if _, err := f.svc.List(context.Background(), c, ListRequest{Query: q}); code(err) != "invalid_request" {
+					t.Errorf("globex with acme's cursor: %v", err)
+				}
+			}
+		}
+		wg.Wait()
+		seen := map[string]int{}
+		for _, id := range listed {
+			seen[id]++
+		}
+		for _, id := range before {
+			if seen[id] != 1 {
+				t.Errorf("payout %s listed %d times", id, seen[id])
+			}
+		}
+		// Newest first: the ones made before paging began come in reverse.
+		var old []string
+		for _, id := range listed {
+			for _, b := range before {
+				if id == b {
+					old = append(old, id)
+				}
+			}
+		}
+		for i := range old {
+			if old[i] != before[len(before)-1-i] {
+				t.Fatalf("not newest first: %v", old)
+			}
+		}
+		for _, p := range f.list(t, "globex", "limit=100").Data {
+			if seen[p.PayoutID] > 0 {
+				t.Errorf("globex's payout %s in acme's list", p.PayoutID)
+			}
+		}
+	})
+}
+
+func TestFilters(t *testing.T) {
+	f := newStatusFixture(t, databasetest.Open(t, databasetest.PostgresURL(t), Migrations))
+	ids := f.payoutsFor(t, "acme", 0, 9)
+	if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: ids[4]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		query string
+		want  int
+	}{
+		{"", 9},
+		{"reference=inv-1", 3},
+		{"status=processing", 1},
+		{"status=awaiting_deposit&reference=inv-2", 3},
+		{"status=completed", 0},
+		{"createdTo=2000-01-01T00:00:00Z", 0},
+		{"createdFrom=2000-01-01T00:00:00Z", 9},
+	} {
+		page := f.list(t, "acme", tt.query)
+		if len(page.Data) != tt.want || page.HasMore {
+			t.Errorf("%q: %d payouts (hasMore %v), want %d", tt.query, len(page.Data), page.HasMore, tt.want)
+		}
+		for _, p := range page.Data {
+			if len(p.History) == 0 || p.Reference == "" {
+				t.Errorf("%q: an element is not the status object: %+v", tt.query, p)
+			}
+		}
+	}
+	if page := f.list(t, "acme", "status=processing"); page.Data[0].PayoutID != ids[4] || page.Data[0].DepositTxHash == "" {
+		t.Errorf("%+v", page.Data)
+	}
+}
+
+// seedPayouts fills the payouts of key bench with n rows straight in SQL
+// (triggers off, constraints on): a quarter in each of four statuses,
+// one second apart, 10,000 references.
+func seedPayouts(tb testing.TB, db *database.DB, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	err := db.Tx(ctx, func(tx database.Querier) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency,
+				fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, reference,
+				deposit_address, deposit_expires_at, status_at, deposit_tx_hash, completed_at)
+			SELECT 'bpo_' || lpad(to_hex(g), 32, '0'), 'bpq_84532_' || lpad(to_hex(g), 32, '0'), 'bench', 'Ada',
+				'{"name":"Ada","iban":"DE89370400440532013000"}', 84532, 'USDC', 'EUR', 'DE', '100', 'sepa_instant', 'PT10S',
+				(ARRAY['awaiting_deposit', 'expired', 'processing', 'completed'])[1 + g % 4],
+				t + interval '60 seconds', t, 'inv-' || (g % 10000), '0x' || lpad(to_hex(g), 40, '0'), t + interval '30 minutes', t,
+				CASE WHEN g % 4 >= 2 THEN '0x' || lpad(to_hex(g), 64, '0') END, CASE WHEN g % 4 = 3 THEN t END
+			FROM generate_series(1, $1) AS g, LATERAL (SELECT now() - interval '1 year' + g * interval '1 second' AS t) AS at`, n)
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `ANALYZE payouts`); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkList pages the payouts of a key holding PAYOUT_LIST_ROWS
+// payouts (10,000 unless set; the issue's figure is 1,000,000) in
+// PostgreSQL through the service: the newest page of 100, one filtered by
+// status, one by reference, and the 5,000th page (or the last) reached by
+// its cursor. It reports p50/p99 of each and the bytes the list indexes
+// add per payout, and fails if a query's plan scans the table.
+//
+//	PAYOUT_LIST_ROWS=1000000 go test -run '^$' -bench List -benchtime 200x ./internal/payout/
+func BenchmarkList(b *testing.B) {
+	rows := 10_000
+	if v, err := strconv.Atoi(os.Getenv("PAYOUT_LIST_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	db := databasetest.Open(b, databasetest.PostgresURL(b), Migrations)
+	seedPayouts(b, db, rows)
+	f := newStatusFixture(b, db)
+	ctx := context.Background()
+	bench := acme
+	bench.KeyID = "bench"
+	deep := min(5000, rows/100) - 1 // the page reached by cursor
+	var at time.Time
+	var id string
+	if err := db.QueryRow(ctx, `SELECT created_at, id FROM payouts WHERE key_id = 'bench' ORDER BY created_at DESC, id DESC OFFSET $1 LIMIT 1`,
+		deep*100-1).Scan(&at, &id); err != nil {
+		b.Fatal(err)
+	}
+	cursor := f.svc.(*service).lister().Encode(listing.Cursor{CreatedAt: at, ID: id}, "bench")
+	queries := []struct{ name, query string }{
+		{"newest", "limit=100"},
+		{"status", "limit=100&status=completed"},
+		{"reference", "limit=100&reference=inv-42"},
+		{"deep", "limit=100&startingAfter=" + url.QueryEscape(cursor)},
+	}
+	for _, q := range queries {
+		values, _ := url.ParseQuery(q.query)
+		p, err := f.svc.(*service).lister().Parse(values, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		where, args := p.Where("bench")
+		var plan strings.Builder
+		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE) SELECT `+payoutColumns+` FROM payouts WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 101`, args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for prows.Next() {
+			var line string
+			_ = prows.Scan(&line)
+			plan.WriteString(line + "\n")
+		}
+		prows.Close()
+		if strings.Contains(plan.String(), "Seq Scan") || !strings.Contains(plan.String(), "Index") {
+			b.Fatalf("%s: the plan scans the table:\n%s", q.name, plan.String())
+		}
+		if testing.Verbose() {
+			b.Logf("%s:\n%s", q.name, plan.String())
+		}
+	}
+	took := make([][]time.Duration, len(queries))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, q := range queries {
+			values, _ := url.ParseQuery(q.query)
+			t0 := time.Now()
+			page, err := f.svc.List(ctx, bench, ListRequest{Query: values})
+			took[j] = append(took[j], time.Since(t0))
+			if err != nil || len(page.Data) == 0 {
+				b.Fatalf("%s: %d payouts, %v", q.name, len(page.Data), err)
+			}
+		}
+	}
+	b.StopTimer()
+	for j, q := range queries {
+		slices.Sort(took[j])
+		b.ReportMetric(float64(took[j][len(took[j])/2].Microseconds())/1000, q.name+"-p50-ms")
+		b.ReportMetric(float64(took[j][len(took[j])*99/100].Microseconds())/1000, q.name+"-p99-ms")
+	}
+	var indexBytes int64
+	if err := db.QueryRow(ctx, `SELECT sum(pg_relation_size(c.oid)) FROM pg_class c WHERE c.relname IN ('payouts_key_page', 'payouts_key_status_page', 'payouts_key_reference_page')`).Scan(&indexBytes); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(indexBytes)/float64(rows), "index-B/payout")
+}
