@@ -73,30 +73,64 @@ func ErrorOf(resp *http.Response, body []byte) *APIError {
 //		fmt.Println(p.PayoutId, p.Status)
 //	}
 func (c *ClientWithResponses) AllBankPayouts(ctx context.Context, params *ListBankPayoutsParams, reqEditors ...RequestEditorFn) iter.Seq2[BankPayoutListItem, error] {
-	return func(yield func(BankPayoutListItem, error) bool) {
-		var p ListBankPayoutsParams
-		if params != nil {
-			p = *params
+	var p ListBankPayoutsParams
+	if params != nil {
+		p = *params
+	}
+	return paged(p.StartingAfter, func(after *string) ([]BankPayoutListItem, bool, *string, error) {
+		p.StartingAfter = after
+		r, err := c.ListBankPayoutsWithResponse(ctx, &p, reqEditors...)
+		if err != nil {
+			return nil, false, nil, err
 		}
+		if r.JSON200 == nil {
+			return nil, false, nil, ErrorOf(r.HTTPResponse, r.Body)
+		}
+		return r.JSON200.Data, r.JSON200.HasMore, r.JSON200.NextCursor, nil
+	})
+}
+
+// AllOrders pages through the key's card orders (GET /v1/orders), newest
+// first, filtered by params, as AllBankPayouts does.
+func (c *ClientWithResponses) AllOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) iter.Seq2[OrderListItem, error] {
+	var p ListOrdersParams
+	if params != nil {
+		p = *params
+	}
+	return paged(p.StartingAfter, func(after *string) ([]OrderListItem, bool, *string, error) {
+		p.StartingAfter = after
+		r, err := c.ListOrdersWithResponse(ctx, &p, reqEditors...)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		if r.JSON200 == nil {
+			return nil, false, nil, ErrorOf(r.HTTPResponse, r.Body)
+		}
+		return r.JSON200.Data, r.JSON200.HasMore, r.JSON200.NextCursor, nil
+	})
+}
+
+// paged iterates over every item of a list from the page after after,
+// fetching each page with fetch (its items, whether more follow, and the
+// cursor of the next) when the loop reaches it.
+func paged[T any](after *string, fetch func(after *string) ([]T, bool, *string, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		for {
-			r, err := c.ListBankPayoutsWithResponse(ctx, &p, reqEditors...)
+			items, more, next, err := fetch(after)
 			if err != nil {
-				yield(BankPayoutListItem{}, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			if r.JSON200 == nil {
-				yield(BankPayoutListItem{}, ErrorOf(r.HTTPResponse, r.Body))
-				return
-			}
-			for _, item := range r.JSON200.Data {
+			for _, item := range items {
 				if !yield(item, nil) {
 					return
 				}
 			}
-			if !r.JSON200.HasMore || r.JSON200.NextCursor == nil {
+			if !more || next == nil {
 				return
 			}
-			p.StartingAfter = r.JSON200.NextCursor
+			after = next
 		}
 	}
 }

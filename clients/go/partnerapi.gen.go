@@ -742,6 +742,96 @@ func (e OrderStatus) Valid() bool {
 	}
 }
 
+// Defines values for OrderListItemDirection.
+const (
+	OrderListItemDirectionBuy  OrderListItemDirection = "buy"
+	OrderListItemDirectionSell OrderListItemDirection = "sell"
+)
+
+// Valid indicates whether the value is a known member of the OrderListItemDirection enum.
+func (e OrderListItemDirection) Valid() bool {
+	switch e {
+	case OrderListItemDirectionBuy:
+		return true
+	case OrderListItemDirectionSell:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderListItemFailureReason.
+const (
+	OrderListItemFailureReasonAuthenticationFailed OrderListItemFailureReason = "authentication_failed"
+	OrderListItemFailureReasonCardDeclined         OrderListItemFailureReason = "card_declined"
+	OrderListItemFailureReasonExpiredCard          OrderListItemFailureReason = "expired_card"
+	OrderListItemFailureReasonInsufficientFunds    OrderListItemFailureReason = "insufficient_funds"
+)
+
+// Valid indicates whether the value is a known member of the OrderListItemFailureReason enum.
+func (e OrderListItemFailureReason) Valid() bool {
+	switch e {
+	case OrderListItemFailureReasonAuthenticationFailed:
+		return true
+	case OrderListItemFailureReasonCardDeclined:
+		return true
+	case OrderListItemFailureReasonExpiredCard:
+		return true
+	case OrderListItemFailureReasonInsufficientFunds:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderListItemPaymentMethod.
+const (
+	OrderListItemPaymentMethodApplePay OrderListItemPaymentMethod = "apple_pay"
+	OrderListItemPaymentMethodCard     OrderListItemPaymentMethod = "card"
+)
+
+// Valid indicates whether the value is a known member of the OrderListItemPaymentMethod enum.
+func (e OrderListItemPaymentMethod) Valid() bool {
+	switch e {
+	case OrderListItemPaymentMethodApplePay:
+		return true
+	case OrderListItemPaymentMethodCard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OrderListItemStatus.
+const (
+	OrderListItemStatusAwaitingDeposit OrderListItemStatus = "awaiting_deposit"
+	OrderListItemStatusAwaitingPayment OrderListItemStatus = "awaiting_payment"
+	OrderListItemStatusCompleted       OrderListItemStatus = "completed"
+	OrderListItemStatusExpired         OrderListItemStatus = "expired"
+	OrderListItemStatusFailed          OrderListItemStatus = "failed"
+	OrderListItemStatusProcessing      OrderListItemStatus = "processing"
+)
+
+// Valid indicates whether the value is a known member of the OrderListItemStatus enum.
+func (e OrderListItemStatus) Valid() bool {
+	switch e {
+	case OrderListItemStatusAwaitingDeposit:
+		return true
+	case OrderListItemStatusAwaitingPayment:
+		return true
+	case OrderListItemStatusCompleted:
+		return true
+	case OrderListItemStatusExpired:
+		return true
+	case OrderListItemStatusFailed:
+		return true
+	case OrderListItemStatusProcessing:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OrderStateDirection.
 const (
 	OrderStateDirectionBuy  OrderStateDirection = "buy"
@@ -762,22 +852,22 @@ func (e OrderStateDirection) Valid() bool {
 
 // Defines values for OrderStateFailureReason.
 const (
-	AuthenticationFailed OrderStateFailureReason = "authentication_failed"
-	CardDeclined         OrderStateFailureReason = "card_declined"
-	ExpiredCard          OrderStateFailureReason = "expired_card"
-	InsufficientFunds    OrderStateFailureReason = "insufficient_funds"
+	OrderStateFailureReasonAuthenticationFailed OrderStateFailureReason = "authentication_failed"
+	OrderStateFailureReasonCardDeclined         OrderStateFailureReason = "card_declined"
+	OrderStateFailureReasonExpiredCard          OrderStateFailureReason = "expired_card"
+	OrderStateFailureReasonInsufficientFunds    OrderStateFailureReason = "insufficient_funds"
 )
 
 // Valid indicates whether the value is a known member of the OrderStateFailureReason enum.
 func (e OrderStateFailureReason) Valid() bool {
 	switch e {
-	case AuthenticationFailed:
+	case OrderStateFailureReasonAuthenticationFailed:
 		return true
-	case CardDeclined:
+	case OrderStateFailureReasonCardDeclined:
 		return true
-	case ExpiredCard:
+	case OrderStateFailureReasonExpiredCard:
 		return true
-	case InsufficientFunds:
+	case OrderStateFailureReasonInsufficientFunds:
 		return true
 	default:
 		return false
@@ -1123,6 +1213,36 @@ const (
 func (e Health200JSONResponseBodyOk) Valid() bool {
 	switch e {
 	case Health200JSONResponseBodyOkTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListOrdersParamsStatus.
+const (
+	ListOrdersParamsStatusAwaitingDeposit ListOrdersParamsStatus = "awaiting_deposit"
+	ListOrdersParamsStatusAwaitingPayment ListOrdersParamsStatus = "awaiting_payment"
+	ListOrdersParamsStatusCompleted       ListOrdersParamsStatus = "completed"
+	ListOrdersParamsStatusExpired         ListOrdersParamsStatus = "expired"
+	ListOrdersParamsStatusFailed          ListOrdersParamsStatus = "failed"
+	ListOrdersParamsStatusProcessing      ListOrdersParamsStatus = "processing"
+)
+
+// Valid indicates whether the value is a known member of the ListOrdersParamsStatus enum.
+func (e ListOrdersParamsStatus) Valid() bool {
+	switch e {
+	case ListOrdersParamsStatusAwaitingDeposit:
+		return true
+	case ListOrdersParamsStatusAwaitingPayment:
+		return true
+	case ListOrdersParamsStatusCompleted:
+		return true
+	case ListOrdersParamsStatusExpired:
+		return true
+	case ListOrdersParamsStatusFailed:
+		return true
+	case ListOrdersParamsStatusProcessing:
 		return true
 	default:
 		return false
@@ -1553,6 +1673,9 @@ type CreateOrderRequest struct {
 
 	// FiatCurrency The card's currency; a card corridor must serve it.
 	FiatCurrency string `json:"fiatCurrency"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
 
 	// WalletAddress buy: where the stablecoins go; sell: the address they come from.
 	WalletAddress string `json:"walletAddress"`
@@ -2152,8 +2275,11 @@ type Order struct {
 
 	// PaymentMethods What the hosted card page offers for this order.
 	PaymentMethods []OrderPaymentMethods `json:"paymentMethods"`
-	Status         OrderStatus           `json:"status"`
-	WalletAddress  string                `json:"walletAddress"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference     *PartnerReference `json:"reference,omitempty"`
+	Status        OrderStatus       `json:"status"`
+	WalletAddress string            `json:"walletAddress"`
 }
 
 // OrderDirection defines model for Order.Direction.
@@ -2182,6 +2308,52 @@ type OrderLinkRequest struct {
 	ReturnUrl *string `json:"returnUrl,omitempty"`
 }
 
+// OrderList defines model for OrderList.
+type OrderList struct {
+	Data []OrderListItem `json:"data"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	HasMore     bool        `json:"hasMore"`
+
+	// NextCursor Pass as startingAfter for the next page; present when hasMore.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OrderListItem An order as POST /v1/orders/status answers it, without environment (the page carries it).
+type OrderListItem struct {
+	// CryptoAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	CryptoAmount  MockMoney                   `json:"cryptoAmount"`
+	Direction     OrderListItemDirection      `json:"direction"`
+	FailureReason *OrderListItemFailureReason `json:"failureReason,omitempty"`
+
+	// FiatAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
+	//
+	// Examples: 1234567.89
+	FiatAmount    MockMoney                   `json:"fiatAmount"`
+	OrderId       string                      `json:"orderId"`
+	PaymentMethod *OrderListItemPaymentMethod `json:"paymentMethod,omitempty"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference   `json:"reference,omitempty"`
+	Status    OrderListItemStatus `json:"status"`
+	TxHash    *string             `json:"txHash,omitempty"`
+}
+
+// OrderListItemDirection defines model for OrderListItem.Direction.
+type OrderListItemDirection string
+
+// OrderListItemFailureReason defines model for OrderListItem.FailureReason.
+type OrderListItemFailureReason string
+
+// OrderListItemPaymentMethod defines model for OrderListItem.PaymentMethod.
+type OrderListItemPaymentMethod string
+
+// OrderListItemStatus defines model for OrderListItem.Status.
+type OrderListItemStatus string
+
 // OrderState defines model for OrderState.
 type OrderState struct {
 	// CryptoAmount While the mock is active, always `1234567.89`; afterwards a decimal string in major units.
@@ -2200,8 +2372,11 @@ type OrderState struct {
 	FiatAmount    MockMoney                `json:"fiatAmount"`
 	OrderId       string                   `json:"orderId"`
 	PaymentMethod *OrderStatePaymentMethod `json:"paymentMethod,omitempty"`
-	Status        OrderStateStatus         `json:"status"`
-	TxHash        *string                  `json:"txHash,omitempty"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
+	Status    OrderStateStatus  `json:"status"`
+	TxHash    *string           `json:"txHash,omitempty"`
 }
 
 // OrderStateDirection defines model for OrderState.Direction.
@@ -2640,6 +2815,28 @@ type CreateVirtualAccountParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
+
+// ListOrdersParams defines parameters for ListOrders.
+type ListOrdersParams struct {
+	// Limit How many orders a page holds: 1 to 100 (20 when left out).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter The nextCursor of the page before.
+	StartingAfter *string                 `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	Status        *ListOrdersParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Reference Only the orders with this reference of yours.
+	Reference *PartnerReference `form:"reference,omitempty" json:"reference,omitempty"`
+
+	// CreatedFrom Only the orders made at or after this time (RFC 3339).
+	CreatedFrom *time.Time `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+
+	// CreatedTo Only the orders made before this time (RFC 3339).
+	CreatedTo *time.Time `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+}
+
+// ListOrdersParamsStatus defines parameters for ListOrders.
+type ListOrdersParamsStatus string
 
 // CreateOrderParams defines parameters for CreateOrder.
 type CreateOrderParams struct {
@@ -3366,6 +3563,13 @@ func (t CreateOrderRequest) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'fiatCurrency': %w", err)
 	}
 
+	if t.Reference != nil {
+		object["reference"], err = json.Marshal(t.Reference)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reference': %w", err)
+		}
+	}
+
 	object["walletAddress"], err = json.Marshal(t.WalletAddress)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'walletAddress': %w", err)
@@ -3432,6 +3636,13 @@ func (t *CreateOrderRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.FiatCurrency)
 		if err != nil {
 			return fmt.Errorf("error reading 'fiatCurrency': %w", err)
+		}
+	}
+
+	if raw, found := object["reference"]; found {
+		err = json.Unmarshal(raw, &t.Reference)
+		if err != nil {
+			return fmt.Errorf("error reading 'reference': %w", err)
 		}
 	}
 
@@ -4578,6 +4789,17 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListOrders List the key's card orders
+	//
+	// The card orders this key made, newest first, each as `POST /v1/orders/status` answers it (its status as last
+	// recorded; the status call reads one back from the card provider). Filter by `status`, by your `reference`
+	// and by creation (`createdFrom` inclusive, `createdTo` exclusive); page with `startingAfter`, the
+	// `nextCursor` of the page before (opaque, signed, this key's own; orders made while you page never shift a
+	// later page). A bad parameter is `400 invalid_request` naming it. Needs the `card` product.
+	//
+	// Corresponds with GET /v1/orders (the `ListOrders` operationId).
+	ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateOrderWithBody Create a card order (buy or sell stablecoins)
 	//
 	// A `buy` order: the user pays with a card (or Apple Pay) and receives stablecoins at `walletAddress`. A `sell`
@@ -5534,6 +5756,27 @@ func (c *Client) CreateVirtualAccount(ctx context.Context, params *CreateVirtual
 // Corresponds with GET /v1/limits (the `GetLimits` operationId).
 func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetLimitsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListOrders List the key's card orders
+//
+// The card orders this key made, newest first, each as `POST /v1/orders/status` answers it (its status as last
+// recorded; the status call reads one back from the card provider). Filter by `status`, by your `reference`
+// and by creation (`createdFrom` inclusive, `createdTo` exclusive); page with `startingAfter`, the
+// `nextCursor` of the page before (opaque, signed, this key's own; orders made while you page never shift a
+// later page). A bad parameter is `400 invalid_request` naming it. Needs the `card` product.
+//
+// Corresponds with GET /v1/orders (the `ListOrders` operationId).
+func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOrdersRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6746,6 +6989,120 @@ func NewGetLimitsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListOrdersRequest constructs an http.Request for the ListOrders method
+func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "startingAfter", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reference != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reference", *params.Reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdFrom", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedTo != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdTo", *params.CreatedTo, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateOrderRequest calls the generic CreateOrder builder with application/json body
 func NewCreateOrderRequest(server string, params *CreateOrderParams, body CreateOrderJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7647,6 +8004,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimitsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLimitsResponse, error)
+
+	// ListOrdersWithResponse List the key's card orders
+	//
+	// The card orders this key made, newest first, each as `POST /v1/orders/status` answers it (its status as last
+	// recorded; the status call reads one back from the card provider). Filter by `status`, by your `reference`
+	// and by creation (`createdFrom` inclusive, `createdTo` exclusive); page with `startingAfter`, the
+	// `nextCursor` of the page before (opaque, signed, this key's own; orders made while you page never shift a
+	// later page). A bad parameter is `400 invalid_request` naming it. Needs the `card` product.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/orders (the `ListOrders` operationId).
+	ListOrdersWithResponse(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error)
 
 	// CreateOrderWithBodyWithResponse Create a card order (buy or sell stablecoins)
 	//
@@ -10601,6 +10971,165 @@ func (r GetLimitsResponse) ContentType() string {
 	return ""
 }
 
+// ListOrdersResponse200Headers the declared response headers of an HTTP 200 response for ListOrders
+type ListOrdersResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListOrdersResponse400Headers the declared response headers of an HTTP 400 response for ListOrders
+type ListOrdersResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListOrdersResponse401Headers the declared response headers of an HTTP 401 response for ListOrders
+type ListOrdersResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ListOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListOrders
+type ListOrdersResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListOrdersResponse404Headers the declared response headers of an HTTP 404 response for ListOrders
+type ListOrdersResponse404Headers struct {
+	XRequestId string
+}
+
+// ListOrdersResponse409Headers the declared response headers of an HTTP 409 response for ListOrders
+type ListOrdersResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListOrdersResponse429Headers the declared response headers of an HTTP 429 response for ListOrders
+type ListOrdersResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListOrdersResponse500Headers the declared response headers of an HTTP 500 response for ListOrders
+type ListOrdersResponse500Headers struct {
+	XRequestId string
+}
+
+type ListOrdersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OrderList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListOrdersResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOrdersResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListOrdersResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOrdersResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListOrdersResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListOrdersResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListOrdersResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListOrdersResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListOrdersResponse) GetJSON200() *OrderList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListOrdersResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListOrdersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListOrdersResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListOrdersResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListOrdersResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListOrdersResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListOrdersResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListOrdersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOrdersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOrdersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListOrdersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateOrderResponse200Headers the declared response headers of an HTTP 200 response for CreateOrder
 type CreateOrderResponse200Headers struct {
 	IdempotentReplayed *string
@@ -12916,6 +13445,25 @@ func (c *ClientWithResponses) GetLimitsWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetLimitsResponse(rsp)
+}
+
+// ListOrdersWithResponse List the key's card orders
+//
+// The card orders this key made, newest first, each as `POST /v1/orders/status` answers it (its status as last
+// recorded; the status call reads one back from the card provider). Filter by `status`, by your `reference`
+// and by creation (`createdFrom` inclusive, `createdTo` exclusive); page with `startingAfter`, the
+// `nextCursor` of the page before (opaque, signed, this key's own; orders made while you page never shift a
+// later page). A bad parameter is `400 invalid_request` naming it. Needs the `card` product.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/orders (the `ListOrders` operationId).
+func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params *ListOrdersParams, reqEditors ...RequestEditorFn) (*ListOrdersResponse, error) {
+	rsp, err := c.ListOrders(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOrdersResponse(rsp)
 }
 
 // CreateOrderWithBodyWithResponse Create a card order (buy or sell stablecoins)
@@ -17472,6 +18020,255 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetLimitsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListOrdersResponse parses an HTTP response from a ListOrdersWithResponse call
+func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOrdersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OrderList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListOrdersResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListOrdersResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListOrdersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOrdersResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListOrdersResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListOrdersResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListOrdersResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListOrdersResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

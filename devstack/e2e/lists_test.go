@@ -83,3 +83,42 @@ func TestPayoutsAreListedThroughTheClientsIterator(t *testing.T) {
 		t.Errorf("without the bank product: %d %s", r.Status, r.Body)
 	}
 }
+
+// Card orders carry the partner's reference and are listed through the
+// client's iterator too.
+func TestOrdersAreListedThroughTheClientsIterator(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "card", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000", "--max-execution-usd", "100000")
+	c := newClient(t, s, key)
+	ctx := context.Background()
+	var made []string
+	for i := range 3 {
+		body := partnerapi.CreateOrderJSONRequestBody{Direction: partnerapi.CreateOrderRequestDirectionBuy, CryptoCurrency: "USDC", Chain: 84532,
+			FiatCurrency: "EUR", Country: "DE", WalletAddress: orderWallet, FiatAmount: ptr(fmt.Sprintf("%d", 100+i)), Reference: ptr(fmt.Sprintf("cart-%d", i%2))}
+		r, err := c.CreateOrderWithResponse(ctx, nil, body)
+		if err != nil || r.JSON200 == nil || r.JSON200.Reference == nil || *r.JSON200.Reference != fmt.Sprintf("cart-%d", i%2) {
+			t.Fatalf("create order: %v %s", err, r.Body)
+		}
+		made = append(made, r.JSON200.OrderId)
+	}
+	var listed []string
+	for o, err := range c.AllOrders(ctx, &partnerapi.ListOrdersParams{Limit: ptr(2)}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, o.OrderId)
+	}
+	if len(listed) != 3 || listed[0] != made[2] || listed[2] != made[0] {
+		t.Fatalf("listed %v, made %v", listed, made)
+	}
+	n := 0
+	for o, err := range c.AllOrders(ctx, &partnerapi.ListOrdersParams{Reference: ptr("cart-0")}) {
+		if err != nil || o.Reference == nil || *o.Reference != "cart-0" {
+			t.Fatalf("%+v %v", o, err)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("%d orders with reference cart-0, want 2", n)
+	}
+}

@@ -77,7 +77,7 @@ func payoutTo(t *testing.T, c *partnerapi.ClientWithResponses, rc railCase, refe
 	if err := rc.beneficiary(&body.Beneficiary); err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.BankPayoutWithResponse(ctx, &partnerapi.BankPayoutParams{IdempotencyKey: ptr("pay-" + reference)}, body)
+	p, err := c.BankPayoutWithResponse(ctx, &partnerapi.BankPayoutParams{IdempotencyKey: ptr("pay-" + q.JSON200.QuoteId)}, body)
 	if err != nil || p.JSON200 == nil {
 		t.Fatalf("%s payout: %v %d %s", rc.rail, err, p.StatusCode(), p.Body)
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -65,6 +66,20 @@ func DecodeCaller(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return Request[struct{}]{Caller: caller}, nil
+}
+
+// DecodeQuery reads the caller and the query string of a GET route that
+// takes one (the lists); a query that does not parse is 400.
+func DecodeQuery(_ context.Context, r *http.Request) (any, error) {
+	caller, err := partner.FromRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, envelope.InvalidRequest("The query string does not parse: encode each parameter's value.")
+	}
+	return Request[url.Values]{Caller: caller, Body: q}, nil
 }
 
 // Endpoint adapts a service method that takes the caller and a body.

@@ -65,6 +65,7 @@ var Routes = []Route{
 	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, providerTimeout},
 	{"POST", "/v1/orders/link", UpstreamOrders, partner.ProductCard, false, providerTimeout},
 	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, providerTimeout},
+	{"GET", "/v1/orders", UpstreamOrders, partner.ProductCard, false, readTimeout},
 	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},

@@ -12,6 +12,7 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -25,6 +26,7 @@ type CreateRequest struct {
 	CryptoAmount   *string `json:"cryptoAmount,omitempty"`
 	FiatAmount     *string `json:"fiatAmount,omitempty"`
 	WalletAddress  string  `json:"walletAddress"`
+	Reference      *string `json:"reference,omitempty"`
 }
 
 // Order is a created order, less environment.
@@ -44,6 +46,7 @@ type Order struct {
 	DepositAddress string   `json:"depositAddress,omitempty"`
 	PaymentMethods []string `json:"paymentMethods"`
 	ExpiresAt      string   `json:"expiresAt"`
+	Reference      string   `json:"reference,omitempty"`
 }
 
 // Create opens an order after the contract's checks, in order (DESIGN §7):
@@ -102,13 +105,19 @@ func (s *service) order(r Record, c *catalog.CardCorridor) Order {
 		CryptoCurrency: r.CryptoCurrency, Chain: r.Chain, FiatCurrency: r.FiatCurrency, Country: r.Country,
 		CryptoAmount: MockMoney, FiatAmount: MockMoney, Fee: MockMoney,
 		WalletAddress: r.WalletAddress, DepositAddress: r.DepositAddress, PaymentMethods: methods,
-		ExpiresAt: r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"),
+		ExpiresAt: r.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"), Reference: r.Reference,
 	}
 }
 
 func (s *service) validate(caller partner.Caller, req CreateRequest) (Record, *catalog.CardCorridor, error) {
 	var r Record
 	var err error
+	if req.Reference != nil {
+		if !listing.Reference(*req.Reference) {
+			return r, nil, envelope.InvalidRequest("reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the order.")
+		}
+		r.Reference = *req.Reference
+	}
 	switch strings.ToLower(req.Direction) {
 	case catalog.DirectionBuy, catalog.DirectionSell:
 		r.Direction = strings.ToLower(req.Direction)

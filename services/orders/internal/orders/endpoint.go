@@ -17,6 +17,7 @@ type Endpoints struct {
 	Status         endpoint.Endpoint
 	SandboxDeposit endpoint.Endpoint
 	Return         endpoint.Endpoint
+	List           endpoint.Endpoint
 }
 
 // MakeEndpoints wraps s.
@@ -26,6 +27,8 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		Link:           o.Op("order_link", kithttp.Endpoint(s.Link)),
 		Status:         o.Op("order_status", kithttp.Endpoint(s.Status)),
 		SandboxDeposit: o.Op("sandbox_order_deposit", kithttp.Endpoint(s.SandboxDeposit)),
+		// A list's query (a partner's reference, dates) is never logged.
+		List: o.Op("list_orders", kithttp.Endpoint(s.List)),
 		Return: o.Op("order_return", func(ctx context.Context, r any) (any, error) {
 			return s.Return(ctx, r.(hostedlink.ReturnRequest).State)
 		}),

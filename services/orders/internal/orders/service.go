@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -22,6 +23,7 @@ import (
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -31,6 +33,8 @@ type Service interface {
 	Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (OrderStatus, error)
 	SandboxDeposit(ctx context.Context, caller partner.Caller, req StatusRequest) (OrderStatus, error)
+	// List answers GET /v1/orders: its query string, checked here.
+	List(ctx context.Context, caller partner.Caller, query url.Values) (OrderList, error)
 	// Return handles the browser coming back from the hosted card page
 	// with the state its link carried.
 	Return(ctx context.Context, state string) (Returned, error)
@@ -77,6 +81,7 @@ type Record struct {
 	PaymentMethod  string
 	TxHash         string
 	FailureReason  string
+	Reference      string // the partner's own, never logged
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
 }
@@ -86,6 +91,8 @@ type Store interface {
 	// Create writes r and keeps answer with it (idempotency.Answer).
 	Create(ctx context.Context, r Record, answer Order) error
 	Get(ctx context.Context, id string) (Record, error)
+	// List reads a page of the key's orders, newest first (Limit+1 at most).
+	List(ctx context.Context, keyID string, p listing.Params) ([]Record, error)
 	// Expire moves an unpaid order past its expiry to expired, and
 	// answers the order as it now is.
 	Expire(ctx context.Context, id string, now time.Time) (Record, error)

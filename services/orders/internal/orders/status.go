@@ -25,6 +25,7 @@ type OrderStatus struct {
 	FiatAmount    string `json:"fiatAmount"`
 	TxHash        string `json:"txHash,omitempty"`
 	FailureReason string `json:"failureReason,omitempty"`
+	Reference     string `json:"reference,omitempty"`
 }
 
 // Status answers an order's status, read back from the card provider and
@@ -71,6 +72,6 @@ func (s *service) current(ctx context.Context, r Record) (Record, error) {
 func statusOf(r Record) OrderStatus {
 	return OrderStatus{
 		OrderID: r.ID, Direction: r.Direction, Status: r.Status, PaymentMethod: r.PaymentMethod,
-		CryptoAmount: MockMoney, FiatAmount: MockMoney, TxHash: r.TxHash, FailureReason: r.FailureReason,
+		CryptoAmount: MockMoney, FiatAmount: MockMoney, TxHash: r.TxHash, FailureReason: r.FailureReason, Reference: r.Reference,
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/listing"
 )
 
 //go:embed migrations
@@ -32,10 +34,10 @@ func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
 func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 	return s.db.Tx(ctx, func(tx database.Querier) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, key_id, direction, status, crypto_currency, chain, fiat_currency, country,
-				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15) ON CONFLICT (id) DO NOTHING`,
+				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at, reference)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15, NULLIF($16, '')) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.Direction, r.Status, r.CryptoCurrency, r.Chain, r.FiatCurrency, r.Country,
-			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ProviderID, r.ExpiresAt, r.CreatedAt); err != nil {
+			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ProviderID, r.ExpiresAt, r.CreatedAt, r.Reference); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
 		return idempotency.Answer(ctx, tx, answer)
@@ -44,13 +46,13 @@ func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 
 const columns = `id, key_id, direction, status, crypto_currency, chain, fiat_currency, country, COALESCE(crypto_amount, ''),
 	COALESCE(fiat_amount, ''), wallet_address, COALESCE(deposit_address, ''), COALESCE(payment_method, ''), COALESCE(tx_hash, ''),
-	COALESCE(failure_reason, ''), COALESCE(provider_order_id, ''), expires_at, created_at`
+	COALESCE(failure_reason, ''), COALESCE(provider_order_id, ''), expires_at, created_at, COALESCE(reference, '')`
 
 func scan(row database.Row) (Record, error) {
 	var r Record
 	err := row.Scan(&r.ID, &r.Owner, &r.Direction, &r.Status, &r.CryptoCurrency, &r.Chain, &r.FiatCurrency, &r.Country,
 		&r.CryptoAmount, &r.FiatAmount, &r.WalletAddress, &r.DepositAddress, &r.PaymentMethod, &r.TxHash, &r.FailureReason,
-		&r.ProviderID, &r.ExpiresAt, &r.CreatedAt)
+		&r.ProviderID, &r.ExpiresAt, &r.CreatedAt, &r.Reference)
 	if errors.Is(err, database.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -142,4 +144,29 @@ func (s *DBStore) Redeem(ctx context.Context, id string, at time.Time) error {
 		return ErrUsed
 	}
 	return ErrSuperseded
+}
+
+// List reads a page of the key's orders, newest first, as p says (Limit+1
+// rows at most: the extra one says there are more); what it returns is
+// confirmed on the standby.
+func (s *DBStore) List(ctx context.Context, keyID string, p listing.Params) ([]Record, error) {
+	where, args := p.Where(keyID)
+	rows, err := s.db.Query(ctx, `SELECT `+columns+` FROM orders WHERE `+where+
+		` ORDER BY created_at DESC, id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, s.db.Confirm(ctx)
 }

@@ -18,6 +18,7 @@ func Routes(mux *http.ServeMux, e Endpoints, env environment.Name, idempotent fu
 	mux.Handle("POST /v1/orders", idempotent(kithttp.Server(e.Create, kithttp.Decode[CreateRequest], log)))
 	mux.Handle("POST /v1/orders/link", kithttp.Server(e.Link, kithttp.Decode[LinkRequest], log))
 	mux.Handle("POST /v1/orders/status", kithttp.Server(e.Status, kithttp.Decode[StatusRequest], log))
+	mux.Handle("GET /v1/orders", kithttp.Server(e.List, kithttp.DecodeQuery, log))
 	if env == environment.Sandbox {
 		mux.Handle("POST /v1/sandbox/orders/deposit", kithttp.Server(e.SandboxDeposit, kithttp.Decode[StatusRequest], log))
 	}

@@ -10,12 +10,6 @@ import (
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// ListRequest is GET /v1/bank/payouts: its query, checked by the service
-// (listing.Lister).
-type ListRequest struct {
-	Query url.Values
-}
-
 // PayoutList is a page of payouts, each as POST /v1/bank/payout/status
 // answers it.
 type PayoutList = listing.Page[PayoutStatus]
@@ -31,9 +25,9 @@ func (s *service) lister() listing.Lister {
 // status as last recorded: a deposit window that closed reads as expired
 // (as a status read would make it), but the provider is not asked about
 // each payout of a page; POST /v1/bank/payout/status brings one up to date.
-func (s *service) List(ctx context.Context, caller partner.Caller, req ListRequest) (PayoutList, error) {
+func (s *service) List(ctx context.Context, caller partner.Caller, query url.Values) (PayoutList, error) {
 	l := s.lister()
-	p, err := l.Parse(req.Query, caller.KeyID)
+	p, err := l.Parse(query, caller.KeyID)
 	if err != nil {
 		return PayoutList{}, err
 	}

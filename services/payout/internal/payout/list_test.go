@@ -42,7 +42,7 @@ func (f statusFixture) list(t *testing.T, caller, query string) PayoutList {
 	c := acme
 	c.KeyID = caller
 	q, _ := url.ParseQuery(query)
-	page, err := f.svc.List(context.Background(), c, ListRequest{Query: q})
+	page, err := f.svc.List(context.Background(), c, q)
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
@@ -81,7 +81,7 @@ func TestPagingWhileInsertsRace(t *testing.T) {
 				c := acme
 				c.KeyID = "globex"
 				q, _ := url.ParseQuery("startingAfter=" + url.QueryEscape(cursor))
-				if _, err := f.svc.List(context.Background(), c, ListRequest{Query: q}); code(err) != "invalid_request" {
+				if _, err := f.svc.List(context.Background(), c, q); code(err) != "invalid_request" {
 					t.Errorf("globex with acme's cursor: %v", err)
 				}
 			}
@@ -244,7 +244,7 @@ func BenchmarkList(b *testing.B) {
 		for j, q := range queries {
 			values, _ := url.ParseQuery(q.query)
 			t0 := time.Now()
-			page, err := f.svc.List(ctx, bench, ListRequest{Query: values})
+			page, err := f.svc.List(ctx, bench, values)
 			took[j] = append(took[j], time.Since(t0))
 			if err != nil || len(page.Data) == 0 {
 				b.Fatalf("%s: %d payouts, %v", q.name, len(page.Data), err)

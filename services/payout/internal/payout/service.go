@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -28,7 +29,8 @@ type Service interface {
 	Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
 	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
-	List(ctx context.Context, caller partner.Caller, req ListRequest) (PayoutList, error)
+	// List answers GET /v1/bank/payouts: its query string, checked here.
+	List(ctx context.Context, caller partner.Caller, query url.Values) (PayoutList, error)
 }
 
 // QuoteRequest is BankPayoutQuoteRequest. Pointers tell "sent" from "omitted"

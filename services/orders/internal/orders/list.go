@@ -1,0 +1,40 @@
+package orders
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/partnerpay/api/pkg/listing"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// OrderList is a page of orders, each as POST /v1/orders/status answers it.
+type OrderList = listing.Page[OrderStatus]
+
+var orderStatuses = []string{StatusAwaitingPayment, StatusAwaitingDeposit, StatusProcessing, StatusCompleted, StatusFailed, StatusExpired}
+
+func (s *service) lister() listing.Lister {
+	return listing.Lister{Name: "orders", Statuses: orderStatuses, Secret: s.signer.Secret}
+}
+
+// List answers a page of the caller's orders, newest first, each with its
+// status as last recorded (POST /v1/orders/status reads one back from the
+// card provider; a page does not call the provider for each of its orders).
+func (s *service) List(ctx context.Context, caller partner.Caller, query url.Values) (OrderList, error) {
+	l := s.lister()
+	p, err := l.Parse(query, caller.KeyID)
+	if err != nil {
+		return OrderList{}, err
+	}
+	rows, err := s.store.List(ctx, caller.KeyID, p)
+	if err != nil {
+		return OrderList{}, err
+	}
+	out := make([]OrderStatus, len(rows))
+	at := make(map[string]listing.Cursor, len(rows))
+	for i, r := range rows {
+		out[i] = statusOf(r)
+		at[r.ID] = listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID}
+	}
+	return listing.Finish(l, caller.KeyID, out, p.Limit, func(st OrderStatus) listing.Cursor { return at[st.OrderID] }), nil
+}
