@@ -167,7 +167,7 @@ func (s *Server) prepareDir() error {
 func (s *Server) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(s.bin, name), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.Env = append(cmd.Environ(), "LC_ALL=C")
 	return cmd
 }
 

@@ -37,6 +37,7 @@ func (s *service) List(ctx context.Context, caller partner.Caller, query url.Val
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	statuses := make([]PayoutStatus, len(rows))
+	at := make(map[string]listing.Cursor, len(rows))
 	for i, r := range rows {
 		if r.Status == lifecycle.PayoutAwaitingDeposit && !now.Before(r.DepositExpiresAt) {
 			if moved, err := s.payouts.Move(ctx, r.ID, Change{From: r.Status, To: lifecycle.PayoutExpired, At: now}); err != nil {
@@ -47,14 +48,8 @@ func (s *service) List(ctx context.Context, caller partner.Caller, query url.Val
 			}
 		}
 		statuses[i] = s.status(r, history[r.ID])
+		// The cursor is the row's stored creation, to the microsecond.
+		at[r.ID] = listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID}
 	}
-	// The cursor is the row's stored creation, to the microsecond.
-	return listing.Finish(l, caller.KeyID, statuses, p.Limit, func(st PayoutStatus) listing.Cursor {
-		for _, r := range rows {
-			if r.ID == st.PayoutID {
-				return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID}
-			}
-		}
-		return listing.Cursor{}
-	}), nil
+	return listing.Finish(l, caller.KeyID, statuses, p.Limit, func(st PayoutStatus) listing.Cursor { return at[st.PayoutID] }), nil
 }

@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
@@ -240,6 +242,67 @@ func TestTheDatabaseHoldsThePayoutsArrows(t *testing.T) {
 		}
 		if st := f.status(t, p.PayoutID); st.Status != "completed" || !equal(statuses(st), strs("awaiting_deposit", "processing", "completed")) {
 			t.Errorf("after the refused writes: %+v", st)
+		}
+	})
+}
+
+// The database's arrows are DESIGN §3's, no more, no fewer: of every move
+// between two statuses, it takes exactly those lifecycle.PayoutMoves
+// lists (GET /v1/statuses and the service read that table), on both
+// engines. Each move brings what its status needs (a deposit hash, a
+// completion time, a reason), so a refusal is the arrow's.
+func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
+	statuses := []string{"awaiting_deposit", "processing", "completed", "returned", "expired", "failed"}
+	allowed := map[[2]string]bool{}
+	for _, m := range lifecycle.PayoutMoves {
+		allowed[m] = true
+	}
+	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		s := NewStore(db)
+		n := 0
+		for _, from := range statuses {
+			for _, to := range statuses {
+				if from == to {
+					continue
+				}
+				n++
+				p := storedPayout("bpo_"+strconv.Itoa(n), "bpq_"+strconv.Itoa(n), "Ada")
+				if _, err := s.Execute(ctx, p, answerAny); err != nil {
+					t.Fatal(err)
+				}
+				// Bring the payout to from, along the arrows, with what each needs.
+				at := p.CreatedAt.Add(time.Second)
+				done := time.Now().UTC().Truncate(time.Second)
+				path := map[string][]Change{
+					"processing": {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}},
+					"completed":  {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}, {From: "processing", To: "completed", At: at, CompletedAt: &done}},
+					"returned": {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}, {From: "processing", To: "completed", At: at, CompletedAt: &done},
+						{From: "completed", To: "returned", At: at, ReturnReason: "account_closed"}},
+					"expired": {{From: "awaiting_deposit", To: "expired", At: at}},
+					"failed":  {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}, {From: "processing", To: "failed", At: at, FailureReason: "name_mismatch"}},
+				}[from]
+				for _, c := range path {
+					if moved, err := s.Move(ctx, p.ID, c); err != nil || !moved {
+						t.Fatalf("to %s: %v %v", from, moved, err)
+					}
+				}
+				c := Change{From: from, To: to, At: at.Add(time.Second)}
+				switch to {
+				case "processing":
+					c.DepositTxHash = "0xaa"
+				case "completed":
+					c.DepositTxHash, c.CompletedAt = "0xaa", &done
+				case "returned":
+					c.DepositTxHash, c.CompletedAt, c.ReturnReason = "0xaa", &done, "account_closed"
+				case "failed":
+					c.DepositTxHash, c.FailureReason = "0xaa", "name_mismatch"
+				}
+				moved, err := s.Move(ctx, p.ID, c)
+				if took := err == nil && moved; took != allowed[[2]string{from, to}] {
+					t.Errorf("%s → %s: taken %v (%v), want %v", from, to, took, err, allowed[[2]string{from, to}])
+				}
+			}
 		}
 	})
 }
