@@ -110,6 +110,66 @@ func (c *ClientWithResponses) AllOrders(ctx context.Context, params *ListOrdersP
 	})
 }
 
+// AllFiatAccounts pages through the key's onboarded users (GET /v1/fiat/accounts), newest first, filtered by params, as
+// AllBankPayouts does.
+func (c *ClientWithResponses) AllFiatAccounts(ctx context.Context, params *ListFiatAccountsParams, reqEditors ...RequestEditorFn) iter.Seq2[FiatAccountListItem, error] {
+	var p ListFiatAccountsParams
+	if params != nil {
+		p = *params
+	}
+	return paged(p.StartingAfter, func(after *string) ([]FiatAccountListItem, bool, *string, error) {
+		p.StartingAfter = after
+		r, err := c.ListFiatAccountsWithResponse(ctx, &p, reqEditors...)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		if r.JSON200 == nil {
+			return nil, false, nil, ErrorOf(r.HTTPResponse, r.Body)
+		}
+		return r.JSON200.Data, r.JSON200.HasMore, r.JSON200.NextCursor, nil
+	})
+}
+
+// AllFiatVirtualAccounts pages through the key's virtual accounts (GET /v1/fiat/virtual-accounts), newest first, filtered by params, as
+// AllBankPayouts does.
+func (c *ClientWithResponses) AllFiatVirtualAccounts(ctx context.Context, params *ListFiatVirtualAccountsParams, reqEditors ...RequestEditorFn) iter.Seq2[FiatVirtualAccountListItem, error] {
+	var p ListFiatVirtualAccountsParams
+	if params != nil {
+		p = *params
+	}
+	return paged(p.StartingAfter, func(after *string) ([]FiatVirtualAccountListItem, bool, *string, error) {
+		p.StartingAfter = after
+		r, err := c.ListFiatVirtualAccountsWithResponse(ctx, &p, reqEditors...)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		if r.JSON200 == nil {
+			return nil, false, nil, ErrorOf(r.HTTPResponse, r.Body)
+		}
+		return r.JSON200.Data, r.JSON200.HasMore, r.JSON200.NextCursor, nil
+	})
+}
+
+// AllFiatDeposits pages through the key's one-off deposits (GET /v1/fiat/deposits), newest first, filtered by params, as
+// AllBankPayouts does.
+func (c *ClientWithResponses) AllFiatDeposits(ctx context.Context, params *ListFiatDepositsParams, reqEditors ...RequestEditorFn) iter.Seq2[FiatDepositListItem, error] {
+	var p ListFiatDepositsParams
+	if params != nil {
+		p = *params
+	}
+	return paged(p.StartingAfter, func(after *string) ([]FiatDepositListItem, bool, *string, error) {
+		p.StartingAfter = after
+		r, err := c.ListFiatDepositsWithResponse(ctx, &p, reqEditors...)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		if r.JSON200 == nil {
+			return nil, false, nil, ErrorOf(r.HTTPResponse, r.Body)
+		}
+		return r.JSON200.Data, r.JSON200.HasMore, r.JSON200.NextCursor, nil
+	})
+}
+
 // paged iterates over every item of a list from the page after after,
 // fetching each page with fetch (its items, whether more follow, and the
 // cursor of the next) when the loop reaches it.

@@ -628,15 +628,60 @@ func (e FiatAccountStatus) Valid() bool {
 	}
 }
 
+// Defines values for FiatAccountListItemStatus.
+const (
+	FiatAccountListItemStatusActive          FiatAccountListItemStatus = "active"
+	FiatAccountListItemStatusConsentRequired FiatAccountListItemStatus = "consent_required"
+	FiatAccountListItemStatusIdentityPending FiatAccountListItemStatus = "identity_pending"
+	FiatAccountListItemStatusRejected        FiatAccountListItemStatus = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the FiatAccountListItemStatus enum.
+func (e FiatAccountListItemStatus) Valid() bool {
+	switch e {
+	case FiatAccountListItemStatusActive:
+		return true
+	case FiatAccountListItemStatusConsentRequired:
+		return true
+	case FiatAccountListItemStatusIdentityPending:
+		return true
+	case FiatAccountListItemStatusRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FiatDepositStatus.
 const (
 	FiatDepositStatusAwaitingDeposit FiatDepositStatus = "awaiting_deposit"
+	FiatDepositStatusFunded          FiatDepositStatus = "funded"
 )
 
 // Valid indicates whether the value is a known member of the FiatDepositStatus enum.
 func (e FiatDepositStatus) Valid() bool {
 	switch e {
 	case FiatDepositStatusAwaitingDeposit:
+		return true
+	case FiatDepositStatusFunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FiatDepositListItemStatus.
+const (
+	FiatDepositListItemStatusAwaitingDeposit FiatDepositListItemStatus = "awaiting_deposit"
+	FiatDepositListItemStatusFunded          FiatDepositListItemStatus = "funded"
+)
+
+// Valid indicates whether the value is a known member of the FiatDepositListItemStatus enum.
+func (e FiatDepositListItemStatus) Valid() bool {
+	switch e {
+	case FiatDepositListItemStatusAwaitingDeposit:
+		return true
+	case FiatDepositListItemStatusFunded:
 		return true
 	default:
 		return false
@@ -660,13 +705,28 @@ func (e FiatStatusAwaitingDepositStatus) Valid() bool {
 
 // Defines values for FiatStatusFundedStatus.
 const (
-	Funded FiatStatusFundedStatus = "funded"
+	FiatStatusFundedStatusFunded FiatStatusFundedStatus = "funded"
 )
 
 // Valid indicates whether the value is a known member of the FiatStatusFundedStatus enum.
 func (e FiatStatusFundedStatus) Valid() bool {
 	switch e {
-	case Funded:
+	case FiatStatusFundedStatusFunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FiatVirtualAccountListItemStatus.
+const (
+	FiatVirtualAccountListItemStatusActive FiatVirtualAccountListItemStatus = "active"
+)
+
+// Valid indicates whether the value is a known member of the FiatVirtualAccountListItemStatus enum.
+func (e FiatVirtualAccountListItemStatus) Valid() bool {
+	switch e {
+	case FiatVirtualAccountListItemStatusActive:
 		return true
 	default:
 		return false
@@ -1213,6 +1273,63 @@ const (
 func (e Health200JSONResponseBodyOk) Valid() bool {
 	switch e {
 	case Health200JSONResponseBodyOkTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListFiatAccountsParamsStatus.
+const (
+	ListFiatAccountsParamsStatusActive          ListFiatAccountsParamsStatus = "active"
+	ListFiatAccountsParamsStatusConsentRequired ListFiatAccountsParamsStatus = "consent_required"
+	ListFiatAccountsParamsStatusIdentityPending ListFiatAccountsParamsStatus = "identity_pending"
+	ListFiatAccountsParamsStatusRejected        ListFiatAccountsParamsStatus = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the ListFiatAccountsParamsStatus enum.
+func (e ListFiatAccountsParamsStatus) Valid() bool {
+	switch e {
+	case ListFiatAccountsParamsStatusActive:
+		return true
+	case ListFiatAccountsParamsStatusConsentRequired:
+		return true
+	case ListFiatAccountsParamsStatusIdentityPending:
+		return true
+	case ListFiatAccountsParamsStatusRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListFiatDepositsParamsStatus.
+const (
+	ListFiatDepositsParamsStatusAwaitingDeposit ListFiatDepositsParamsStatus = "awaiting_deposit"
+	ListFiatDepositsParamsStatusFunded          ListFiatDepositsParamsStatus = "funded"
+)
+
+// Valid indicates whether the value is a known member of the ListFiatDepositsParamsStatus enum.
+func (e ListFiatDepositsParamsStatus) Valid() bool {
+	switch e {
+	case ListFiatDepositsParamsStatusAwaitingDeposit:
+		return true
+	case ListFiatDepositsParamsStatusFunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListFiatVirtualAccountsParamsStatus.
+const (
+	ListFiatVirtualAccountsParamsStatusActive ListFiatVirtualAccountsParamsStatus = "active"
+)
+
+// Valid indicates whether the value is a known member of the ListFiatVirtualAccountsParamsStatus enum.
+func (e ListFiatVirtualAccountsParamsStatus) Valid() bool {
+	switch e {
+	case ListFiatVirtualAccountsParamsStatusActive:
 		return true
 	default:
 		return false
@@ -2048,15 +2165,47 @@ type FiatAccount struct {
 	AccountId string `json:"accountId"`
 
 	// ConsentSessionId Present when `status` is `consent_required`.
-	ConsentSessionId *string `json:"consentSessionId,omitempty"`
+	ConsentSessionId *string   `json:"consentSessionId,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
 
 	// Environment The deployment that answered.
-	Environment Environment       `json:"environment"`
-	Status      FiatAccountStatus `json:"status"`
+	Environment Environment `json:"environment"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
+	Status    FiatAccountStatus `json:"status"`
 }
 
 // FiatAccountStatus defines model for FiatAccount.Status.
 type FiatAccountStatus string
+
+// FiatAccountList defines model for FiatAccountList.
+type FiatAccountList struct {
+	Data []FiatAccountListItem `json:"data"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	HasMore     bool        `json:"hasMore"`
+
+	// NextCursor Pass as startingAfter for the next page; present when hasMore.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// FiatAccountListItem A user as POST /v1/fiat/accounts answers it, without environment (the page carries it).
+type FiatAccountListItem struct {
+	AccountId string `json:"accountId"`
+
+	// ConsentSessionId Present when `status` is `consent_required`.
+	ConsentSessionId *string   `json:"consentSessionId,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference         `json:"reference,omitempty"`
+	Status    FiatAccountListItemStatus `json:"status"`
+}
+
+// FiatAccountListItemStatus defines model for FiatAccountListItem.Status.
+type FiatAccountListItemStatus string
 
 // FiatAccountRequest defines model for FiatAccountRequest.
 type FiatAccountRequest struct {
@@ -2074,12 +2223,17 @@ type FiatAccountRequest struct {
 	// FullName The user's full legal name.
 	FullName string `json:"fullName"`
 
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
+
 	// WalletAddress An EVM address; a mixed-case one must carry a valid EIP-55 checksum.
 	WalletAddress WalletAddress `json:"walletAddress"`
 }
 
 // FiatDeposit defines model for FiatDeposit.
 type FiatDeposit struct {
+	AccountId string `json:"accountId"`
+
 	// Amount A decimal string in major units, never a JSON number.
 	//
 	// Examples: 100.50
@@ -2087,6 +2241,7 @@ type FiatDeposit struct {
 
 	// BankDetails Where the user sends the bank transfer.
 	BankDetails BankDetails `json:"bankDetails"`
+	CreatedAt   time.Time   `json:"createdAt"`
 	Currency    string      `json:"currency"`
 	DepositId   string      `json:"depositId"`
 
@@ -2094,13 +2249,57 @@ type FiatDeposit struct {
 	Environment Environment `json:"environment"`
 	ExpiresAt   time.Time   `json:"expiresAt"`
 
+	// PartnerReference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	PartnerReference *PartnerReference `json:"partnerReference,omitempty"`
+
 	// Reference What the user must put in the transfer's reference, exactly.
-	Reference string            `json:"reference"`
-	Status    FiatDepositStatus `json:"status"`
+	Reference string `json:"reference"`
+
+	// Status `awaiting_deposit` when made; `funded` in a list once the money has landed.
+	Status FiatDepositStatus `json:"status"`
 }
 
-// FiatDepositStatus defines model for FiatDeposit.Status.
+// FiatDepositStatus `awaiting_deposit` when made; `funded` in a list once the money has landed.
 type FiatDepositStatus string
+
+// FiatDepositList defines model for FiatDepositList.
+type FiatDepositList struct {
+	Data []FiatDepositListItem `json:"data"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	HasMore     bool        `json:"hasMore"`
+
+	// NextCursor Pass as startingAfter for the next page; present when hasMore.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// FiatDepositListItem A deposit as POST /v1/fiat/deposits answers it, with its funding, without environment (the page carries it).
+type FiatDepositListItem struct {
+	AccountId string `json:"accountId"`
+
+	// Amount A decimal string in major units, never a JSON number.
+	//
+	// Examples: 100.50
+	Amount DecimalMajorUnits `json:"amount"`
+
+	// BankDetails Where the user sends the bank transfer.
+	BankDetails BankDetails `json:"bankDetails"`
+	CreatedAt   time.Time   `json:"createdAt"`
+	Currency    string      `json:"currency"`
+	DepositId   string      `json:"depositId"`
+	ExpiresAt   time.Time   `json:"expiresAt"`
+
+	// PartnerReference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	PartnerReference *PartnerReference `json:"partnerReference,omitempty"`
+
+	// Reference What the user must put in the transfer's reference, exactly.
+	Reference string                    `json:"reference"`
+	Status    FiatDepositListItemStatus `json:"status"`
+}
+
+// FiatDepositListItemStatus defines model for FiatDepositListItem.Status.
+type FiatDepositListItemStatus string
 
 // FiatDepositRequest defines model for FiatDepositRequest.
 type FiatDepositRequest struct {
@@ -2115,6 +2314,9 @@ type FiatDepositRequest struct {
 	//
 	// Examples: EUR
 	Currency IsoCurrency `json:"currency"`
+
+	// PartnerReference Your own id for the deposit (a deposit's `reference` is what the user types on the transfer, made by the bank so that it matches one deposit only); 1 to 64 printable ASCII characters, never logged. The deposits list filters on it with `reference`.
+	PartnerReference *PartnerReference `json:"partnerReference,omitempty"`
 }
 
 // FiatStatus Where the money stands: `awaiting_deposit` until it has landed, then `funded` with what was delivered. Branch on `status`.
@@ -2173,6 +2375,33 @@ type FiatStatusRequest0 = interface{}
 
 // FiatStatusRequest1 defines model for FiatStatusRequest.1.
 type FiatStatusRequest1 = interface{}
+
+// FiatVirtualAccountList defines model for FiatVirtualAccountList.
+type FiatVirtualAccountList struct {
+	Data []FiatVirtualAccountListItem `json:"data"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	HasMore     bool        `json:"hasMore"`
+
+	// NextCursor Pass as startingAfter for the next page; present when hasMore.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// FiatVirtualAccountListItem A virtual account as POST /v1/fiat/virtual-accounts answers it, without environment and bankDetails.
+type FiatVirtualAccountListItem struct {
+	AccountId string    `json:"accountId"`
+	CreatedAt time.Time `json:"createdAt"`
+	Currency  string    `json:"currency"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference        *PartnerReference                `json:"reference,omitempty"`
+	Status           FiatVirtualAccountListItemStatus `json:"status"`
+	VirtualAccountId string                           `json:"virtualAccountId"`
+}
+
+// FiatVirtualAccountListItemStatus defines model for FiatVirtualAccountListItem.Status.
+type FiatVirtualAccountListItemStatus string
 
 // IsoCountry ISO 3166-1 alpha-2 code, case-insensitive; sent upstream upper-cased.
 //
@@ -2661,10 +2890,14 @@ type VirtualAccountActive struct {
 
 	// BankDetails Where the user sends the bank transfer.
 	BankDetails BankDetails `json:"bankDetails"`
+	CreatedAt   time.Time   `json:"createdAt"`
 	Currency    string      `json:"currency"`
 
 	// Environment The deployment that answered.
-	Environment      Environment                `json:"environment"`
+	Environment Environment `json:"environment"`
+
+	// Reference Your reference, as the first call for this bank account sent it (one record per bank account).
+	Reference        *string                    `json:"reference,omitempty"`
 	Status           VirtualAccountActiveStatus `json:"status"`
 	VirtualAccountId string                     `json:"virtualAccountId"`
 }
@@ -2692,6 +2925,9 @@ type VirtualAccountRequest struct {
 	//
 	// Examples: EUR
 	Currency IsoCurrency `json:"currency"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
 }
 
 // WalletAddress An EVM address; a mixed-case one must carry a valid EIP-55 checksum.
@@ -2710,8 +2946,23 @@ type WireBeneficiary struct {
 	RoutingNumber string `json:"routingNumber"`
 }
 
+// CreatedFrom defines model for CreatedFrom.
+type CreatedFrom = time.Time
+
+// CreatedTo defines model for CreatedTo.
+type CreatedTo = time.Time
+
 // IdempotencyKey defines model for Idempotency-Key.
 type IdempotencyKey = string
+
+// ListLimit defines model for ListLimit.
+type ListLimit = int
+
+// ListReference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+type ListReference = PartnerReference
+
+// StartingAfter defines model for StartingAfter.
+type StartingAfter = string
 
 // AccountNotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
 type AccountNotFound = Error404
@@ -2730,6 +2981,9 @@ type IdempotencyKeyReused = Error422
 
 // Internal An unexpected error: the error envelope with the codes answered with 500.
 type Internal = Error500
+
+// ListInvalid A request the API refuses as sent: the error envelope with the codes answered with 400.
+type ListInvalid = Error400
 
 // NotConfigured Nothing of that name for this key: the error envelope with the codes answered with 404.
 type NotConfigured = Error404
@@ -2781,22 +3035,44 @@ type BankPayoutParams struct {
 
 // ListBankPayoutsParams defines parameters for ListBankPayouts.
 type ListBankPayoutsParams struct {
-	// Limit How many payouts a page holds: 1 to 100 (20 when left out).
-	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+	// Limit How many records a page holds: 1 to 100 (20 when left out).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// StartingAfter The nextCursor of the page before.
-	StartingAfter *string            `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	// StartingAfter The nextCursor of the page before: opaque, signed, this key's and this list's own.
+	StartingAfter *StartingAfter     `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
 	Status        *PayoutStatusValue `form:"status,omitempty" json:"status,omitempty"`
 
-	// Reference Only the payouts with this reference of yours.
-	Reference *PartnerReference `form:"reference,omitempty" json:"reference,omitempty"`
+	// Reference Only the records with this reference of yours.
+	Reference *ListReference `form:"reference,omitempty" json:"reference,omitempty"`
 
-	// CreatedFrom Only the payouts made at or after this time (RFC 3339).
-	CreatedFrom *time.Time `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+	// CreatedFrom Only the records made at or after this time (RFC 3339).
+	CreatedFrom *CreatedFrom `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
 
-	// CreatedTo Only the payouts made before this time (RFC 3339).
-	CreatedTo *time.Time `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+	// CreatedTo Only the records made before this time (RFC 3339).
+	CreatedTo *CreatedTo `form:"createdTo,omitempty" json:"createdTo,omitempty"`
 }
+
+// ListFiatAccountsParams defines parameters for ListFiatAccounts.
+type ListFiatAccountsParams struct {
+	// Limit How many records a page holds: 1 to 100 (20 when left out).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter The nextCursor of the page before: opaque, signed, this key's and this list's own.
+	StartingAfter *StartingAfter                `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	Status        *ListFiatAccountsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Reference Only the records with this reference of yours.
+	Reference *ListReference `form:"reference,omitempty" json:"reference,omitempty"`
+
+	// CreatedFrom Only the records made at or after this time (RFC 3339).
+	CreatedFrom *CreatedFrom `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+
+	// CreatedTo Only the records made before this time (RFC 3339).
+	CreatedTo *CreatedTo `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+}
+
+// ListFiatAccountsParamsStatus defines parameters for ListFiatAccounts.
+type ListFiatAccountsParamsStatus string
 
 // CreateFiatAccountParams defines parameters for CreateFiatAccount.
 type CreateFiatAccountParams struct {
@@ -2804,11 +3080,55 @@ type CreateFiatAccountParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListFiatDepositsParams defines parameters for ListFiatDeposits.
+type ListFiatDepositsParams struct {
+	// Limit How many records a page holds: 1 to 100 (20 when left out).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter The nextCursor of the page before: opaque, signed, this key's and this list's own.
+	StartingAfter *StartingAfter                `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	Status        *ListFiatDepositsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Reference Only the records with this reference of yours.
+	Reference *ListReference `form:"reference,omitempty" json:"reference,omitempty"`
+
+	// CreatedFrom Only the records made at or after this time (RFC 3339).
+	CreatedFrom *CreatedFrom `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+
+	// CreatedTo Only the records made before this time (RFC 3339).
+	CreatedTo *CreatedTo `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+}
+
+// ListFiatDepositsParamsStatus defines parameters for ListFiatDeposits.
+type ListFiatDepositsParamsStatus string
+
 // CreateFiatDepositParams defines parameters for CreateFiatDeposit.
 type CreateFiatDepositParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
+
+// ListFiatVirtualAccountsParams defines parameters for ListFiatVirtualAccounts.
+type ListFiatVirtualAccountsParams struct {
+	// Limit How many records a page holds: 1 to 100 (20 when left out).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter The nextCursor of the page before: opaque, signed, this key's and this list's own.
+	StartingAfter *StartingAfter                       `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	Status        *ListFiatVirtualAccountsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Reference Only the records with this reference of yours.
+	Reference *ListReference `form:"reference,omitempty" json:"reference,omitempty"`
+
+	// CreatedFrom Only the records made at or after this time (RFC 3339).
+	CreatedFrom *CreatedFrom `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+
+	// CreatedTo Only the records made before this time (RFC 3339).
+	CreatedTo *CreatedTo `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+}
+
+// ListFiatVirtualAccountsParamsStatus defines parameters for ListFiatVirtualAccounts.
+type ListFiatVirtualAccountsParamsStatus string
 
 // CreateVirtualAccountParams defines parameters for CreateVirtualAccount.
 type CreateVirtualAccountParams struct {
@@ -2818,21 +3138,21 @@ type CreateVirtualAccountParams struct {
 
 // ListOrdersParams defines parameters for ListOrders.
 type ListOrdersParams struct {
-	// Limit How many orders a page holds: 1 to 100 (20 when left out).
-	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+	// Limit How many records a page holds: 1 to 100 (20 when left out).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// StartingAfter The nextCursor of the page before.
-	StartingAfter *string                 `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+	// StartingAfter The nextCursor of the page before: opaque, signed, this key's and this list's own.
+	StartingAfter *StartingAfter          `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
 	Status        *ListOrdersParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Reference Only the orders with this reference of yours.
-	Reference *PartnerReference `form:"reference,omitempty" json:"reference,omitempty"`
+	// Reference Only the records with this reference of yours.
+	Reference *ListReference `form:"reference,omitempty" json:"reference,omitempty"`
 
-	// CreatedFrom Only the orders made at or after this time (RFC 3339).
-	CreatedFrom *time.Time `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
+	// CreatedFrom Only the records made at or after this time (RFC 3339).
+	CreatedFrom *CreatedFrom `form:"createdFrom,omitempty" json:"createdFrom,omitempty"`
 
-	// CreatedTo Only the orders made before this time (RFC 3339).
-	CreatedTo *time.Time `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+	// CreatedTo Only the records made before this time (RFC 3339).
+	CreatedTo *CreatedTo `form:"createdTo,omitempty" json:"createdTo,omitempty"`
 }
 
 // ListOrdersParamsStatus defines parameters for ListOrders.
@@ -4612,6 +4932,18 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
 	DepositQuote(ctx context.Context, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListFiatAccounts List the key's onboarded users
+	//
+	// The users this key onboarded, newest first, each as `POST /v1/fiat/accounts` answers it. A status that can
+	// still change (`consent_required`, `identity_pending`) is read again from the bank for the page; the `status`
+	// filter applies to each user's status as last read. Filter by your `reference` too.
+	// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+	// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+	// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+	//
+	// Corresponds with GET /v1/fiat/accounts (the `ListFiatAccounts` operationId).
+	ListFiatAccounts(ctx context.Context, params *ListFiatAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateFiatAccountWithBody Onboard a user for the bank-transfer on-ramp
 	//
 	// Onboards a user at the bank provider. Needs the `fiat` product and a key enabled for `chain` as a destination;
@@ -4694,6 +5026,19 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/fiat/consent/status (the `ConsentStatus` operationId).
 	ConsentStatus(ctx context.Context, body ConsentStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListFiatDeposits List the key's one-off deposits
+	//
+	// The one-off deposits this key asked for, newest first, each as `POST /v1/fiat/deposits` answers it, with its
+	// funding: `awaiting_deposit` (read again from the bank for the page) or `funded`. The `reference` filter
+	// matches your own reference, which a deposit carries as `partnerReference` (its `reference` is what the user
+	// types on the transfer).
+	// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+	// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+	// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+	//
+	// Corresponds with GET /v1/fiat/deposits (the `ListFiatDeposits` operationId).
+	ListFiatDeposits(ctx context.Context, params *ListFiatDepositsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateFiatDepositWithBody A one-off bank deposit
 	//
 	// For an active account (terms accepted, identity approved): the bank details, the exact `amount` and the
@@ -4747,6 +5092,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/fiat/status (the `FiatStatus` operationId).
 	FiatStatus(ctx context.Context, body FiatStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListFiatVirtualAccounts List the key's virtual accounts
+	//
+	// The virtual accounts this key opened, newest first, each as `POST /v1/fiat/virtual-accounts` answers it but
+	// for `bankDetails` (the bank's, which name the user: that call, sent again, answers the same account with
+	// them). Their funding is `POST /v1/fiat/status`'s. Filter by your `reference` too.
+	// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+	// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+	// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+	//
+	// Corresponds with GET /v1/fiat/virtual-accounts (the `ListFiatVirtualAccounts` operationId).
+	ListFiatVirtualAccounts(ctx context.Context, params *ListFiatVirtualAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateVirtualAccountWithBody Get a user's virtual account (bank details to pay in to)
 	//
@@ -5459,6 +5816,28 @@ func (c *Client) DepositQuote(ctx context.Context, body DepositQuoteJSONRequestB
 	return c.Client.Do(req)
 }
 
+// ListFiatAccounts List the key's onboarded users
+//
+// The users this key onboarded, newest first, each as `POST /v1/fiat/accounts` answers it. A status that can
+// still change (`consent_required`, `identity_pending`) is read again from the bank for the page; the `status`
+// filter applies to each user's status as last read. Filter by your `reference` too.
+// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+//
+// Corresponds with GET /v1/fiat/accounts (the `ListFiatAccounts` operationId).
+func (c *Client) ListFiatAccounts(ctx context.Context, params *ListFiatAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFiatAccountsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateFiatAccountWithBody Onboard a user for the bank-transfer on-ramp
 //
 // Onboards a user at the bank provider. Needs the `fiat` product and a key enabled for `chain` as a destination;
@@ -5601,6 +5980,29 @@ func (c *Client) ConsentStatus(ctx context.Context, body ConsentStatusJSONReques
 	return c.Client.Do(req)
 }
 
+// ListFiatDeposits List the key's one-off deposits
+//
+// The one-off deposits this key asked for, newest first, each as `POST /v1/fiat/deposits` answers it, with its
+// funding: `awaiting_deposit` (read again from the bank for the page) or `funded`. The `reference` filter
+// matches your own reference, which a deposit carries as `partnerReference` (its `reference` is what the user
+// types on the transfer).
+// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+//
+// Corresponds with GET /v1/fiat/deposits (the `ListFiatDeposits` operationId).
+func (c *Client) ListFiatDeposits(ctx context.Context, params *ListFiatDepositsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFiatDepositsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateFiatDepositWithBody A one-off bank deposit
 //
 // For an active account (terms accepted, identity approved): the bank details, the exact `amount` and the
@@ -5685,6 +6087,28 @@ func (c *Client) FiatStatusWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /v1/fiat/status (the `FiatStatus` operationId).
 func (c *Client) FiatStatus(ctx context.Context, body FiatStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewFiatStatusRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListFiatVirtualAccounts List the key's virtual accounts
+//
+// The virtual accounts this key opened, newest first, each as `POST /v1/fiat/virtual-accounts` answers it but
+// for `bankDetails` (the bank's, which name the user: that call, sent again, answers the same account with
+// them). Their funding is `POST /v1/fiat/status`'s. Filter by your `reference` too.
+// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+//
+// Corresponds with GET /v1/fiat/virtual-accounts (the `ListFiatVirtualAccounts` operationId).
+func (c *Client) ListFiatVirtualAccounts(ctx context.Context, params *ListFiatVirtualAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFiatVirtualAccountsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6677,6 +7101,120 @@ func NewDepositQuoteRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewListFiatAccountsRequest constructs an http.Request for the ListFiatAccounts method
+func NewListFiatAccountsRequest(server string, params *ListFiatAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/fiat/accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "startingAfter", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reference != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reference", *params.Reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdFrom", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedTo != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdTo", *params.CreatedTo, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateFiatAccountRequest calls the generic CreateFiatAccount builder with application/json body
 func NewCreateFiatAccountRequest(server string, params *CreateFiatAccountParams, body CreateFiatAccountJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6812,6 +7350,120 @@ func NewConsentStatusRequestWithBody(server string, contentType string, body io.
 	return req, nil
 }
 
+// NewListFiatDepositsRequest constructs an http.Request for the ListFiatDeposits method
+func NewListFiatDepositsRequest(server string, params *ListFiatDepositsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/fiat/deposits")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "startingAfter", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reference != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reference", *params.Reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdFrom", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedTo != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdTo", *params.CreatedTo, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateFiatDepositRequest calls the generic CreateFiatDeposit builder with application/json body
 func NewCreateFiatDepositRequest(server string, params *CreateFiatDepositParams, body CreateFiatDepositJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6903,6 +7555,120 @@ func NewFiatStatusRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListFiatVirtualAccountsRequest constructs an http.Request for the ListFiatVirtualAccounts method
+func NewListFiatVirtualAccountsRequest(server string, params *ListFiatVirtualAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/fiat/virtual-accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "startingAfter", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reference != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reference", *params.Reference, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdFrom", *params.CreatedFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedTo != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "createdTo", *params.CreatedTo, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7826,6 +8592,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
 	DepositQuoteWithResponse(ctx context.Context, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error)
 
+	// ListFiatAccountsWithResponse List the key's onboarded users
+	//
+	// The users this key onboarded, newest first, each as `POST /v1/fiat/accounts` answers it. A status that can
+	// still change (`consent_required`, `identity_pending`) is read again from the bank for the page; the `status`
+	// filter applies to each user's status as last read. Filter by your `reference` too.
+	// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+	// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+	// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/fiat/accounts (the `ListFiatAccounts` operationId).
+	ListFiatAccountsWithResponse(ctx context.Context, params *ListFiatAccountsParams, reqEditors ...RequestEditorFn) (*ListFiatAccountsResponse, error)
+
 	// CreateFiatAccountWithBodyWithResponse Onboard a user for the bank-transfer on-ramp
 	//
 	// Onboards a user at the bank provider. Needs the `fiat` product and a key enabled for `chain` as a destination;
@@ -7908,6 +8688,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/fiat/consent/status (the `ConsentStatus` operationId).
 	ConsentStatusWithResponse(ctx context.Context, body ConsentStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*ConsentStatusResponse, error)
 
+	// ListFiatDepositsWithResponse List the key's one-off deposits
+	//
+	// The one-off deposits this key asked for, newest first, each as `POST /v1/fiat/deposits` answers it, with its
+	// funding: `awaiting_deposit` (read again from the bank for the page) or `funded`. The `reference` filter
+	// matches your own reference, which a deposit carries as `partnerReference` (its `reference` is what the user
+	// types on the transfer).
+	// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+	// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+	// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/fiat/deposits (the `ListFiatDeposits` operationId).
+	ListFiatDepositsWithResponse(ctx context.Context, params *ListFiatDepositsParams, reqEditors ...RequestEditorFn) (*ListFiatDepositsResponse, error)
+
 	// CreateFiatDepositWithBodyWithResponse A one-off bank deposit
 	//
 	// For an active account (terms accepted, identity approved): the bank details, the exact `amount` and the
@@ -7961,6 +8756,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/fiat/status (the `FiatStatus` operationId).
 	FiatStatusWithResponse(ctx context.Context, body FiatStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*FiatStatusResponse, error)
+
+	// ListFiatVirtualAccountsWithResponse List the key's virtual accounts
+	//
+	// The virtual accounts this key opened, newest first, each as `POST /v1/fiat/virtual-accounts` answers it but
+	// for `bankDetails` (the bank's, which name the user: that call, sent again, answers the same account with
+	// them). Their funding is `POST /v1/fiat/status`'s. Filter by your `reference` too.
+	// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+	// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+	// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/fiat/virtual-accounts (the `ListFiatVirtualAccounts` operationId).
+	ListFiatVirtualAccountsWithResponse(ctx context.Context, params *ListFiatVirtualAccountsParams, reqEditors ...RequestEditorFn) (*ListFiatVirtualAccountsResponse, error)
 
 	// CreateVirtualAccountWithBodyWithResponse Get a user's virtual account (bank details to pay in to)
 	//
@@ -9076,7 +9885,7 @@ type ListBankPayoutsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *BankPayoutList
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *Error400
+	JSON400 *ListInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -9113,7 +9922,7 @@ func (r ListBankPayoutsResponse) GetJSON200() *BankPayoutList {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListBankPayoutsResponse) GetJSON400() *Error400 {
+func (r ListBankPayoutsResponse) GetJSON400() *ListInvalid {
 	return r.JSON400
 }
 
@@ -9673,6 +10482,165 @@ func (r DepositQuoteResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DepositQuoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListFiatAccountsResponse200Headers the declared response headers of an HTTP 200 response for ListFiatAccounts
+type ListFiatAccountsResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatAccountsResponse400Headers the declared response headers of an HTTP 400 response for ListFiatAccounts
+type ListFiatAccountsResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatAccountsResponse401Headers the declared response headers of an HTTP 401 response for ListFiatAccounts
+type ListFiatAccountsResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ListFiatAccountsResponse403Headers the declared response headers of an HTTP 403 response for ListFiatAccounts
+type ListFiatAccountsResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatAccountsResponse404Headers the declared response headers of an HTTP 404 response for ListFiatAccounts
+type ListFiatAccountsResponse404Headers struct {
+	XRequestId string
+}
+
+// ListFiatAccountsResponse409Headers the declared response headers of an HTTP 409 response for ListFiatAccounts
+type ListFiatAccountsResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListFiatAccountsResponse429Headers the declared response headers of an HTTP 429 response for ListFiatAccounts
+type ListFiatAccountsResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListFiatAccountsResponse500Headers the declared response headers of an HTTP 500 response for ListFiatAccounts
+type ListFiatAccountsResponse500Headers struct {
+	XRequestId string
+}
+
+type ListFiatAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FiatAccountList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ListInvalid
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListFiatAccountsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListFiatAccountsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListFiatAccountsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListFiatAccountsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListFiatAccountsResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListFiatAccountsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListFiatAccountsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListFiatAccountsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON200() *FiatAccountList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON400() *ListInvalid {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListFiatAccountsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListFiatAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFiatAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFiatAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFiatAccountsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10252,6 +11220,165 @@ func (r ConsentStatusResponse) ContentType() string {
 	return ""
 }
 
+// ListFiatDepositsResponse200Headers the declared response headers of an HTTP 200 response for ListFiatDeposits
+type ListFiatDepositsResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatDepositsResponse400Headers the declared response headers of an HTTP 400 response for ListFiatDeposits
+type ListFiatDepositsResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatDepositsResponse401Headers the declared response headers of an HTTP 401 response for ListFiatDeposits
+type ListFiatDepositsResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ListFiatDepositsResponse403Headers the declared response headers of an HTTP 403 response for ListFiatDeposits
+type ListFiatDepositsResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatDepositsResponse404Headers the declared response headers of an HTTP 404 response for ListFiatDeposits
+type ListFiatDepositsResponse404Headers struct {
+	XRequestId string
+}
+
+// ListFiatDepositsResponse409Headers the declared response headers of an HTTP 409 response for ListFiatDeposits
+type ListFiatDepositsResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListFiatDepositsResponse429Headers the declared response headers of an HTTP 429 response for ListFiatDeposits
+type ListFiatDepositsResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListFiatDepositsResponse500Headers the declared response headers of an HTTP 500 response for ListFiatDeposits
+type ListFiatDepositsResponse500Headers struct {
+	XRequestId string
+}
+
+type ListFiatDepositsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FiatDepositList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ListInvalid
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListFiatDepositsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListFiatDepositsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListFiatDepositsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListFiatDepositsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListFiatDepositsResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListFiatDepositsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListFiatDepositsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListFiatDepositsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON200() *FiatDepositList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON400() *ListInvalid {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListFiatDepositsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListFiatDepositsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFiatDepositsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFiatDepositsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFiatDepositsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateFiatDepositResponse200Headers the declared response headers of an HTTP 200 response for CreateFiatDeposit
 type CreateFiatDepositResponse200Headers struct {
 	IdempotentReplayed *string
@@ -10652,6 +11779,165 @@ func (r FiatStatusResponse) ContentType() string {
 	return ""
 }
 
+// ListFiatVirtualAccountsResponse200Headers the declared response headers of an HTTP 200 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatVirtualAccountsResponse400Headers the declared response headers of an HTTP 400 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatVirtualAccountsResponse401Headers the declared response headers of an HTTP 401 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ListFiatVirtualAccountsResponse403Headers the declared response headers of an HTTP 403 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListFiatVirtualAccountsResponse404Headers the declared response headers of an HTTP 404 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse404Headers struct {
+	XRequestId string
+}
+
+// ListFiatVirtualAccountsResponse409Headers the declared response headers of an HTTP 409 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListFiatVirtualAccountsResponse429Headers the declared response headers of an HTTP 429 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListFiatVirtualAccountsResponse500Headers the declared response headers of an HTTP 500 response for ListFiatVirtualAccounts
+type ListFiatVirtualAccountsResponse500Headers struct {
+	XRequestId string
+}
+
+type ListFiatVirtualAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FiatVirtualAccountList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ListInvalid
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListFiatVirtualAccountsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListFiatVirtualAccountsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListFiatVirtualAccountsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListFiatVirtualAccountsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListFiatVirtualAccountsResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListFiatVirtualAccountsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListFiatVirtualAccountsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListFiatVirtualAccountsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON200() *FiatVirtualAccountList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON400() *ListInvalid {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListFiatVirtualAccountsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListFiatVirtualAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFiatVirtualAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFiatVirtualAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFiatVirtualAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateVirtualAccountResponse200Headers the declared response headers of an HTTP 200 response for CreateVirtualAccount
 type CreateVirtualAccountResponse200Headers struct {
 	IdempotentReplayed *string
@@ -11030,7 +12316,7 @@ type ListOrdersResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *OrderList
 	// JSON400 the response for an HTTP 400 `application/json` response
-	JSON400 *Error400
+	JSON400 *ListInvalid
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -11067,7 +12353,7 @@ func (r ListOrdersResponse) GetJSON200() *OrderList {
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListOrdersResponse) GetJSON400() *Error400 {
+func (r ListOrdersResponse) GetJSON400() *ListInvalid {
 	return r.JSON400
 }
 
@@ -13190,6 +14476,26 @@ func (c *ClientWithResponses) DepositQuoteWithResponse(ctx context.Context, body
 	return ParseDepositQuoteResponse(rsp)
 }
 
+// ListFiatAccountsWithResponse List the key's onboarded users
+//
+// The users this key onboarded, newest first, each as `POST /v1/fiat/accounts` answers it. A status that can
+// still change (`consent_required`, `identity_pending`) is read again from the bank for the page; the `status`
+// filter applies to each user's status as last read. Filter by your `reference` too.
+// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/fiat/accounts (the `ListFiatAccounts` operationId).
+func (c *ClientWithResponses) ListFiatAccountsWithResponse(ctx context.Context, params *ListFiatAccountsParams, reqEditors ...RequestEditorFn) (*ListFiatAccountsResponse, error) {
+	rsp, err := c.ListFiatAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFiatAccountsResponse(rsp)
+}
+
 // CreateFiatAccountWithBodyWithResponse Onboard a user for the bank-transfer on-ramp
 //
 // Onboards a user at the bank provider. Needs the `fiat` product and a key enabled for `chain` as a destination;
@@ -13308,6 +14614,27 @@ func (c *ClientWithResponses) ConsentStatusWithResponse(ctx context.Context, bod
 	return ParseConsentStatusResponse(rsp)
 }
 
+// ListFiatDepositsWithResponse List the key's one-off deposits
+//
+// The one-off deposits this key asked for, newest first, each as `POST /v1/fiat/deposits` answers it, with its
+// funding: `awaiting_deposit` (read again from the bank for the page) or `funded`. The `reference` filter
+// matches your own reference, which a deposit carries as `partnerReference` (its `reference` is what the user
+// types on the transfer).
+// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/fiat/deposits (the `ListFiatDeposits` operationId).
+func (c *ClientWithResponses) ListFiatDepositsWithResponse(ctx context.Context, params *ListFiatDepositsParams, reqEditors ...RequestEditorFn) (*ListFiatDepositsResponse, error) {
+	rsp, err := c.ListFiatDeposits(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFiatDepositsResponse(rsp)
+}
+
 // CreateFiatDepositWithBodyWithResponse A one-off bank deposit
 //
 // For an active account (terms accepted, identity approved): the bank details, the exact `amount` and the
@@ -13384,6 +14711,26 @@ func (c *ClientWithResponses) FiatStatusWithResponse(ctx context.Context, body F
 		return nil, err
 	}
 	return ParseFiatStatusResponse(rsp)
+}
+
+// ListFiatVirtualAccountsWithResponse List the key's virtual accounts
+//
+// The virtual accounts this key opened, newest first, each as `POST /v1/fiat/virtual-accounts` answers it but
+// for `bankDetails` (the bank's, which name the user: that call, sent again, answers the same account with
+// them). Their funding is `POST /v1/fiat/status`'s. Filter by your `reference` too.
+// Page with `startingAfter`, the `nextCursor` of the page before (opaque, signed, this key's own; records made
+// while you page never shift a later page); filter by creation (`createdFrom` inclusive, `createdTo`
+// exclusive). A bad parameter is `400 invalid_request` naming it. Needs the `fiat` product.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/fiat/virtual-accounts (the `ListFiatVirtualAccounts` operationId).
+func (c *ClientWithResponses) ListFiatVirtualAccountsWithResponse(ctx context.Context, params *ListFiatVirtualAccountsParams, reqEditors ...RequestEditorFn) (*ListFiatVirtualAccountsResponse, error) {
+	rsp, err := c.ListFiatVirtualAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFiatVirtualAccountsResponse(rsp)
 }
 
 // CreateVirtualAccountWithBodyWithResponse Get a user's virtual account (bank details to pay in to)
@@ -14988,7 +16335,7 @@ func ParseListBankPayoutsResponse(rsp *http.Response) (*ListBankPayoutsResponse,
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest Error400
+		var dest ListInvalid
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -15915,6 +17262,255 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DepositQuoteResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListFiatAccountsResponse parses an HTTP response from a ListFiatAccountsWithResponse call
+func ParseListFiatAccountsResponse(rsp *http.Response) (*ListFiatAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFiatAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FiatAccountList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ListInvalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListFiatAccountsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListFiatAccountsResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListFiatAccountsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListFiatAccountsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListFiatAccountsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListFiatAccountsResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListFiatAccountsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListFiatAccountsResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -16861,6 +18457,255 @@ func ParseConsentStatusResponse(rsp *http.Response) (*ConsentStatusResponse, err
 	return response, nil
 }
 
+// ParseListFiatDepositsResponse parses an HTTP response from a ListFiatDepositsWithResponse call
+func ParseListFiatDepositsResponse(rsp *http.Response) (*ListFiatDepositsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFiatDepositsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FiatDepositList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ListInvalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListFiatDepositsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListFiatDepositsResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListFiatDepositsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListFiatDepositsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListFiatDepositsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListFiatDepositsResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListFiatDepositsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListFiatDepositsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateFiatDepositResponse parses an HTTP response from a CreateFiatDepositWithResponse call
 func ParseCreateFiatDepositResponse(rsp *http.Response) (*CreateFiatDepositResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17528,6 +19373,255 @@ func ParseFiatStatusResponse(rsp *http.Response) (*FiatStatusResponse, error) {
 	return response, nil
 }
 
+// ParseListFiatVirtualAccountsResponse parses an HTTP response from a ListFiatVirtualAccountsWithResponse call
+func ParseListFiatVirtualAccountsResponse(rsp *http.Response) (*ListFiatVirtualAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFiatVirtualAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FiatVirtualAccountList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ListInvalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListFiatVirtualAccountsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListFiatVirtualAccountsResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListFiatVirtualAccountsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListFiatVirtualAccountsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListFiatVirtualAccountsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListFiatVirtualAccountsResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListFiatVirtualAccountsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListFiatVirtualAccountsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateVirtualAccountResponse parses an HTTP response from a CreateVirtualAccountWithResponse call
 func ParseCreateVirtualAccountResponse(rsp *http.Response) (*CreateVirtualAccountResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18055,7 +20149,7 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest Error400
+		var dest ListInvalid
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -161,7 +161,8 @@ func TestAGeneratedClientCompletesTheOnRamp(t *testing.T) {
 	c := newClient(t, s, s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000"))
 
 	acc, err := c.CreateFiatAccountWithResponse(ctx, &partnerapi.CreateFiatAccountParams{IdempotencyKey: ptr("onboard-ada")},
-		partnerapi.CreateFiatAccountJSONRequestBody{Email: "ada@example.com", FullName: "Ada Lovelace", Country: "DE", WalletAddress: wallet, Chain: 84532})
+		partnerapi.CreateFiatAccountJSONRequestBody{Email: "ada@example.com", FullName: "Ada Lovelace", Country: "DE", WalletAddress: wallet, Chain: 84532,
+			Reference: ptr("user-ada")})
 	if err != nil || acc.JSON200 == nil || acc.JSON200.Status != partnerapi.FiatAccountStatusConsentRequired || acc.JSON200.ConsentSessionId == nil {
 		t.Fatalf("onboarding: %v %s", err, acc.Body)
 	}
@@ -189,7 +190,8 @@ func TestAGeneratedClientCompletesTheOnRamp(t *testing.T) {
 		t.Fatalf("consent status: %s", st.Body)
 	}
 
-	va, _ = c.CreateVirtualAccountWithResponse(ctx, nil, partnerapi.CreateVirtualAccountJSONRequestBody{AccountId: accountID, Currency: "EUR"})
+	va, _ = c.CreateVirtualAccountWithResponse(ctx, nil, partnerapi.CreateVirtualAccountJSONRequestBody{AccountId: accountID, Currency: "EUR",
+		Reference: ptr("wallet-ada")})
 	v, err := va.JSON200.ValueByDiscriminator()
 	active, ok := v.(partnerapi.VirtualAccountActive)
 	if err != nil || !ok || !strings.HasPrefix(active.VirtualAccountId, "va_") || active.BankDetails.Beneficiary != "Ada Lovelace" {
@@ -220,8 +222,9 @@ func TestAGeneratedClientCompletesTheOnRamp(t *testing.T) {
 	}
 
 	dep, err := c.CreateFiatDepositWithResponse(ctx, &partnerapi.CreateFiatDepositParams{IdempotencyKey: ptr("deposit-1")},
-		partnerapi.CreateFiatDepositJSONRequestBody{AccountId: accountID, Currency: "EUR", Amount: "250"})
-	if err != nil || dep.JSON200 == nil || !strings.HasPrefix(dep.JSON200.DepositId, "dep_") || dep.JSON200.Amount != "250.00" {
+		partnerapi.CreateFiatDepositJSONRequestBody{AccountId: accountID, Currency: "EUR", Amount: "250", PartnerReference: ptr("invoice-1")})
+	if err != nil || dep.JSON200 == nil || !strings.HasPrefix(dep.JSON200.DepositId, "dep_") || dep.JSON200.Amount != "250.00" ||
+		dep.JSON200.PartnerReference == nil || *dep.JSON200.PartnerReference != "invoice-1" {
 		t.Fatalf("deposit: %v %s", err, dep.Body)
 	}
 	pay, _ = c.SandboxPayinWithResponse(ctx, nil, partnerapi.SandboxPayinJSONRequestBody{
@@ -231,6 +234,48 @@ func TestAGeneratedClientCompletesTheOnRamp(t *testing.T) {
 	}
 	if f := pollFunded(t, c, partnerapi.FiatStatusJSONRequestBody{DepositId: &dep.JSON200.DepositId}); f.DepositedAmount != "250.00" {
 		t.Fatalf("deposit funded: %+v", f)
+	}
+
+	// Everything made above is found again by the partner's references,
+	// through the client's iterators.
+	var accounts []partnerapi.FiatAccountListItem
+	for a, err := range c.AllFiatAccounts(ctx, &partnerapi.ListFiatAccountsParams{Reference: ptr("user-ada")}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		accounts = append(accounts, a)
+	}
+	if len(accounts) != 1 || accounts[0].AccountId != accountID || accounts[0].Status != partnerapi.FiatAccountListItemStatusActive {
+		t.Errorf("accounts with reference user-ada: %+v", accounts)
+	}
+	var vas []partnerapi.FiatVirtualAccountListItem
+	for v, err := range c.AllFiatVirtualAccounts(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		vas = append(vas, v)
+	}
+	if len(vas) != 1 || vas[0].VirtualAccountId != active.VirtualAccountId || vas[0].Reference == nil || *vas[0].Reference != "wallet-ada" {
+		t.Errorf("virtual accounts: %+v", vas)
+	}
+	var deposits []partnerapi.FiatDepositListItem
+	for d, err := range c.AllFiatDeposits(ctx, &partnerapi.ListFiatDepositsParams{Reference: ptr("invoice-1"), Status: ptr(partnerapi.ListFiatDepositsParamsStatusFunded)}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		deposits = append(deposits, d)
+	}
+	if len(deposits) != 1 || deposits[0].DepositId != dep.JSON200.DepositId || deposits[0].Reference != dep.JSON200.Reference {
+		t.Errorf("funded deposits with reference invoice-1: %+v", deposits)
+	}
+	other := newClient(t, s, s.issue("globex", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000"))
+	for _, list := range []string{"/v1/fiat/accounts", "/v1/fiat/virtual-accounts", "/v1/fiat/deposits"} {
+		if r := s.get(list, ""); r.Status != 401 {
+			t.Errorf("%s without a key: %d", list, r.Status)
+		}
+	}
+	if r, err := other.ListFiatDepositsWithResponse(ctx, nil); err != nil || r.JSON200 == nil || len(r.JSON200.Data) != 0 {
+		t.Errorf("another key's deposits: %v %s", err, r.Body)
 	}
 }
 

@@ -153,7 +153,7 @@ func TestOneOffDepositFromOnboardingToFunded(t *testing.T) {
 	first := s.do("POST", "/v1/fiat/deposits", key, body, "Idempotency-Key", "deposit-1")
 	d := decodeOK(t, first)
 	depositID, reference := d["depositId"].(string), d["reference"].(string)
-	if got := fieldOrder(t, first.Body); !slices.Equal(got, []string{"environment", "depositId", "status", "amount", "currency", "bankDetails", "reference", "expiresAt"}) {
+	if got := fieldOrder(t, first.Body); !slices.Equal(got, []string{"environment", "depositId", "accountId", "status", "amount", "currency", "bankDetails", "reference", "expiresAt", "createdAt"}) {
 		t.Errorf("deposit fields %v", got)
 	}
 	exp, _ := time.Parse(time.RFC3339, d["expiresAt"].(string))

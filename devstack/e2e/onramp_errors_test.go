@@ -91,7 +91,7 @@ func TestOnRampRefusals(t *testing.T) {
 	t.Run("a rejected identity cannot get a virtual account", func(t *testing.T) {
 		acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("eve@example.com")))
 		id := acc["accountId"].(string)
-		if r := s.post("/v1/sandbox/identity", key, `{"accountId":"`+id+`","result":"rejected"}`); r.Body != `{"environment":"sandbox","accountId":"`+id+`","status":"consent_required","consentSessionId":"`+acc["consentSessionId"].(string)+`"}` {
+		if r := s.post("/v1/sandbox/identity", key, `{"accountId":"`+id+`","result":"rejected"}`); r.Body != `{"environment":"sandbox","accountId":"`+id+`","status":"consent_required","consentSessionId":"`+acc["consentSessionId"].(string)+`","createdAt":"`+acc["createdAt"].(string)+`"}` {
 			t.Fatalf("forcing before consent: %s", r.Body)
 		}
 		link := decodeOK(t, s.post("/v1/fiat/consent/link", key, `{"consentSessionId":"`+acc["consentSessionId"].(string)+`"}`))["link"].(string)
@@ -100,7 +100,7 @@ func TestOnRampRefusals(t *testing.T) {
 		if r.Status != 409 || r.Body != errorBody("account_not_active", "The account was rejected by the bank's identity check; it cannot receive a virtual account.") {
 			t.Fatalf("got %d %s", r.Status, r.Body)
 		}
-		if r := s.post("/v1/sandbox/identity", key, `{"accountId":"`+id+`","result":"approved"}`); r.Body != `{"environment":"sandbox","accountId":"`+id+`","status":"active"}` {
+		if r := s.post("/v1/sandbox/identity", key, `{"accountId":"`+id+`","result":"approved"}`); r.Body != `{"environment":"sandbox","accountId":"`+id+`","status":"active","createdAt":"`+acc["createdAt"].(string)+`"}` {
 			t.Fatalf("approving: %s", r.Body)
 		}
 	})

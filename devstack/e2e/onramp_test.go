@@ -93,7 +93,7 @@ func onRampFromNothingToFunded(t *testing.T, s *stack) {
 	if acc["status"] != "consent_required" || !strings.HasPrefix(accountID, "acc_") || !strings.HasPrefix(sessionID, "cs_") {
 		t.Fatalf("onboarding: %v", acc)
 	}
-	if got := fieldOrder(t, s.post("/v1/fiat/accounts", key, onboardBody("grace@example.com")).Body); !slices.Equal(got, []string{"environment", "accountId", "status", "consentSessionId"}) {
+	if got := fieldOrder(t, s.post("/v1/fiat/accounts", key, onboardBody("grace@example.com")).Body); !slices.Equal(got, []string{"environment", "accountId", "status", "consentSessionId", "createdAt"}) {
 		t.Errorf("account fields %v", got)
 	}
 

@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"net/http"
 	"time"
 
@@ -29,6 +31,12 @@ type config struct {
 	// The PEM bundle that signs the consent service's certificate, when
 	// CONSENT_URL is https:// (the system's pool when unset).
 	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
+}
+
+func cursorKey(internalToken string) []byte {
+	m := hmac.New(sha256.New, []byte(internalToken))
+	m.Write([]byte("fiat list cursors"))
+	return m.Sum(nil)
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
@@ -54,7 +62,10 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer db.Close()
 
-	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now)
+	// The lists' cursors are signed with a key drawn from the internal
+	// token, which every instance shares: a cursor one instance made opens
+	// on any other, and none is kept.
+	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now, cursorKey(s.InternalToken))
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
 	idem := idempotency.NewStore(db, db.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })

@@ -13,6 +13,7 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -23,6 +24,8 @@ type AccountRequest struct {
 	Country       string `json:"country"`
 	WalletAddress string `json:"walletAddress"`
 	Chain         int64  `json:"chain"`
+	// Reference is the partner's own id for the user (DESIGN §8).
+	Reference *string `json:"reference,omitempty"`
 }
 
 // Account is an onboarded user, less environment.
@@ -30,6 +33,8 @@ type Account struct {
 	AccountID        string `json:"accountId"`
 	Status           string `json:"status"`
 	ConsentSessionID string `json:"consentSessionId,omitempty"`
+	Reference        string `json:"reference,omitempty"`
+	CreatedAt        string `json:"createdAt"`
 }
 
 func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req AccountRequest) (Account, error) {
@@ -37,14 +42,18 @@ func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req 
 	if err != nil {
 		return Account{}, err
 	}
+	reference, err := partnerReference(req.Reference, "the user")
+	if err != nil {
+		return Account{}, err
+	}
 	// Our new id keys the provider call; with an Idempotency-Key it is the
 	// same on every attempt, so even a retry after a crash makes one customer.
-	rec := AccountRecord{ID: idempotency.NewID(ctx, accountPrefix), Owner: caller.KeyID, CreatedAt: s.now().UTC()}
+	rec := AccountRecord{ID: idempotency.NewID(ctx, accountPrefix), Owner: caller.KeyID, Reference: reference, CreatedAt: s.created()}
 	c, err := s.provider.CreateCustomer(ctx, in, "account-"+rec.ID)
 	if err != nil {
 		return Account{}, bankprovider.ToAPI(err)
 	}
-	rec.ProviderCustomerID = c.ID
+	rec.ProviderCustomerID, rec.Status = c.ID, wireStatus(c.Status)
 	if c.Status == bankprovider.StatusTermsRequired {
 		cs, err := s.consent.Create(ctx, consentapi.CreateSession{Owner: caller.KeyID, AccountID: rec.ID, ProviderCustomerID: c.ID})
 		if err != nil {
@@ -52,15 +61,16 @@ func (s *service) CreateAccount(ctx context.Context, caller partner.Caller, req 
 		}
 		rec.ConsentSessionID = cs.ConsentSessionID
 	}
-	out := s.account(rec, c.Status)
+	out := account(rec)
 	if err := s.store.CreateAccount(ctx, rec, out); err != nil {
 		return Account{}, fmt.Errorf("save account: %w", err)
 	}
 	return out, nil
 }
 
-func (s *service) account(rec AccountRecord, providerStatus string) Account {
-	a := Account{AccountID: rec.ID, Status: wireStatus(providerStatus)}
+// account is the answer about rec, with its status as last read.
+func account(rec AccountRecord) Account {
+	a := Account{AccountID: rec.ID, Status: rec.Status, Reference: rec.Reference, CreatedAt: rfc3339(rec.CreatedAt)}
 	if a.Status == StatusConsentRequired {
 		a.ConsentSessionID = rec.ConsentSessionID
 	}
@@ -116,6 +126,30 @@ func (s *service) validateAccount(caller partner.Caller, req AccountRequest) (ba
 	}
 	return bankprovider.NewCustomer{Email: req.Email, FullName: req.FullName, Country: country,
 		WalletAddress: wallet, Chain: req.Chain}, nil
+}
+
+// partnerReference checks the partner's optional reference for what.
+func partnerReference(ref *string, what string) (string, error) {
+	if ref == nil {
+		return "", nil
+	}
+	if !listing.Reference(*ref) {
+		return "", envelope.InvalidRequest("reference, when sent, must be 1 to 64 printable ASCII characters: your own id for " + what + ".")
+	}
+	return *ref, nil
+}
+
+// observed records status, the provider's newest word on rec, when it is
+// news, and answers rec with it.
+func (s *service) observed(ctx context.Context, rec AccountRecord, status string) (AccountRecord, error) {
+	if rec.Status == status {
+		return rec, nil
+	}
+	if err := s.store.SetAccountStatus(ctx, rec.ID, status); err != nil {
+		return rec, fmt.Errorf("save account status: %w", err)
+	}
+	rec.Status = status
+	return rec, nil
 }
 
 // ownedAccount loads an account of the caller's.

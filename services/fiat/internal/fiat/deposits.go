@@ -11,6 +11,7 @@ import (
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -19,26 +20,41 @@ type DepositRequest struct {
 	AccountID string `json:"accountId"`
 	Currency  string `json:"currency"`
 	Amount    string `json:"amount"`
+	// PartnerReference is the partner's own id for the deposit (DESIGN
+	// §8); on a deposit, reference is what the user types on the transfer.
+	PartnerReference *string `json:"partnerReference,omitempty"`
 }
 
 // Deposit answers POST /v1/fiat/deposits: pay exactly amount, with
 // reference, to bankDetails before expiresAt.
 type Deposit struct {
-	DepositID   string      `json:"depositId"`
-	Status      string      `json:"status"`
-	Amount      string      `json:"amount"`
-	Currency    string      `json:"currency"`
-	BankDetails BankDetails `json:"bankDetails"`
-	Reference   string      `json:"reference"`
-	ExpiresAt   string      `json:"expiresAt"`
+	DepositID        string      `json:"depositId"`
+	AccountID        string      `json:"accountId"`
+	Status           string      `json:"status"`
+	Amount           string      `json:"amount"`
+	Currency         string      `json:"currency"`
+	BankDetails      BankDetails `json:"bankDetails"`
+	Reference        string      `json:"reference"`
+	ExpiresAt        string      `json:"expiresAt"`
+	PartnerReference string      `json:"partnerReference,omitempty"`
+	CreatedAt        string      `json:"createdAt"`
 }
 
-// DepositRecord links our deposit id to the provider's instruction.
+// DepositRecord links our deposit id to the provider's instruction, and
+// keeps the instruction (the collection account's details, none of it
+// personal) and its funding as last read.
 type DepositRecord struct {
 	ID                    string
 	Owner                 string
 	AccountID             string
 	ProviderInstructionID string
+	Status                string
+	Amount                string
+	Currency              string
+	BankDetails           BankDetails
+	TransferReference     string
+	ExpiresAt             time.Time
+	Reference             string // the partner's own, never logged
 	CreatedAt             time.Time
 }
 
@@ -57,13 +73,19 @@ func (s *service) CreateDeposit(ctx context.Context, caller partner.Caller, req 
 	if err != nil {
 		return Deposit{}, err
 	}
+	if req.PartnerReference != nil && !listing.Reference(*req.PartnerReference) {
+		return Deposit{}, envelope.InvalidRequest("partnerReference, when sent, must be 1 to 64 printable ASCII characters: your own id for the deposit.")
+	}
 	acc, err := s.ownedAccount(ctx, caller, req.AccountID)
 	if err != nil {
 		return Deposit{}, err
 	}
 	// Our new id keys the provider call: a retry of this call (with an
 	// Idempotency-Key, the same id) cannot make a second instruction.
-	rec := DepositRecord{ID: idempotency.NewID(ctx, depositPrefix), Owner: caller.KeyID, AccountID: acc.ID, CreatedAt: s.now().UTC()}
+	rec := DepositRecord{ID: idempotency.NewID(ctx, depositPrefix), Owner: caller.KeyID, AccountID: acc.ID, CreatedAt: s.created()}
+	if req.PartnerReference != nil {
+		rec.Reference = *req.PartnerReference
+	}
 	d, err := s.provider.CreateDepositInstruction(ctx, acc.ProviderCustomerID,
 		bankprovider.NewDepositInstruction{Currency: currency, Amount: amount}, "deposit-"+rec.ID)
 	switch {
@@ -72,14 +94,25 @@ func (s *service) CreateDeposit(ctx context.Context, caller partner.Caller, req 
 	case err != nil:
 		return Deposit{}, bankprovider.ToAPI(err)
 	}
-	rec.ProviderInstructionID = d.ID
-	out := Deposit{DepositID: rec.ID, Status: lifecycle.AwaitingDeposit, Amount: d.Amount, Currency: d.Currency,
-		BankDetails: BankDetails{IBAN: d.IBAN, BIC: d.BIC, Beneficiary: d.BeneficiaryName},
-		Reference:   d.Reference, ExpiresAt: d.ExpiresAt}
+	expires, err := time.Parse(time.RFC3339, d.ExpiresAt)
+	if err != nil {
+		return Deposit{}, fmt.Errorf("bank provider: deposit instruction %s expires at %q", d.ID, d.ExpiresAt)
+	}
+	rec.ProviderInstructionID, rec.Status, rec.Amount, rec.Currency = d.ID, lifecycle.AwaitingDeposit, d.Amount, d.Currency
+	rec.BankDetails = BankDetails{IBAN: d.IBAN, BIC: d.BIC, Beneficiary: d.BeneficiaryName}
+	rec.TransferReference, rec.ExpiresAt = d.Reference, expires.UTC()
+	out := deposit(rec)
 	if err := s.store.CreateDeposit(ctx, rec, out); err != nil {
 		return Deposit{}, fmt.Errorf("save deposit: %w", err)
 	}
 	return out, nil
+}
+
+// deposit is the answer about rec.
+func deposit(rec DepositRecord) Deposit {
+	return Deposit{DepositID: rec.ID, AccountID: rec.AccountID, Status: rec.Status, Amount: rec.Amount, Currency: rec.Currency,
+		BankDetails: rec.BankDetails, Reference: rec.TransferReference, ExpiresAt: rfc3339(rec.ExpiresAt),
+		PartnerReference: rec.Reference, CreatedAt: rfc3339(rec.CreatedAt)}
 }
 
 // ownedDeposit loads a deposit of the caller's; another key's, and an id of

@@ -15,6 +15,9 @@ type Endpoints struct {
 	CreateDeposit        endpoint.Endpoint
 	SandboxPayin         endpoint.Endpoint
 	SandboxIdentity      endpoint.Endpoint
+	ListAccounts         endpoint.Endpoint
+	ListVirtualAccounts  endpoint.Endpoint
+	ListDeposits         endpoint.Endpoint
 }
 
 // MakeEndpoints wraps s.
@@ -26,5 +29,9 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		CreateDeposit:        o.Op("create_deposit", kithttp.Endpoint(s.CreateDeposit)),
 		SandboxPayin:         o.Op("sandbox_payin", kithttp.Endpoint(s.SandboxPayin)),
 		SandboxIdentity:      o.Op("sandbox_identity", kithttp.Endpoint(s.SandboxIdentity)),
+		// A list's query (a partner's reference, dates) is never logged.
+		ListAccounts:        o.Op("list_accounts", kithttp.Endpoint(s.ListAccounts)),
+		ListVirtualAccounts: o.Op("list_virtual_accounts", kithttp.Endpoint(s.ListVirtualAccounts)),
+		ListDeposits:        o.Op("list_deposits", kithttp.Endpoint(s.ListDeposits)),
 	}
 }

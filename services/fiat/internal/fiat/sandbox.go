@@ -108,5 +108,8 @@ func (s *service) SandboxIdentity(ctx context.Context, caller partner.Caller, re
 	if err != nil {
 		return Account{}, bankprovider.ToAPI(err)
 	}
-	return s.account(acc, c.Status), nil
+	if acc, err = s.observed(ctx, acc, wireStatus(c.Status)); err != nil {
+		return Account{}, err
+	}
+	return account(acc), nil
 }

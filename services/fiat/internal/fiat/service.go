@@ -7,6 +7,7 @@ package fiat
 
 import (
 	"context"
+	"net/url"
 	"time"
 
 	"github.com/partnerpay/api/pkg/format"
@@ -17,6 +18,7 @@ import (
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
@@ -36,6 +38,10 @@ type Service interface {
 	CreateDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (Deposit, error)
 	SandboxPayin(ctx context.Context, caller partner.Caller, req PayinRequest) (Payin, error)
 	SandboxIdentity(ctx context.Context, caller partner.Caller, req IdentityRequest) (Account, error)
+	// The lists (DESIGN §8) take their query string, checked here.
+	ListAccounts(ctx context.Context, caller partner.Caller, query url.Values) (AccountList, error)
+	ListVirtualAccounts(ctx context.Context, caller partner.Caller, query url.Values) (VirtualAccountList, error)
+	ListDeposits(ctx context.Context, caller partner.Caller, query url.Values) (DepositList, error)
 }
 
 // AccountRecord and VirtualAccountRecord are what the store keeps: ids and
@@ -45,6 +51,8 @@ type AccountRecord struct {
 	Owner              string
 	ProviderCustomerID string
 	ConsentSessionID   string
+	Status             string // as last read from the provider; "" before it was kept
+	Reference          string // the partner's own, never logged
 	CreatedAt          time.Time
 }
 
@@ -55,6 +63,7 @@ type VirtualAccountRecord struct {
 	AccountID         string
 	ProviderAccountID string
 	Currency          string
+	Reference         string
 	CreatedAt         time.Time
 }
 
@@ -63,6 +72,8 @@ type Store interface {
 	CreateAccount(ctx context.Context, r AccountRecord, answer Account) error
 	Account(ctx context.Context, id string) (AccountRecord, error)
 	SetConsentSession(ctx context.Context, accountID, sessionID string) error
+	// SetAccountStatus keeps the provider's newest word on an account.
+	SetAccountStatus(ctx context.Context, accountID, status string) error
 	// VirtualAccountFor records our id for a provider account, unless it
 	// has one: one id per provider account, ever. answer makes the
 	// request's answer from the record.
@@ -70,6 +81,14 @@ type Store interface {
 	VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error)
 	CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error
 	Deposit(ctx context.Context, id string) (DepositRecord, error)
+	// SetDepositFunded records that a deposit's money settled.
+	SetDepositFunded(ctx context.Context, id string) error
+	// The lists read a page of the key's records, newest first (Limit+1
+	// at most: the extra one says there are more), confirmed on the
+	// standby.
+	Accounts(ctx context.Context, keyID string, p listing.Params) ([]AccountRecord, error)
+	VirtualAccounts(ctx context.Context, keyID string, p listing.Params) ([]VirtualAccountRecord, error)
+	Deposits(ctx context.Context, keyID string, p listing.Params) ([]DepositRecord, error)
 }
 
 // Provider is what the service needs of the bank provider.
@@ -98,14 +117,21 @@ type service struct {
 	provider Provider
 	consent  Consent
 	now      func() time.Time
+	secret   []byte // signs the lists' cursors
 }
 
 var _ Service = (*service)(nil)
 
-// NewService returns the fiat service.
-func NewService(env environment.Name, store Store, provider Provider, consent Consent, now func() time.Time) Service {
-	return &service{env: env, chains: catalog.ChainsFor(env), store: store, provider: provider, consent: consent, now: now}
+// NewService returns the fiat service; secret signs its lists' cursors.
+func NewService(env environment.Name, store Store, provider Provider, consent Consent, now func() time.Time, secret []byte) Service {
+	return &service{env: env, chains: catalog.ChainsFor(env), store: store, provider: provider, consent: consent, now: now, secret: secret}
 }
+
+// created is the creation time a new record gets, to the microsecond that
+// the store keeps (and the lists' cursors carry).
+func (s *service) created() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 var (
 	errAccountNotFound = envelope.New(envelope.CodeAccountNotFound, "No account with this accountId exists for this key.")

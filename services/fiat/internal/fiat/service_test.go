@@ -19,6 +19,7 @@ import (
 // memStore is the Store in memory; lookups counts every read, so a test can
 // tell an id was refused by its shape alone.
 type memStore struct {
+	Store    // the lists are the store test's (list_test.go): these panic
 	mu       sync.Mutex
 	accounts map[string]AccountRecord
 	vas      map[string]VirtualAccountRecord
@@ -54,6 +55,24 @@ func (m *memStore) SetConsentSession(_ context.Context, accountID, sessionID str
 	r := m.accounts[accountID]
 	r.ConsentSessionID = sessionID
 	m.accounts[accountID] = r
+	return nil
+}
+
+func (m *memStore) SetAccountStatus(_ context.Context, accountID, status string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.accounts[accountID]
+	r.Status = status
+	m.accounts[accountID] = r
+	return nil
+}
+
+func (m *memStore) SetDepositFunded(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.deposits[id]
+	r.Status = "funded"
+	m.deposits[id] = r
 	return nil
 }
 
@@ -138,7 +157,7 @@ var (
 
 func newTestService() (*service, *memStore, *fakeBank, *fakeConsent) {
 	st, bank, cons := newMemStore(), &fakeBank{transactions: map[string][]bankprovider.Transaction{}}, &fakeConsent{}
-	svc := NewService("sandbox", st, bank, cons, func() time.Time { return time.Unix(1_800_000_000, 0) }).(*service)
+	svc := NewService("sandbox", st, bank, cons, func() time.Time { return time.Unix(1_800_000_000, 0) }, testSecret).(*service)
 	return svc, st, bank, cons
 }
 
@@ -150,6 +169,8 @@ func code(err error) string {
 	}
 	return ""
 }
+
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
 
 const wallet = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 

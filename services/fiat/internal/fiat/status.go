@@ -58,7 +58,13 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 		if txs, err = s.provider.DepositTransactions(ctx, d.ProviderInstructionID); err != nil {
 			return FundingStatus{}, bankprovider.ToAPI(err)
 		}
-		return funding(txs)
+		st, err := funding(txs)
+		if err == nil && st.Status == lifecycle.Funded && d.Status != lifecycle.Funded {
+			if err := s.store.SetDepositFunded(ctx, d.ID); err != nil {
+				return FundingStatus{}, fmt.Errorf("save deposit funding: %w", err)
+			}
+		}
+		return st, err
 	}
 	va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
 	if err != nil {

@@ -5,9 +5,12 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/listing"
 )
 
 //go:embed migrations
@@ -40,21 +43,32 @@ func notFound(err error) error {
 // CreateAccount writes an account and keeps answer with it.
 func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Account) error {
 	return s.db.Tx(ctx, func(tx database.Querier) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at)
-			VALUES ($1, $2, $3, NULLIF($4, ''), $5) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at, status, reference)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), NULLIF($7, '')) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt, r.Status, r.Reference); err != nil {
 			return fmt.Errorf("insert account: %w", err)
 		}
 		return idempotency.Answer(ctx, tx, answer)
 	})
 }
 
+const accountColumns = `id, key_id, provider_customer_id, COALESCE(consent_session_id, ''), created_at, COALESCE(status, ''), COALESCE(reference, '')`
+
+func scanAccount(row database.Row) (AccountRecord, error) {
+	var r AccountRecord
+	err := row.Scan(&r.ID, &r.Owner, &r.ProviderCustomerID, &r.ConsentSessionID, &r.CreatedAt, &r.Status, &r.Reference)
+	return r, notFound(err)
+}
+
 // Account reads an account.
 func (s *DBStore) Account(ctx context.Context, id string) (AccountRecord, error) {
-	var r AccountRecord
-	err := s.db.QueryRow(ctx, `SELECT id, key_id, provider_customer_id, COALESCE(consent_session_id, ''), created_at
-		FROM fiat_accounts WHERE id = $1`, id).Scan(&r.ID, &r.Owner, &r.ProviderCustomerID, &r.ConsentSessionID, &r.CreatedAt)
-	return r, notFound(err)
+	return scanAccount(s.db.QueryRow(ctx, `SELECT `+accountColumns+` FROM fiat_accounts WHERE id = $1`, id))
+}
+
+// SetAccountStatus keeps the provider's newest word on an account.
+func (s *DBStore) SetAccountStatus(ctx context.Context, accountID, status string) error {
+	_, err := s.db.Exec(ctx, `UPDATE fiat_accounts SET status = $2 WHERE id = $1`, accountID, status)
+	return err
 }
 
 // SetConsentSession points an account at its newest consent session.
@@ -72,9 +86,9 @@ func (s *DBStore) SetConsentSession(ctx context.Context, accountID, sessionID st
 func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord, answer func(VirtualAccountRecord) VirtualAccount) (VirtualAccount, error) {
 	var out VirtualAccount
 	err := s.db.Tx(ctx, func(tx database.Querier) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (provider_account_id) DO NOTHING`,
-			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, reference)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, '')) ON CONFLICT (provider_account_id) DO NOTHING`,
+			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt, r.Reference); err != nil {
 			return fmt.Errorf("insert virtual account: %w", err)
 		}
 		stored, err := scanVirtualAccount(tx.QueryRow(ctx, `SELECT `+vaColumns+` FROM fiat_virtual_accounts WHERE provider_account_id = $1`, r.ProviderAccountID))
@@ -87,11 +101,11 @@ func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord,
 	return out, err
 }
 
-const vaColumns = `id, key_id, account_id, provider_account_id, currency, created_at`
+const vaColumns = `id, key_id, account_id, provider_account_id, currency, created_at, COALESCE(reference, '')`
 
 func scanVirtualAccount(row database.Row) (VirtualAccountRecord, error) {
 	var r VirtualAccountRecord
-	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderAccountID, &r.Currency, &r.CreatedAt)
+	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderAccountID, &r.Currency, &r.CreatedAt, &r.Reference)
 	return r, notFound(err)
 }
 
@@ -103,19 +117,81 @@ func (s *DBStore) VirtualAccount(ctx context.Context, id string) (VirtualAccount
 // CreateDeposit writes a one-off deposit and keeps answer with it.
 func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error {
 	return s.db.Tx(ctx, func(tx database.Querier) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Owner, r.AccountID, r.ProviderInstructionID, r.CreatedAt); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at, status,
+				amount, currency, iban, bic, beneficiary, transfer_reference, expires_at, reference)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULLIF($14, '')) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Owner, r.AccountID, r.ProviderInstructionID, r.CreatedAt, r.Status, r.Amount, r.Currency,
+			r.BankDetails.IBAN, r.BankDetails.BIC, r.BankDetails.Beneficiary, r.TransferReference, r.ExpiresAt, r.Reference); err != nil {
 			return fmt.Errorf("insert deposit: %w", err)
 		}
 		return idempotency.Answer(ctx, tx, answer)
 	})
 }
 
+// A deposit kept before its instruction was (migration 00002) answers
+// empty strings and the zero time for it.
+const depositColumns = `id, key_id, account_id, provider_instruction_id, created_at, status, COALESCE(amount, ''), COALESCE(currency, ''),
+	COALESCE(iban, ''), COALESCE(bic, ''), COALESCE(beneficiary, ''), COALESCE(transfer_reference, ''), expires_at, COALESCE(reference, '')`
+
+func scanDeposit(row database.Row) (DepositRecord, error) {
+	var r DepositRecord
+	var expires *time.Time
+	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderInstructionID, &r.CreatedAt, &r.Status, &r.Amount, &r.Currency,
+		&r.BankDetails.IBAN, &r.BankDetails.BIC, &r.BankDetails.Beneficiary, &r.TransferReference, &expires, &r.Reference)
+	if expires != nil {
+		r.ExpiresAt = *expires
+	}
+	return r, notFound(err)
+}
+
 // Deposit reads a one-off deposit.
 func (s *DBStore) Deposit(ctx context.Context, id string) (DepositRecord, error) {
-	var r DepositRecord
-	err := s.db.QueryRow(ctx, `SELECT id, key_id, account_id, provider_instruction_id, created_at FROM fiat_deposits WHERE id = $1`, id).
-		Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderInstructionID, &r.CreatedAt)
-	return r, notFound(err)
+	return scanDeposit(s.db.QueryRow(ctx, `SELECT `+depositColumns+` FROM fiat_deposits WHERE id = $1`, id))
+}
+
+// SetDepositFunded records that a deposit's money settled (once: the
+// database refuses a funded deposit any other status).
+func (s *DBStore) SetDepositFunded(ctx context.Context, id string) error {
+	_, err := s.db.Exec(ctx, `UPDATE fiat_deposits SET status = 'funded' WHERE id = $1 AND status <> 'funded'`, id)
+	return err
+}
+
+// Accounts reads a page of the key's accounts.
+func (s *DBStore) Accounts(ctx context.Context, keyID string, p listing.Params) ([]AccountRecord, error) {
+	return list(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, keyID, p)
+}
+
+// VirtualAccounts reads a page of the key's virtual accounts.
+func (s *DBStore) VirtualAccounts(ctx context.Context, keyID string, p listing.Params) ([]VirtualAccountRecord, error) {
+	return list(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, keyID, p)
+}
+
+// Deposits reads a page of the key's one-off deposits.
+func (s *DBStore) Deposits(ctx context.Context, keyID string, p listing.Params) ([]DepositRecord, error) {
+	return list(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, keyID, p)
+}
+
+// list reads a page of table's rows of the key, newest first, as p says
+// (Limit+1 rows at most: the extra one says there are more); what it
+// returns is confirmed on the standby.
+func list[R any](ctx context.Context, db *database.DB, table, columns string, scan func(database.Row) (R, error), keyID string, p listing.Params) ([]R, error) {
+	where, args := p.Where(keyID)
+	rows, err := db.Query(ctx, `SELECT `+columns+` FROM `+table+` WHERE `+where+
+		` ORDER BY created_at DESC, id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []R
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, db.Confirm(ctx)
 }

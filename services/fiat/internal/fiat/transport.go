@@ -16,6 +16,9 @@ func Routes(mux *http.ServeMux, e Endpoints, env environment.Name, idempotent fu
 	mux.Handle("POST /v1/fiat/virtual-accounts", idempotent(kithttp.Server(e.CreateVirtualAccount, kithttp.Decode[VirtualAccountRequest], log)))
 	mux.Handle("POST /v1/fiat/deposits", idempotent(kithttp.Server(e.CreateDeposit, kithttp.Decode[DepositRequest], log)))
 	mux.Handle("POST /v1/fiat/status", kithttp.Server(e.Status, kithttp.Decode[StatusRequest], log))
+	mux.Handle("GET /v1/fiat/accounts", kithttp.Server(e.ListAccounts, kithttp.DecodeQuery, log))
+	mux.Handle("GET /v1/fiat/virtual-accounts", kithttp.Server(e.ListVirtualAccounts, kithttp.DecodeQuery, log))
+	mux.Handle("GET /v1/fiat/deposits", kithttp.Server(e.ListDeposits, kithttp.DecodeQuery, log))
 	if env == environment.Sandbox {
 		mux.Handle("POST /v1/sandbox/payin", idempotent(kithttp.Server(e.SandboxPayin, kithttp.Decode[PayinRequest], log)))
 		mux.Handle("POST /v1/sandbox/identity", kithttp.Server(e.SandboxIdentity, kithttp.Decode[IdentityRequest], log))

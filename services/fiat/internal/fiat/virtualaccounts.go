@@ -18,6 +18,9 @@ import (
 type VirtualAccountRequest struct {
 	AccountID string `json:"accountId"`
 	Currency  string `json:"currency"`
+	// Reference is the partner's own id for the account; a provider
+	// account has one record, so a repeat keeps the first one's.
+	Reference *string `json:"reference,omitempty"`
 }
 
 // VirtualAccount answers POST /v1/fiat/virtual-accounts: the account's bank
@@ -30,6 +33,8 @@ type VirtualAccount struct {
 	AccountID        string       `json:"accountId,omitempty"`
 	Currency         string       `json:"currency,omitempty"`
 	BankDetails      *BankDetails `json:"bankDetails,omitempty"`
+	Reference        string       `json:"reference,omitempty"`
+	CreatedAt        string       `json:"createdAt,omitempty"`
 }
 
 // BankDetails is where the user sends the bank transfer.
@@ -44,6 +49,10 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 	if err != nil {
 		return VirtualAccount{}, err
 	}
+	reference, err := partnerReference(req.Reference, "the virtual account")
+	if err != nil {
+		return VirtualAccount{}, err
+	}
 	acc, err := s.ownedAccount(ctx, caller, req.AccountID)
 	if err != nil {
 		return VirtualAccount{}, err
@@ -51,6 +60,9 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 	va, err := s.provider.CreateVirtualAccount(ctx, acc.ProviderCustomerID, currency)
 	switch {
 	case bankprovider.IsType(err, bankprovider.TypeTermsRequired):
+		if acc, err = s.observed(ctx, acc, StatusConsentRequired); err != nil {
+			return VirtualAccount{}, err
+		}
 		id, err := s.pendingConsent(ctx, caller, acc)
 		if err != nil {
 			return VirtualAccount{}, err
@@ -61,6 +73,9 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 		if cerr != nil {
 			return VirtualAccount{}, bankprovider.ToAPI(cerr)
 		}
+		if _, err := s.observed(ctx, acc, wireStatus(c.Status)); err != nil {
+			return VirtualAccount{}, err
+		}
 		msg := "The account's identity check is still pending; ask again shortly."
 		if c.Status == bankprovider.StatusRejected {
 			msg = "The account was rejected by the bank's identity check; it cannot receive a virtual account."
@@ -69,16 +84,29 @@ func (s *service) CreateVirtualAccount(ctx context.Context, caller partner.Calle
 	case err != nil:
 		return VirtualAccount{}, bankprovider.ToAPI(err)
 	}
+	// The provider opened an account for the user: the user is active.
+	if _, err := s.observed(ctx, acc, StatusActive); err != nil {
+		return VirtualAccount{}, err
+	}
 	out, err := s.store.VirtualAccountFor(ctx, VirtualAccountRecord{ID: idempotency.NewID(ctx, virtualAccountPrefix), Owner: caller.KeyID,
-		AccountID: acc.ID, ProviderAccountID: va.ID, Currency: va.Currency, CreatedAt: s.now().UTC()},
+		AccountID: acc.ID, ProviderAccountID: va.ID, Currency: va.Currency, Reference: reference, CreatedAt: s.created()},
 		func(rec VirtualAccountRecord) VirtualAccount {
-			return VirtualAccount{Status: lifecycle.VirtualAccountActive, VirtualAccountID: rec.ID, AccountID: rec.AccountID, Currency: rec.Currency,
-				BankDetails: &BankDetails{IBAN: va.IBAN, BIC: va.BIC, Beneficiary: va.BeneficiaryName}}
+			out := virtualAccount(rec)
+			out.BankDetails = &BankDetails{IBAN: va.IBAN, BIC: va.BIC, Beneficiary: va.BeneficiaryName}
+			return out
 		})
 	if err != nil {
 		return VirtualAccount{}, fmt.Errorf("save virtual account: %w", err)
 	}
 	return out, nil
+}
+
+// virtualAccount is the answer about rec. The bank details are the
+// provider's (their beneficiary is the user's name, which we do not keep):
+// the creating call answers them, and answers them again on a repeat.
+func virtualAccount(rec VirtualAccountRecord) VirtualAccount {
+	return VirtualAccount{Status: lifecycle.VirtualAccountActive, VirtualAccountID: rec.ID, AccountID: rec.AccountID, Currency: rec.Currency,
+		Reference: rec.Reference, CreatedAt: rfc3339(rec.CreatedAt)}
 }
 
 // pendingConsent is the session the user should go through now: the

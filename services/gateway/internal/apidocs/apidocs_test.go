@@ -77,7 +77,7 @@ func TestTheReferencePageReadsAsText(t *testing.T) {
   -H "Authorization: Bearer $PARTNER_API_KEY" \
   -H "Idempotency-Key: $(uuidgen)" \
   -H 'Content-Type: application/json' \
-  -d '{"email":"ada@example.com","fullName":"Ada Lovelace","country":"DE","walletAddress":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","chain":84532}'`
+  -d '{"email":"ada@example.com","fullName":"Ada Lovelace","country":"DE","walletAddress":"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed","chain":84532,"reference":"user-4411"}'`
 	found := false
 	for _, c := range curls {
 		found = found || html.UnescapeString(c[1]) == want

@@ -70,6 +70,11 @@ var Routes = []Route{
 	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	// The accounts and deposits lists read their unsettled records again
+	// from the provider.
+	{"GET", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"GET", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout},
+	{"GET", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false, readTimeout},
 	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
