@@ -47,10 +47,14 @@ deploy-check:
 		test "$$(echo "$$out" | grep -c 'DATABASE_URL: postgres://partnerapi:x@postgres:5432/partnerapi')" -eq 4 || { echo "docker-compose.yml: payout, fiat, consent and orders must keep their records in PostgreSQL"; exit 1; }; \
 		echo "docker-compose.yml: valid"
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
-	@for v in sandbox production; do \
-		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml --set image.tag=v-check 2>&1) || { echo "$$out"; exit 1; }; \
+	@pager="--set alertmanager.receivers.page.webhook_configs[0].url=https://pager.example --set alertmanager.receivers.watchdog.webhook_configs[0].url=https://deadman.example"; \
+	for v in sandbox production; do \
+		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml --set image.tag=v-check $$pager 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "helm chart, values-$$v.yaml: $$(echo "$$out" | tail -1)"; \
-	done
+	done; \
+	if helm template pa deploy/helm/partner-api -f deploy/helm/partner-api/values-production.yaml --set image.tag=v-check >/dev/null 2>&1; then \
+		echo "helm chart: a production release without a pager rendered"; exit 1; fi; \
+	echo "helm chart: production refuses to render without alertmanager.receivers.page and .watchdog"
 	@promtool check config --syntax-only deploy/prometheus/prometheus.yml
 	@promtool check rules deploy/prometheus/rules/*.yml
 	@promtool test rules deploy/prometheus/tests/*.yml

@@ -8,6 +8,7 @@ package deploycheck
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,9 +47,14 @@ type rendered struct {
 	databases    map[string]*cnpgv1.Cluster
 }
 
-// render runs helm template with a values file and decodes every document
-// strictly: a field the official type does not have fails the test.
-func render(t *testing.T, values string, set ...string) rendered {
+// pager is the receivers a production release must have (the operator's
+// own values file gives them); the tests render production with them but
+// where they test their absence.
+var pager = []string{"alertmanager.receivers.page.webhook_configs[0].url=https://pager.example/v2/enqueue",
+	"alertmanager.receivers.watchdog.webhook_configs[0].url=https://deadman.example/ping/partner-api"}
+
+// helmTemplate runs helm template with a values file and --set pairs.
+func helmTemplate(t *testing.T, values string, set ...string) ([]byte, error) {
 	t.Helper()
 	if _, err := exec.LookPath("helm"); err != nil {
 		t.Fatalf("helm is not on PATH (go install helm.sh/helm/v3/cmd/helm@v3.22.0): %v", err)
@@ -57,7 +63,18 @@ func render(t *testing.T, values string, set ...string) rendered {
 	for _, kv := range set {
 		args = append(args, "--set", kv)
 	}
-	out, err := exec.Command("helm", args...).Output()
+	return exec.Command("helm", args...).Output()
+}
+
+// render runs helm template with a values file (production with the pager)
+// and decodes every document strictly: a field the official type does not
+// have fails the test.
+func render(t *testing.T, values string, set ...string) rendered {
+	t.Helper()
+	if values == "values-production.yaml" {
+		set = append(slices.Clone(pager), set...)
+	}
+	out, err := helmTemplate(t, values, set...)
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -163,15 +180,13 @@ func TestTheChartKeepsItsPromises(t *testing.T) {
 			}
 			var got []string
 			for name := range r.deployments {
-				if name != "pa-partner-api-alertmanager" {
-					got = append(got, strings.TrimPrefix(name, "pa-partner-api-"))
-				}
+				got = append(got, strings.TrimPrefix(name, "pa-partner-api-"))
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, want) {
 				t.Fatalf("deployments %v, want %v (the sandbox bank only in sandbox)", got, want)
 			}
-			checkAlertmanager(t, r)
+			checkAlertmanager(t, r, !tt.sandbox)
 			var longestGrace time.Duration
 			for _, b := range serve.Binaries {
 				longestGrace = max(longestGrace, b.Grace)
@@ -476,18 +491,46 @@ func TestTheChartTurnsOnTLSToTheServices(t *testing.T) {
 // checkAlertmanager: the release routes its alerts with the repository's
 // routing (amtool accepts the rendered configuration), from a Secret, in a
 // read-only non-root pod.
-func checkAlertmanager(t *testing.T, r rendered) {
+func checkAlertmanager(t *testing.T, r rendered, production bool) {
 	t.Helper()
-	d, ok := r.deployments["pa-partner-api-alertmanager"]
+	d, ok := r.statefulSets["pa-partner-api-alertmanager"]
 	sec := r.secrets["pa-partner-api-alertmanager"]
-	if !ok || sec == nil || r.services["pa-partner-api-alertmanager"] == nil {
-		t.Fatal("no Alertmanager (Deployment, Service and its configuration's Secret)")
+	if !ok || sec == nil || r.services["pa-partner-api-alertmanager"] == nil || r.services["pa-partner-api-alertmanager-peers"] == nil {
+		t.Fatal("no Alertmanager (StatefulSet, Service, the peers' Service and its configuration's Secret)")
 	}
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot ||
 		c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
 		t.Error("Alertmanager may run as root or write its root file system")
+	}
+	if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds < 10 {
+		t.Errorf("Alertmanager's terminationGracePeriodSeconds %v: it has no time to hand over", pod.TerminationGracePeriodSeconds)
+	}
+	var peers []string
+	for _, a := range c.Args {
+		if p, ok := strings.CutPrefix(a, "--cluster.peer="); ok {
+			peers = append(peers, p)
+		}
+	}
+	if production {
+		// Two replicas that know each other, spread, one drained at a time.
+		want := []string{"pa-partner-api-alertmanager-0.pa-partner-api-alertmanager-peers.partner.svc:9094",
+			"pa-partner-api-alertmanager-1.pa-partner-api-alertmanager-peers.partner.svc:9094"}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !slices.Equal(peers, want) || d.Spec.ServiceName != "pa-partner-api-alertmanager-peers" {
+			t.Errorf("production Alertmanager: %v replicas, peers %v, service %q; want 2 clustered replicas", d.Spec.Replicas, peers, d.Spec.ServiceName)
+		}
+		if pdb := r.pdbs["pa-partner-api-alertmanager"]; pdb == nil || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+			t.Error("production Alertmanager: no PodDisruptionBudget of one pod at a time")
+		}
+		if len(pod.TopologySpreadConstraints) != 2 {
+			t.Errorf("production Alertmanager: replicas not spread over nodes and zones: %+v", pod.TopologySpreadConstraints)
+		}
+		if np := r.policies["pa-partner-api-alertmanager"]; np == nil || len(np.Spec.Ingress) != 2 {
+			t.Error("production Alertmanager: its NetworkPolicy does not let the replicas gossip")
+		}
+	} else if len(peers) != 0 || !slices.Contains(c.Args, "--cluster.listen-address=") {
+		t.Errorf("a single Alertmanager must not listen for peers: %v", c.Args)
 	}
 	cfg := sec.Data["alertmanager.yml"]
 	var routing struct {
@@ -509,6 +552,42 @@ func checkAlertmanager(t *testing.T, r rendered) {
 		if out, err := exec.Command(amtool, "check-config", f).CombinedOutput(); err != nil {
 			t.Errorf("amtool refuses the rendered configuration: %v\n%s", err, out)
 		}
+	}
+}
+
+// A production release that could page nobody does not render: without a
+// page receiver, or without the watchdog's dead man's switch, helm template
+// fails naming the value. With both, the rendered routing delivers them.
+func TestProductionRefusesAnEmptyPagerPath(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"no receivers", nil, "alertmanager.receivers.page is empty"},
+		{"no watchdog", pager[:1], "alertmanager.receivers.watchdog is empty"},
+		{"no page", pager[1:], "alertmanager.receivers.page is empty"},
+	} {
+		_, err := helmTemplate(t, "values-production.yaml", tt.set...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(string(ee.Stderr), tt.want) {
+			t.Errorf("%s: helm template %v, want a failure naming %q", tt.name, err, tt.want)
+		}
+	}
+	r := render(t, "values-production.yaml")
+	var routing struct {
+		Receivers []map[string]any `json:"receivers"`
+	}
+	if err := yaml.Unmarshal(r.secrets["pa-partner-api-alertmanager"].Data["alertmanager.yml"], &routing); err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range routing.Receivers {
+		if name := rc["name"]; (name == "page" || name == "watchdog") && rc["webhook_configs"] == nil {
+			t.Errorf("the %s receiver delivers nowhere: %v", name, rc)
+		}
+	}
+	if out, err := helmTemplate(t, "values-sandbox.yaml"); err != nil {
+		t.Errorf("the sandbox needs no pager: %v %s", err, out)
 	}
 }
 

@@ -83,7 +83,11 @@ func TestTheDatabaseClusterPassesTheOperatorsCRDSchema(t *testing.T) {
 // renderDocs is every object the chart renders with values, as JSON maps.
 func renderDocs(t *testing.T, values string) []map[string]any {
 	t.Helper()
-	out, err := exec.Command("helm", "template", "pa", chart, "-f", filepath.Join(chart, values), "--namespace", "partner", "--set", "image.tag=v-check").Output()
+	var set []string
+	if values == "values-production.yaml" {
+		set = pager
+	}
+	out, err := helmTemplate(t, values, set...)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}

@@ -93,7 +93,7 @@ func TestRateLimitPerKey(t *testing.T) {
 				t.Errorf("metrics lack %s", want)
 			}
 		}
-		if !s.logged(`"msg":"rate limit store unavailable; limiting in-process"`) {
+		if !s.logged(`"level":"WARN","msg":"rate limit store slow or unavailable; limiting in-process"`) {
 			t.Error("the fallback is not logged")
 		}
 	})

@@ -184,8 +184,9 @@ func Dashboard() map[string]any {
 		[2]string{`sum by (decision, store) (rate(partnerapi_gateway_ratelimit_decisions_total{job="gateway"}[$__rate_interval]))`, "{{decision}} ({{store}})"})
 	b.series(8, 8, "Most limited keys", "The ten keys answered most 429s, by key id (ids come from the keys file).", "reqps",
 		[2]string{`topk(10, sum by (key_id) (rate(partnerapi_gateway_ratelimit_limited_total{job="gateway"}[$__rate_interval])))`, "{{key_id}}"})
-	b.series(16, 8, "In-process fallback active", "1 while Redis is unavailable and the gateway limits in-process.", "none",
-		[2]string{`max(partnerapi_gateway_ratelimit_fallback_active{job="gateway"})`, "fallback active"})
+	b.series(16, 8, "In-process fallback", "Active: 1 while Redis is unavailable and the gateway limits in-process. Entries: how often a slow or failed Redis answer tipped the gateways into it, per minute (a ticket when it keeps happening: GatewayRateLimitFallbackFlapping).", "none",
+		[2]string{`max(partnerapi_gateway_ratelimit_fallback_active{job="gateway"})`, "fallback active"},
+		[2]string{`sum(rate(partnerapi_gateway_ratelimit_fallback_activations_total{job="gateway"}[$__rate_interval])) * 60`, "entries per minute"})
 	b.series(0, 8, "Key refusals by reason", "401s by cause (never told to the partner), and 403 permission_denied.", "reqps",
 		[2]string{`sum by (reason) (rate(partnerapi_gateway_auth_refusals_total{job="gateway"}[$__rate_interval]))`, "{{reason}}"})
 	b.series(8, 8, "Upstream latency p95", "Time for each service to answer the gateway.", "s",

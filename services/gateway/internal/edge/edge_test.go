@@ -43,6 +43,11 @@ func keySet(products ...string) staticKeys {
 type upstreamFunc func(*http.Request) *http.Response
 
 func (f upstreamFunc) RoundTrip(r *http.Request) (*http.Response, error) {
+	// The gateway's own health probes (every second, from the circuits'
+	// probers) are answered here: a test's function sees partner calls.
+	if r.URL.Path == "/health" {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), Request: r}, nil
+	}
 	if r.Body != nil {
 		io.Copy(io.Discard, r.Body)
 		r.Body.Close()
@@ -57,6 +62,20 @@ func (f upstreamFunc) RoundTrip(r *http.Request) (*http.Response, error) {
 // asService answers as our services do: with the gateway's call id
 // (kithttp.Wrap).
 func asService(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The gateway's own health probes are answered here, as a live
+		// service answers them: h sees partner calls.
+		if r.URL.Path == "/health" {
+			io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		w.Header()["X-Internal-Call-Id"] = r.Header["X-Internal-Call-Id"]
+		h(w, r)
+	})
+}
+
+// asServiceWithHealth is asService whose health h answers too.
+func asServiceWithHealth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["X-Internal-Call-Id"] = r.Header["X-Internal-Call-Id"]
 		h(w, r)

@@ -177,8 +177,19 @@ func hangs(w http.ResponseWriter, r *http.Request) {
 	<-r.Context().Done()
 }
 
+// hangsButItsHealth answers its health and hangs every other call: a
+// service whose handlers are stuck (on a lock, a pool) while its server
+// still answers.
+func hangsButItsHealth(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		io.WriteString(w, `{"ok":true}`)
+		return
+	}
+	hangs(w, r)
+}
+
 func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
-	hung := httptest.NewServer(http.HandlerFunc(hangs))
+	hung := httptest.NewServer(http.HandlerFunc(hangsButItsHealth))
 	defer hung.Close()
 	var logs bytes.Buffer
 	g := newGatewayTo(t, hung.URL, slog.New(slog.NewJSONHandler(&logs, nil)))
@@ -204,14 +215,101 @@ func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout"`) {
 		t.Errorf("the opening is not logged:\n%s", logs.String())
 	}
-	// No partner call is ever the probe: while the service stays hung,
-	// every call keeps failing at once, well past the probe interval.
-	for range 3 {
-		time.Sleep(BreakerProbeEvery)
-		start := time.Now()
-		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || time.Since(start) > 100*time.Millisecond {
-			t.Fatalf("a call %s after the circuit opened: %d after %s; want 500 at once", BreakerProbeEvery, w.Code, time.Since(start))
+}
+
+// A frozen service (SIGSTOP: nothing answers, its health neither): the
+// gateway's own probe notices within a few seconds and opens the circuit,
+// so callers stop waiting out the route's timeout even if fewer than five
+// calls came; when the service is back, the first good probe closes it.
+func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
+	var frozen atomic.Bool
+	frozen.Store(true)
+	thaw := make(chan struct{})
+	up := httptest.NewServer(asServiceWithHealth(func(w http.ResponseWriter, r *http.Request) {
+		if frozen.Load() {
+			select {
+			case <-thaw:
+			case <-r.Context().Done():
+				return
+			}
 		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	var logs syncBuffer
+	g := newGatewayTo(t, up.URL, slog.New(slog.NewJSONHandler(&logs, nil)))
+	defer g.Close()
+	for _, byMethod := range g.routes {
+		for _, rt := range byMethod {
+			rt.Timeout = 5 * time.Second
+		}
+	}
+	// One caller waits on the frozen service; the probe, not a fifth
+	// failure, opens the circuit, and that caller's wait ends with it
+	// no later than its own timeout.
+	start := time.Now()
+	if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || w.Body.String() != internalBody {
+		t.Fatalf("the first caller: %d %s", w.Code, w.Body)
+	}
+	waited := time.Since(start)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout","why":"its health stopped answering"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the probe did not open the circuit:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 3 {
+		start := time.Now()
+		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || w.Body.String() != internalBody || time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("once the probe noticed: %d %s after %s; want 500 at once", w.Code, w.Body, time.Since(start))
+		}
+	}
+	t.Logf("the caller before the probe noticed waited %s; after, none waits", waited.Round(time.Millisecond))
+	frozen.Store(false)
+	close(thaw)
+	deadline = time.Now().Add(10 * time.Second)
+	for serveOne(g, "POST", "/v1/bank/payout/quote", `{}`).Code != 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the circuit did not close once the service was back:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A service whose health is slow while it answers calls keeps its circuit
+// closed: the probe opens a circuit only when calls get no answer either.
+func TestASlowHealthDoesNotOpenAServiceThatAnswers(t *testing.T) {
+	up := httptest.NewServer(asServiceWithHealth(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			hangs(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	var logs syncBuffer
+	g := newGatewayTo(t, up.URL, slog.New(slog.NewJSONHandler(&logs, nil)))
+	defer g.Close()
+	// Calls keep coming for well over probeMisses probe periods.
+	end := time.Now().Add(time.Duration(probeMisses+2) * BreakerProbeEvery)
+	for time.Now().Before(end) {
+		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 200 {
+			t.Fatalf("%d %s\n%s", w.Code, w.Body, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// (The other services here share its URL and get no calls: theirs
+	// open, as a hung service's would.)
+	if strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout"`) {
+		t.Errorf("the circuit of a service that answers opened:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"fiat","why":"its health stopped answering"`) {
+		t.Errorf("the circuit of a service that answers neither calls nor its probe stayed closed:\n%s", logs.String())
 	}
 }
 
@@ -430,4 +528,22 @@ func TestShutdownGraceExceedsTheLongestRouteTimeout(t *testing.T) {
 	if b.Grace <= LongestTimeout {
 		t.Fatalf("grace %s is not above the longest route timeout %s", b.Grace, LongestTimeout)
 	}
+}
+
+// syncBuffer is a log destination that tests read while handlers write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

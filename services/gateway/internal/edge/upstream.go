@@ -17,19 +17,24 @@ import (
 //   - A refused connection is retried (twice, 25 and 50 ms later): nothing
 //     was sent, so a POST is as safe to retry as a GET. The body is the
 //     gateway's buffered copy (req.GetBody), so a retry sends it again.
-//   - A circuit per upstream opens after five failures in a row (refused,
-//     reset, or no answer in time) and then fails calls at once (500
-//     internal) instead of holding every caller for the timeout. While it
-//     is open, the gateway itself asks the upstream's GET /health every
-//     BreakerProbeEvery (no partner request is ever the probe, so none
-//     waits on a hung service); the first good answer closes it. An
-//     answer, even a 5xx, is a live upstream.
+//   - A circuit per upstream fails calls at once (500 internal) while it
+//     is open, instead of holding every caller for the route's timeout.
+//     The gateway itself asks the upstream's GET /health every
+//     BreakerProbeEvery, all the time (no partner request is ever the
+//     probe, so none waits on a hung service). The circuit opens after
+//     five failed calls in a row (refused, reset, or no answer in time),
+//     or when probeMisses probes in a row got no answer within
+//     BreakerProbeEvery while no call got one either: a hung service then
+//     fails fast for everyone within seconds, not after five callers
+//     have each waited out a timeout. The first good answer to a probe
+//     closes it. An answer, even a 5xx, is a live upstream.
 //   - The reference reads (config and the lists), which every service
 //     serves, go to the first service whose circuit is closed, and on to
 //     the next when it fails or does not answer within
 //     referenceAttemptTimeout: one service's death does not take them down.
 const (
 	breakerTrips            = 5
+	probeMisses             = 2
 	BreakerProbeEvery       = time.Second
 	refusedRetries          = 2
 	referenceAttemptTimeout = time.Second
@@ -45,23 +50,53 @@ type guarded struct {
 	next     http.RoundTripper
 	open     atomic.Bool
 	failures atomic.Int32 // in a row; a success in steady state only reads it
+	// answered: a call got an answer since the last probe (set once per
+	// probe period, read by the prober): a slow /health on a service that
+	// answers calls does not open its circuit.
+	answered atomic.Bool
+	// closed is done when the circuit opens: the calls waiting on the
+	// upstream then end at once, as later ones do. A new one comes with
+	// each closing.
+	closed atomic.Pointer[context.Context]
+	reopen context.CancelFunc // of closed; the prober's and trip's, under open's CAS
 }
 
 func (g *Gateway) guard(upstream string, target *url.URL, next http.RoundTripper) *guarded {
 	gu := &guarded{g: g, name: upstream, next: next, health: strings.TrimSuffix(target.String(), "/") + "/health"}
+	gu.newPeriod()
 	g.count(func(m *Metrics) { m.circuitChanged(upstream, false) })
+	go gu.watch()
 	return gu
+}
+
+// newPeriod starts a closed period of the circuit.
+func (gu *guarded) newPeriod() {
+	ctx, cancel := context.WithCancel(context.Background())
+	gu.closed.Store(&ctx)
+	gu.reopen = cancel
 }
 
 func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 	if gu.open.Load() {
 		return nil, errCircuitOpen
 	}
-	resp, err := gu.tryRefused(req)
+	// Until the answer's header comes: a circuit that opens meanwhile ends
+	// the wait (the caller gets 500 internal, as every later caller does).
+	// (After the header, ctx lives on unused until the partner's request
+	// ends, which cancels it with its parent.)
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(*gu.closed.Load(), cancel)
+	resp, err := gu.tryRefused(req.WithContext(ctx))
+	if !stop() && err != nil {
+		err = errCircuitOpen
+	}
 	switch {
 	case err == nil:
 		if gu.failures.Load() != 0 { // no write (no shared cache line) per request
 			gu.failures.Store(0)
+		}
+		if !gu.answered.Load() {
+			gu.answered.Store(true)
 		}
 	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
 		// The caller went away: that says nothing about the upstream.
@@ -73,49 +108,75 @@ func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // failed counts a failure and opens the circuit at the fifth in a row.
 func (gu *guarded) failed() {
-	if gu.failures.Add(1) < breakerTrips || !gu.open.CompareAndSwap(false, true) {
-		return
+	if gu.failures.Add(1) >= breakerTrips {
+		gu.trip("five calls in a row failed")
 	}
-	gu.g.log.Error("upstream circuit open", "upstream", gu.name, "probe_every", BreakerProbeEvery.String())
-	gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, true) })
-	go gu.probe()
 }
 
-// probe asks the upstream's health until it answers, then closes the
-// circuit.
-func (gu *guarded) probe() {
+// trip opens the circuit (once, whoever sees it first), ending the calls
+// that wait on the upstream; the prober closes it.
+func (gu *guarded) trip(why string) {
+	if !gu.open.CompareAndSwap(false, true) {
+		return
+	}
+	gu.reopen()
+	gu.g.log.Error("upstream circuit open", "upstream", gu.name, "why", why, "probe_every", BreakerProbeEvery.String())
+	gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, true) })
+}
+
+// watch asks the upstream's health every BreakerProbeEvery until the
+// gateway closes: it closes an open circuit at the first good answer, and
+// opens a closed one when probeMisses probes in a row got no answer while
+// no call did either.
+func (gu *guarded) watch() {
 	t := time.NewTicker(BreakerProbeEvery)
 	defer t.Stop()
+	misses := 0
 	for {
 		select {
 		case <-gu.g.stop:
 			return
 		case <-t.C:
 		}
-		if gu.healthy() {
-			gu.failures.Store(0)
-			gu.open.Store(false)
-			gu.g.log.Info("upstream circuit closed", "upstream", gu.name)
-			gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, false) })
-			return
+		status, answered := gu.probe()
+		if gu.open.Load() {
+			if status == http.StatusOK {
+				gu.failures.Store(0)
+				gu.newPeriod()
+				gu.open.Store(false)
+				gu.g.log.Info("upstream circuit closed", "upstream", gu.name)
+				gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, false) })
+			}
+			misses = 0
+			continue
+		}
+		if callsAnswered := gu.answered.Swap(false); answered || callsAnswered {
+			misses = 0
+			continue
+		}
+		if misses++; misses >= probeMisses {
+			gu.trip("its health stopped answering")
+			misses = 0
 		}
 	}
 }
 
-func (gu *guarded) healthy() bool {
+// probe asks the upstream's health once, within BreakerProbeEvery: its
+// status, and whether it answered at all.
+func (gu *guarded) probe() (int, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), BreakerProbeEvery)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, gu.health, nil)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	resp, err := gu.next.RoundTrip(req)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return resp.StatusCode, true
 }
 
 // tryRefused sends req, again on a refused connection while the request's

@@ -110,6 +110,8 @@ type Limiter struct {
 	now      func() time.Time
 	downTill atomic.Int64 // unix nanos before which Redis is not asked
 	fallback atomic.Bool
+	lastWarn atomic.Int64 // unix nanos of the last fallback line
+	unwarned atomic.Int64 // fallbacks since, not logged
 	leases   sync.Map // key → *lease, for keys of LeaseMinRate and more
 }
 
@@ -303,7 +305,7 @@ func (l *Limiter) take(ctx context.Context, key string, rate, n int) (*redis_rat
 		}
 		l.downTill.Store(l.now().Add(l.recheck).UnixNano())
 		if l.fallback.CompareAndSwap(false, true) {
-			l.log.Error("rate limit store unavailable; limiting in-process", "err", err, "replicas", l.replicas)
+			l.warnFallback(err)
 			if l.obs != nil {
 				l.obs.FallbackChanged(true)
 			}
@@ -317,11 +319,38 @@ func (l *Limiter) take(ctx context.Context, key string, rate, n int) (*redis_rat
 	return res, true
 }
 
+// fallbackLogEvery is how often, at most, a gateway logs falling back.
+const fallbackLogEvery = time.Minute
+
+// warnFallback says the limiter fell back: a WARN, not an ERROR (requests
+// still pass, limited in-process; a Redis answer a few milliseconds past
+// the deadline on a busy node is enough), at most once a minute with how
+// many more fallbacks came since. Each one counts in the observer's
+// counter, which the dashboard and GatewayRateLimitFallbackFlapping read.
+func (l *Limiter) warnFallback(err error) {
+	now := l.now().UnixNano()
+	last := l.lastWarn.Load()
+	if last != 0 && now-last < int64(fallbackLogEvery) {
+		l.unwarned.Add(1)
+		return
+	}
+	if !l.lastWarn.CompareAndSwap(last, now) {
+		l.unwarned.Add(1)
+		return
+	}
+	l.log.Warn("rate limit store slow or unavailable; limiting in-process", "err", err, "replicas", l.replicas,
+		"more_since_last_line", l.unwarned.Swap(0))
+}
+
 // recovered leaves the fallback (once, whoever notices first).
 func (l *Limiter) recovered() {
 	if l.fallback.CompareAndSwap(true, false) {
 		l.downTill.Store(0)
-		l.log.Info("rate limit store answers again; limiting in Redis")
+		// Said only after an outage the log told of: a blip the WARN line
+		// did not show (it counted it) needs no line for its end either.
+		if l.unwarned.Load() == 0 {
+			l.log.Info("rate limit store answers again; limiting in Redis")
+		}
 		if l.obs != nil {
 			l.obs.FallbackChanged(false)
 		}

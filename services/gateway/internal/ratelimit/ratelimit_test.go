@@ -1,7 +1,9 @@
 package ratelimit
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +69,7 @@ func TestRetryAfterIsAtLeastOneSecond(t *testing.T) {
 type recorder struct {
 	local, remote atomic.Int32
 	fallback      atomic.Int32
+	entries       atomic.Int32 // times it fell back
 }
 
 func (r *recorder) Decided(d Decision) {
@@ -79,6 +82,7 @@ func (r *recorder) Decided(d Decision) {
 func (r *recorder) FallbackChanged(active bool) {
 	if active {
 		r.fallback.Add(1)
+		r.entries.Add(1)
 	} else {
 		r.fallback.Add(-1)
 	}
@@ -470,5 +474,57 @@ func TestAFallbackGivesNoFreshBurst(t *testing.T) {
 		if allowed != rate/2 {
 			t.Errorf("%d/s on one of 2 replicas: %d passed a second into the fallback, want %d", rate, allowed, rate/2)
 		}
+	}
+}
+
+// toggleBackend fails while down is set, and allows otherwise.
+type toggleBackend struct{ down atomic.Bool }
+
+func (b *toggleBackend) AllowN(_ context.Context, _ string, limit redis_rate.Limit, n int) (*redis_rate.Result, error) {
+	if b.down.Load() {
+		return nil, errors.New("i/o timeout")
+	}
+	return &redis_rate.Result{Limit: limit, Allowed: n, Remaining: limit.Burst - n}, nil
+}
+
+// A Redis that keeps tipping the limiter into its fallback is a WARN line
+// a minute (never an ERROR) saying how many more came, and a count of
+// every one for the dashboard and the ticket alert.
+func TestFallbacksAreAWarnLineAMinuteAndEachCounts(t *testing.T) {
+	var logs bytes.Buffer
+	clock := &fakeClock{t: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
+	rec := &recorder{}
+	backend := &toggleBackend{}
+	l := New(backend, Options{Now: clock.now}, slog.New(slog.NewJSONHandler(&logs, nil)), rec)
+	blip := func() {
+		backend.down.Store(true)
+		l.Allow(context.Background(), "k", 10)
+		clock.advance(time.Second)
+		backend.down.Store(false)
+		l.Allow(context.Background(), "k", 10)
+	}
+	for range 10 {
+		blip()
+	}
+	clock.advance(time.Minute)
+	blip()
+	var lines []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(logs.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if m["level"] == "ERROR" {
+			t.Errorf("a fallback logged as an error: %s", line)
+		}
+		if m["msg"] == "rate limit store slow or unavailable; limiting in-process" {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 2 || lines[0]["level"] != "WARN" || lines[0]["more_since_last_line"] != 0.0 || lines[1]["more_since_last_line"] != 9.0 {
+		t.Errorf("fallback lines %v, want two WARN lines, the second saying 9 more came", lines)
+	}
+	if n := rec.entries.Load(); n != 11 {
+		t.Errorf("the observer heard of %d fallbacks, want 11", n)
 	}
 }
