@@ -20,10 +20,16 @@ import (
 )
 
 // pager is the webhook every Alertmanager receiver of the test posts to: it
-// notes when each alert first reached which receiver.
+// notes when each alert reached which receiver, firing and resolved.
 type pager struct {
-	mu    sync.Mutex
-	first map[string]time.Time // "receiver alertname route|upstream|job" → first arrival
+	mu       sync.Mutex
+	first    map[string]time.Time   // "receiver alertname route|upstream|job" → first firing arrival
+	firing   map[string][]time.Time // every firing arrival
+	resolved map[string]time.Time   // first "resolved" after a firing one
+}
+
+func newPager() *pager {
+	return &pager{first: map[string]time.Time{}, firing: map[string][]time.Time{}, resolved: map[string]time.Time{}}
 }
 
 func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,12 +43,10 @@ func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range msg.Alerts {
-		if a.Status != "firing" {
-			continue
-		}
 		what := a.Labels["route"] // what the alert is about: a route, a service or a job
 		if what == "" {
 			what = a.Labels["upstream"]
@@ -51,9 +55,16 @@ func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			what = a.Labels["job"]
 		}
 		k := strings.TrimPrefix(r.URL.Path, "/") + " " + a.Labels["alertname"] + " " + what
-		if _, ok := p.first[k]; !ok {
-			p.first[k] = time.Now()
+		if a.Status != "firing" {
+			if _, ok := p.resolved[k]; !ok && len(p.firing[k]) > 0 {
+				p.resolved[k] = now
+			}
+			continue
 		}
+		if _, ok := p.first[k]; !ok {
+			p.first[k] = now
+		}
+		p.firing[k] = append(p.firing[k], now)
 	}
 }
 
@@ -62,6 +73,32 @@ func (p *pager) arrived(k string) (time.Time, bool) {
 	defer p.mu.Unlock()
 	at, ok := p.first[k]
 	return at, ok
+}
+
+func (p *pager) resolvedAt(k string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.resolved[k]
+	return at, ok
+}
+
+// firingAfter lists the firing notifications of alertname that arrived
+// after t.
+func (p *pager) firingAfter(alertname string, t time.Time) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for k, ats := range p.firing {
+		if !strings.Contains(k, " "+alertname+" ") {
+			continue
+		}
+		for _, at := range ats {
+			if at.After(t) {
+				out = append(out, k+" at "+at.Format(time.RFC3339))
+			}
+		}
+	}
+	return out
 }
 
 // startAlertmanager runs a real Alertmanager with the repository's routing
@@ -88,7 +125,7 @@ func startAlertmanager(t *testing.T, p *pager) string {
 	receivers := cfg["receivers"].([]any)
 	for _, r := range receivers {
 		r := r.(map[string]any)
-		r["webhook_configs"] = []any{map[string]any{"url": hook.URL + "/" + r["name"].(string), "send_resolved": false}}
+		r["webhook_configs"] = []any{map[string]any{"url": hook.URL + "/" + r["name"].(string), "send_resolved": true}}
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -121,8 +158,9 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 		}
 	}
 	s := startStack(t)
-	key := s.issue("acme", "--products", "bank,fiat", "--source-chains", "84532", "--rate", "1000")
-	p := &pager{first: map[string]time.Time{}}
+	key := s.issue("acme", "--products", "bank,fiat,card", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000",
+		"--max-execution-usd", "1000000")
+	p := newPager()
 	am := startAlertmanager(t, p)
 	promStart := time.Now()
 	prom := startPrometheusWith(t, s, promOptions{interval: interval, alertmanager: am, without: map[string]bool{"consent": true}})
@@ -135,6 +173,8 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 		{"POST", "/v1/bank/payout/quote", fmt.Sprintf(eurQuote, "10")},
 		{"POST", "/v1/fiat/status", `{"accountId":"acc_00000000000000000000000000","virtualAccountId":"va_00000000000000000000000000"}`},
 		{"GET", "/v1/config", ""},
+		// A card order: a call to the bank provider, from orders.
+		{"POST", "/v1/orders", `{"direction":"buy","cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100","walletAddress":"` + orderWallet + `"}`},
 	} {
 		wg.Add(1)
 		go func() {
@@ -197,14 +237,15 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 	}
 
 	fault := time.Now()
-	if err := s.Services["payout"].Signal(syscall.SIGKILL); err != nil {
+	payout, fiat, bank := s.Services["payout"], s.Services["fiat"], s.Services["sandboxbank"]
+	if err := payout.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	fiat := s.Services["fiat"]
 	if err := fiat.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	defer fiat.Signal(syscall.SIGCONT)
+	bank.Stop() // every call orders makes to the provider fails from now on
 
 	// The rules wait a minute; a scrape and an evaluation come on top, and
 	// Alertmanager's group_wait (10 s).
@@ -212,10 +253,56 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 	killed := waitPage("page UpstreamDown payout", fault, within)
 	hung := waitPage("page UpstreamDown fiat", fault, within)
 	missing := waitPage("page ScrapeTargetMissing consent", promStart, within)
-	circuit := waitPage("page GatewayUpstreamCircuitOpen payout", fault, within)
+	deadBank := waitPage("page BankProviderFailing orders", fault, 3*time.Minute)
 	// Prometheus sends a firing alert again every minute; its very first
 	// send can precede its discovery of Alertmanager.
 	waitPage("watchdog Watchdog ", promStart, time.Minute+30*time.Second+2*interval)
-	t.Logf("time to page at a %s interval: payout killed %.0fs (its circuit %.0fs), fiat hung %.0fs, consent without a target %.0fs after Prometheus started",
-		interval, killed.Seconds(), circuit.Seconds(), hung.Seconds(), missing.Seconds())
+
+	// Everything comes back. Each page resolves within two minutes, and
+	// nothing that was held back pages now: the routes of the services
+	// that were down, and their circuits, stay quiet.
+	if err := payout.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fiat.Signal(syscall.SIGCONT)
+	if err := bank.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	for _, p := range []string{"payout", "fiat", "sandboxbank"} {
+		if err := s.Services[p].WaitHealthy(context.Background(), 30*time.Second); err != nil {
+			t.Fatalf("%s did not come back: %v", p, err)
+		}
+	}
+	waitResolved := func(k string) time.Duration {
+		t.Helper()
+		deadline := back.Add(2*time.Minute + 2*interval)
+		for {
+			if at, ok := p.resolvedAt(k); ok {
+				return at.Sub(back)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%q was not resolved within 2 minutes of recovery", k)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	killedResolved := waitResolved("page UpstreamDown payout")
+	hungResolved := waitResolved("page UpstreamDown fiat")
+	bankResolved := waitResolved("page BankProviderFailing orders")
+	// A little longer than a route alert's `for` and the page route's
+	// group_interval: what was held back would have arrived by now.
+	quiet := time.Now().Add(time.Minute + 30*time.Second)
+	for time.Now().Before(quiet) {
+		time.Sleep(time.Second)
+	}
+	for _, alert := range []string{"PartnerAPIRouteFailing", "GatewayUpstreamCircuitOpen", "PartnerAPIRouteErrorBudgetSlowBurn"} {
+		if late := p.firingAfter(alert, back); len(late) > 0 {
+			t.Errorf("%s paged after the services were back: %v", alert, late)
+		}
+	}
+	t.Logf("at a %s interval: time to page: payout killed %.0fs, fiat hung %.0fs, the bank dead %.0fs, consent without a target %.0fs after Prometheus started; "+
+		"time to resolved after recovery: payout %.0fs, fiat %.0fs, the bank %.0fs",
+		interval, killed.Seconds(), hung.Seconds(), deadBank.Seconds(), missing.Seconds(),
+		killedResolved.Seconds(), hungResolved.Seconds(), bankResolved.Seconds())
 }

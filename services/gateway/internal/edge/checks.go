@@ -27,10 +27,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 // admit applies the edge's checks in the contract's order:
 //
 //	framing a front proxy could read differently (Transfer-Encoding,
-//	HTTP/1.0: answered, connection closed; an ambiguous body: 400, closed)
-//	→ CORS preflight, /health, the documents and public routes (no key)
+//	HTTP/1.0: answered, connection closed)
+//	→ CORS preflight, /health, the documents and public routes (no key;
+//	  an ambiguous body, 400)
 //	→ not_configured → not_found → unauthorized → rate_limited
-//	→ permission_denied → body: Content-Type, size, read in time → forward
+//	→ permission_denied → an ambiguous body (two Content-Types, a
+//	  Content-Encoding: 400) → body: Content-Type, size, read in time
+//	→ forward
+//
+// A request with an ambiguous body has its connection closed after the
+// answer, whichever it is.
 //
 // It returns the route and call of a request to forward; with no route,
 // the request was answered here (a refusal's wire code, the key id once
@@ -39,9 +45,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 //go:noinline
 func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string) (rt *route, c *call, keyID, code string) {
 	closeAfter(w, r)
-	if msg := ambiguity(r); msg != "" {
+	ambiguous := ambiguity(r)
+	if ambiguous != "" {
 		w.Header().Set("Connection", "close")
-		return nil, nil, "", g.refuse(w, envelope.InvalidRequest(msg))
 	}
 	path := r.URL.Path
 	if isPreflight(r) && g.routes[path] != nil {
@@ -58,6 +64,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 			return nil, nil, "", ""
 		}
 		if pr := g.public[r.Method+" "+path]; pr != nil {
+			if ambiguous != "" {
+				return nil, nil, "", g.refuse(w, envelope.InvalidRequest(ambiguous))
+			}
 			r.Pattern = pr.pattern
 			return pr, &call{requestID: [1]string{requestID}}, "", ""
 		}
@@ -91,6 +100,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 		return nil, nil, entry.ID, g.refuse(w, envelope.New(envelope.CodePermissionDenied, "This key does not carry the "+rt.Product+" product."))
 	}
 
+	if ambiguous != "" {
+		return nil, nil, entry.ID, g.refuse(w, envelope.InvalidRequest(ambiguous))
+	}
 	if r.Method == http.MethodPost {
 		if !jsonbody.IsJSON(r.Header.Get("Content-Type")) {
 			return nil, nil, entry.ID, g.refuse(w, jsonbody.ErrContentType)

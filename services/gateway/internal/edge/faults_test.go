@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"io"
 	"log/slog"
 	"net"
@@ -43,6 +44,48 @@ func TestRefusesWhatAFrontProxyCouldReadDifferently(t *testing.T) {
 				t.Fatalf("%d %s (Connection %q)", w.Code, w.Body, w.Header().Get("Connection"))
 			}
 		})
+	}
+}
+
+// An encoded body is refused in its place in the contract's order (DESIGN
+// §2): a deployment without keys is not_configured, an unknown endpoint
+// not_found, a missing key 401, a key without the product 403, and only a
+// request that passes them all hears about its Content-Encoding, with the
+// RateLimit fields of every keyed answer. The connection closes after each.
+func TestAnEncodedBodyIsRefusedInItsPlace(t *testing.T) {
+	withKeys := newGateway(t, keySet("fiat"), answer(200, "sandbox", `{}`), quiet())
+	noKeys := newGateway(t, staticKeys{apikey.NewSet(&apikey.File{})}, answer(200, "sandbox", `{}`), quiet())
+	encoded := []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}
+	for _, tt := range []struct {
+		name   string
+		g      *Gateway
+		path   string
+		key    bool
+		status int
+		code   string
+		limits bool
+	}{
+		{"no keys configured", noKeys, "/v1/fiat/accounts", true, 404, "not_configured", false},
+		{"an unknown endpoint", withKeys, "/v1/nowhere", true, 404, "not_found", false},
+		{"no key", withKeys, "/v1/fiat/accounts", false, 401, "unauthorized", false},
+		{"a key without the product", withKeys, "/v1/bank/payout/quote", true, 403, "permission_denied", true},
+		{"everything else right", withKeys, "/v1/fiat/accounts", true, 400, "invalid_request", true},
+	} {
+		r := httptest.NewRequest("POST", tt.path, strings.NewReader(`{}`))
+		if tt.key {
+			r.Header.Set("Authorization", "Bearer "+testKey)
+		}
+		for i := 0; i < len(encoded); i += 2 {
+			r.Header.Set(encoded[i], encoded[i+1])
+		}
+		w := httptest.NewRecorder()
+		tt.g.ServeHTTP(w, r)
+		if w.Code != tt.status || !strings.Contains(w.Body.String(), `"code":"`+tt.code+`"`) || w.Header().Get("Connection") != "close" {
+			t.Errorf("%s: %d %s (Connection %q), want %d %s", tt.name, w.Code, w.Body, w.Header().Get("Connection"), tt.status, tt.code)
+		}
+		if got := w.Header().Get("RateLimit-Policy") != ""; got != tt.limits {
+			t.Errorf("%s: RateLimit-Policy %q", tt.name, w.Header().Get("RateLimit-Policy"))
+		}
 	}
 }
 
