@@ -14,7 +14,6 @@ import (
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/consent/internal/consent"
 )
@@ -46,6 +45,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
 	mux := http.NewServeMux()
 	consent.Routes(mux, consent.MakeEndpoints(svc, o), s.Log)
-	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

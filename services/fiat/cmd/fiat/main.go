@@ -18,7 +18,6 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/fiat/internal/fiat"
 )
@@ -74,6 +73,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 25 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	fiat.Routes(mux, fiat.MakeEndpoints(svc, o), s.Env, creating, s.Log)
-	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

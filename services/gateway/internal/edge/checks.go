@@ -118,20 +118,19 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 	return rt, &call{entry: entry, requestID: [1]string{requestID}}, entry.ID, ""
 }
 
-// forward proxies r, which arrived at start, to its route's upstream within
-// the route's timeout. A failover route's deadline is applied by the
-// failover, attempt by attempt (one timer per request, not two).
+// forward answers r, which arrived at start: a reference read from the
+// gateway's own catalogue, anything else proxied to its route's upstream
+// within the route's timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call, start time.Time) {
+	if rt.Upstream == UpstreamGateway {
+		g.reads.Serve(w, r.URL.Path, c.entry.Key.Grants)
+		return
+	}
 	c.Context = r.Context()
 	c.id[0] = strconv.FormatUint(g.calls.Add(1), 36)
 	c.deadline = start.Add(rt.Timeout)
-	defer c.end()
-	ctx := context.Context(c)
-	if rt.Upstream != UpstreamAny {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(c, c.deadline)
-		defer cancel()
-	}
+	ctx, cancel := context.WithDeadline(c, c.deadline)
+	defer cancel()
 	rt.proxy.serve(w, r.WithContext(ctx), c)
 }
 

@@ -151,7 +151,7 @@ func TestSplicesEnvironmentFirst(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGateway(t, keySet("bank"), answer(200, "sandbox", tt.upstream), quiet())
-			w := serveOne(g, "GET", "/v1/limits", "")
+			w := serveOne(g, "GET", "/v1/bank/payouts", "")
 			if w.Code != 200 || w.Body.String() != tt.want {
 				t.Fatalf("got %d %q, want %q", w.Code, w.Body, tt.want)
 			}
@@ -182,7 +182,7 @@ func TestRefusesUpstreamAnswersItCannotVouchFor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			g := newGateway(t, keySet("bank"), tt.upstream, slog.New(slog.NewJSONHandler(&logs, nil)))
-			w := serveOne(g, "GET", "/v1/limits", "")
+			w := serveOne(g, "GET", "/v1/bank/payouts", "")
 			if w.Code != 500 || w.Body.String() != internalAnswer {
 				t.Fatalf("got %d %s", w.Code, w.Body)
 			}
@@ -200,7 +200,7 @@ func TestForwardsIdentityAndStripsClientHeaders(t *testing.T) {
 		return answer(200, "sandbox", `{}`)(r)
 	})
 	g := newGateway(t, keySet("bank"), up, quiet())
-	w := serveOne(g, "GET", "/v1/config", "",
+	w := serveOne(g, "GET", "/v1/bank/payouts", "",
 		"X-Partner-Key-Id", "mallory", "X-Partner-Grants", `{"products":["deposit"]}`,
 		"X-Partner-Anything", "x", "X-Internal-Token", "guess", "X-Internal-Other", "y", "X-Request-Id", "req-1")
 	if w.Code != 200 {
@@ -412,7 +412,7 @@ func TestAServiceOverTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := newGatewayVia(t, svc.URL, tr, quiet())
-		if w := serveOne(g, "GET", "/v1/limits", ""); w.Code != tc.status || w.Body.String() != tc.body {
+		if w := serveOne(g, "GET", "/v1/bank/payouts", ""); w.Code != tc.status || w.Body.String() != tc.body {
 			t.Errorf("CA file %q: %d %s, want %d %s", tc.caFile, w.Code, w.Body, tc.status, tc.body)
 		}
 	}

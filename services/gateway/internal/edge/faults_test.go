@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,109 +355,32 @@ func TestASlowHealthDoesNotOpenAServiceThatAnswers(t *testing.T) {
 	}
 }
 
-// The reference reads, which every service serves, fail over: with payout
-// down (refusing) or hung, they are answered by the next service, and once
-// payout's circuit is open without waiting on it at all.
-func TestReferenceReadsOutliveOneService(t *testing.T) {
-	hung := httptest.NewServer(http.HandlerFunc(hangs))
-	defer hung.Close()
+// The reference reads are the gateway's own (DESIGN §1): with every
+// service refusing connections, they answer at once, the config with the
+// key's own grants.
+func TestReferenceReadsNeedNoService(t *testing.T) {
 	refused, _ := net.Listen("tcp", "127.0.0.1:0")
-	refusedURL := "http://" + refused.Addr().String()
+	nowhere := "http://" + refused.Addr().String()
 	refused.Close()
-	fiat := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Environment", "sandbox")
-		io.WriteString(w, `{"from":"fiat"}`)
-	}))
-	defer fiat.Close()
-	for _, payout := range []string{refusedURL, hung.URL} {
-		g := newFailoverGateway(t, payout, fiat.URL)
-		for i := range breakerTrips + 2 {
-			start := time.Now()
-			w := serveOne(g, "GET", "/v1/limits", "")
-			if w.Code != 200 || w.Body.String() != `{"environment":"sandbox","from":"fiat"}` || time.Since(start) > referenceAttemptTimeout+time.Second {
-				t.Fatalf("payout at %s, read %d: %d %s after %s", payout, i, w.Code, w.Body, time.Since(start))
-			}
-			if i > breakerTrips && time.Since(start) > 100*time.Millisecond {
-				t.Errorf("with payout's circuit open the read still waited %s", time.Since(start))
-			}
-		}
-	}
-}
-
-// The failover applies the route's deadline to its attempts: with every
-// service hung, a reference read ends at the route's timeout, whether that
-// falls within the first attempt's second or after it (then the second
-// service gets what is left, not a second of its own). Each case must end
-// before an attempt that ignored the route's deadline would have.
-func TestAReferenceReadEndsAtTheRouteTimeoutWhenEveryServiceHangs(t *testing.T) {
-	hung := httptest.NewServer(http.HandlerFunc(hangs))
-	defer hung.Close()
-	for _, tc := range []struct{ timeout, before time.Duration }{
-		{300 * time.Millisecond, referenceAttemptTimeout},
-		{referenceAttemptTimeout + 200*time.Millisecond, 2 * referenceAttemptTimeout},
-	} {
-		g := newGatewayTo(t, hung.URL, quiet())
-		g.routes["/v1/limits"]["GET"].Timeout = tc.timeout
+	g := newGatewayTo(t, nowhere, quiet())
+	defer g.Close()
+	for _, path := range []string{"/v1/config", "/v1/currencies", "/v1/limits", "/v1/countries", "/v1/statuses", "/v1/payment-methods", "/v1/rates"} {
 		start := time.Now()
-		w := serveOne(g, "GET", "/v1/limits", "")
-		if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d < tc.timeout || d >= tc.before {
-			t.Errorf("route timeout %s: %d %s after %s; want 500 at the route timeout, before %s", tc.timeout, w.Code, w.Body, d, tc.before)
+		w := serveOne(g, "GET", path, "")
+		if w.Code != 200 || !strings.HasPrefix(w.Body.String(), `{"environment":"sandbox",`) || w.Header().Get("RateLimit-Policy") == "" ||
+			w.Header().Get("X-Request-Id") == "" || time.Since(start) > 100*time.Millisecond {
+			t.Errorf("%s with no service up: %d %.100s %v after %s", path, w.Code, w.Body, w.Header(), time.Since(start))
 		}
-		g.Close()
+	}
+	w := serveOne(g, "GET", "/v1/config", "")
+	if !strings.HasPrefix(w.Body.String(), `{"environment":"sandbox","products":["bank"],`) {
+		t.Errorf("the config is not the key's: %s", w.Body)
+	}
+	if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 {
+		t.Errorf("a proxied route with no service up: %d %s", w.Code, w.Body)
 	}
 }
 
-// A reference read's answer is read whole after its header has gone to the
-// client: the answering attempt's context lives until the body is read,
-// whichever service answered.
-func TestAReferenceReadsAnswerIsReadWhole(t *testing.T) {
-	refused, _ := net.Listen("tcp", "127.0.0.1:0")
-	refusedURL := "http://" + refused.Addr().String()
-	refused.Close()
-	release := make(chan struct{})
-	slow := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Environment", "sandbox")
-		io.WriteString(w, `{"part":1,`)
-		w.(http.Flusher).Flush()
-		<-release
-		io.WriteString(w, `"rest":2}`)
-	}))
-	defer slow.Close()
-	for _, payout := range []string{slow.URL, refusedURL} {
-		srv := httptest.NewServer(newFailoverGateway(t, payout, slow.URL))
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/limits", nil)
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		release <- struct{}{} // the client has the header; now the rest of the body
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || string(body) != `{"environment":"sandbox","part":1,"rest":2}` {
-			t.Errorf("payout at %s: %d %q, %v", payout, resp.StatusCode, body, err)
-		}
-		srv.Close()
-	}
-}
-
-// newFailoverGateway is a gateway whose payout and fiat, the first two
-// services a reference read tries, are at the URLs given.
-func newFailoverGateway(t *testing.T, payout, fiat string) *Gateway {
-	t.Helper()
-	u := upstreams()
-	u[UpstreamPayout], _ = url.Parse(payout)
-	u[UpstreamFiat], _ = url.Parse(fiat)
-	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: u, Transport: testTransport(t),
-		InternalToken: "internal-token-0123456789", Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	return g
-}
 
 func TestARefusedConnectionIsRetried(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

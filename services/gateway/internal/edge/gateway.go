@@ -24,6 +24,7 @@ import (
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
+	"github.com/partnerpay/api/services/gateway/internal/reference"
 )
 
 // Keys is the live key set.
@@ -62,6 +63,7 @@ type Gateway struct {
 	stop     chan struct{}                // closed by Close: the circuits' probes end
 	routes   map[string]map[string]*route // path → method → route
 	public   map[string]*route            // "METHOD /path" → public route
+	reads    *reference.Reads             // the routes of UpstreamGateway
 }
 
 type route struct {
@@ -82,6 +84,7 @@ func New(cfg Config) (*Gateway, error) {
 		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
 		routes: make(map[string]map[string]*route),
 		public: make(map[string]*route),
+		reads:  reference.New(cfg.Env),
 	}
 	keyed := make(map[string]*routeProxy)
 	upstreams := make(map[string]http.RoundTripper) // each upstream's guarded, measured transport
@@ -104,23 +107,12 @@ func New(cfg Config) (*Gateway, error) {
 		return target, upstreams[name], nil
 	}
 	proxy := func(r Route, public bool) (*routeProxy, error) {
-		var target *url.URL
-		var rt http.RoundTripper
-		if r.Upstream == UpstreamAny {
-			f := &failover{}
-			for _, name := range AnyOrder {
-				t, u, err := upstream(name)
-				if err != nil {
-					return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
-				}
-				f.targets, f.rts = append(f.targets, t), append(f.rts, u)
-			}
-			target, rt = f.targets[0], f
-		} else {
-			var err error
-			if target, rt, err = upstream(r.Upstream); err != nil {
-				return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
-			}
+		if r.Upstream == UpstreamGateway {
+			return nil, nil // answered by the gateway (g.reads)
+		}
+		target, rt, err := upstream(r.Upstream)
+		if err != nil {
+			return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
 		}
 		if public {
 			return g.newProxy(r.Upstream, target, rt, true), nil

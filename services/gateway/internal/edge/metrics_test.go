@@ -178,7 +178,7 @@ func TestEveryRouteNamesItsService(t *testing.T) {
 		t.Errorf("%d route series, want one per route (%d)", n, len(Routes)+len(Public))
 	}
 	for _, r := range []struct{ route, upstream string }{
-		{"POST /v1/bank/payout", "payout"}, {"GET /v1/config", "any"}, {"POST /v1/fiat/status", "fiat"}, {"POST /v1/fiat/consent/link", "consent"}, {"GET /consent/return", "consent"},
+		{"POST /v1/bank/payout", "payout"}, {"GET /v1/config", "gateway"}, {"POST /v1/fiat/status", "fiat"}, {"POST /v1/fiat/consent/link", "consent"}, {"GET /consent/return", "consent"},
 	} {
 		if v := testutil.ToFloat64(m.routeUpstream.WithLabelValues(r.route, r.upstream)); v != 1 {
 			t.Errorf("route_upstream_info{route=%q,upstream=%q} = %v, want 1", r.route, r.upstream, v)

@@ -48,9 +48,8 @@ type call struct {
 	id              [1]string     // the call id the service must answer with
 	requestID       [1]string
 	code            string
-	deadline        time.Time          // the route's
-	release         context.CancelFunc // ends the answering attempt's context (failover)
-	answer          http.Header        // the client's answer's header map
+	deadline        time.Time   // the route's
+	answer          http.Header // the client's answer's header map
 	headers         [8]savedHeader
 	saved           int
 }
@@ -61,13 +60,6 @@ func (c *call) Value(key any) any {
 		return c
 	}
 	return c.Context.Value(key)
-}
-
-// end ends what the call still holds: the answering attempt's context.
-func (c *call) end() {
-	if c.release != nil {
-		c.release()
-	}
 }
 
 // savedHeader is one header the gateway set on an answer before forwarding.

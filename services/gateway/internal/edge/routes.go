@@ -12,13 +12,10 @@ const (
 	UpstreamFiat    = "fiat"
 	UpstreamConsent = "consent"
 	UpstreamOrders  = "orders"
-	// UpstreamAny is every service, in AnyOrder: the reference reads, which
-	// each serves (pkg/reference), go to the first that answers.
-	UpstreamAny = "any"
+	// UpstreamGateway is the gateway itself: the reference reads, which
+	// need only the catalogue and the key's grants (internal/reference).
+	UpstreamGateway = "gateway"
 )
-
-// AnyOrder is the order UpstreamAny tries the services in.
-var AnyOrder = []string{UpstreamPayout, UpstreamFiat, UpstreamConsent, UpstreamOrders}
 
 // Route is one endpoint of the partner API: method and path, the service that
 // answers it, the product the key must carry ("" means any valid key), and
@@ -54,13 +51,13 @@ var Routes = []Route{
 	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
 	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, executeTimeout},
 	{"GET", "/v1/bank/payouts", UpstreamPayout, partner.ProductBank, false, readTimeout},
-	{"GET", "/v1/config", UpstreamAny, "", false, readTimeout},
-	{"GET", "/v1/currencies", UpstreamAny, "", false, readTimeout},
-	{"GET", "/v1/limits", UpstreamAny, "", false, readTimeout},
-	{"GET", "/v1/countries", UpstreamAny, "", false, readTimeout},
-	{"GET", "/v1/statuses", UpstreamAny, "", false, readTimeout},
-	{"GET", "/v1/payment-methods", UpstreamAny, "", false, readTimeout},
-	{"GET", "/v1/rates", UpstreamAny, "", false, readTimeout},
+	{"GET", "/v1/config", UpstreamGateway, "", false, readTimeout},
+	{"GET", "/v1/currencies", UpstreamGateway, "", false, readTimeout},
+	{"GET", "/v1/limits", UpstreamGateway, "", false, readTimeout},
+	{"GET", "/v1/countries", UpstreamGateway, "", false, readTimeout},
+	{"GET", "/v1/statuses", UpstreamGateway, "", false, readTimeout},
+	{"GET", "/v1/payment-methods", UpstreamGateway, "", false, readTimeout},
+	{"GET", "/v1/rates", UpstreamGateway, "", false, readTimeout},
 	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
 	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, providerTimeout},
 	{"POST", "/v1/orders/link", UpstreamOrders, partner.ProductCard, false, providerTimeout},

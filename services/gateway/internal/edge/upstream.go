@@ -28,16 +28,11 @@ import (
 //     fails fast for everyone within seconds, not after five callers
 //     have each waited out a timeout. The first good answer to a probe
 //     closes it. An answer, even a 5xx, is a live upstream.
-//   - The reference reads (config and the lists), which every service
-//     serves, go to the first service whose circuit is closed, and on to
-//     the next when it fails or does not answer within
-//     referenceAttemptTimeout: one service's death does not take them down.
 const (
-	breakerTrips            = 5
-	probeMisses             = 2
-	BreakerProbeEvery       = time.Second
-	refusedRetries          = 2
-	referenceAttemptTimeout = time.Second
+	breakerTrips      = 5
+	probeMisses       = 2
+	BreakerProbeEvery = time.Second
+	refusedRetries    = 2
 )
 
 // errCircuitOpen is a call the breaker failed without trying it.
@@ -200,49 +195,4 @@ func (gu *guarded) tryRefused(req *http.Request) (*http.Response, error) {
 		}
 		req = retry
 	}
-}
-
-// failover sends a request to the first of several upstreams that answers:
-// the reference reads, which every service serves. It applies the route's
-// deadline itself, one context per attempt: each upstream but the last
-// gets referenceAttemptTimeout within it; one whose circuit is open is
-// skipped at once. The answering attempt's context lives until forward
-// returns (call.release), the answer's body read.
-type failover struct {
-	targets []*url.URL
-	rts     []http.RoundTripper
-}
-
-func (f *failover) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := callOf(req.Context())
-	var err error
-	for i, rt := range f.rts {
-		deadline := c.deadline
-		if i < len(f.rts)-1 {
-			if d := time.Now().Add(referenceAttemptTimeout); d.Before(deadline) {
-				deadline = d
-			}
-		}
-		ctx, cancel := context.WithDeadline(req.Context(), deadline)
-		var r *http.Request
-		if i == 0 {
-			r = req.WithContext(ctx)
-		} else {
-			r = req.Clone(ctx)
-			t := f.targets[i]
-			r.URL.Scheme, r.URL.Host, r.Host = t.Scheme, t.Host, t.Host
-			r.URL.Path = strings.TrimSuffix(t.Path, "/") + strings.TrimPrefix(req.URL.Path, strings.TrimSuffix(f.targets[0].Path, "/"))
-		}
-		var resp *http.Response
-		resp, err = rt.RoundTrip(r)
-		if err == nil {
-			c.release = cancel
-			return resp, nil
-		}
-		cancel()
-		if req.Context().Err() != nil || !time.Now().Before(c.deadline) {
-			break
-		}
-	}
-	return nil, err
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/orders/internal/orders"
 )
@@ -52,6 +51,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	orders.Routes(mux, orders.MakeEndpoints(svc, o), s.Env, creating, s.Log)
-	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

@@ -1,6 +1,6 @@
 // Command payout serves bank payout quotes, their execution and status
 // (the payouts handed to the bank provider once their stablecoins arrive),
-// crypto deposit quotes, and the reference lists behind the gateway.
+// and crypto deposit quotes, behind the gateway.
 //
 //	payout              serve (configured by environment variables)
 //	payout healthcheck  exit 0 if the service on PAYOUT_ADDR is healthy
@@ -16,7 +16,6 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/reference"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/deposit"
 	"github.com/partnerpay/api/services/payout/internal/payout"
@@ -70,6 +69,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret)})
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
-	reference.Routes(mux, reference.NewService(s.Env), o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
 }

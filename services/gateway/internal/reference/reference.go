@@ -1,70 +1,80 @@
 // Package reference is GET /v1/config and the reference lists
 // (currencies, limits, countries, rates, payment methods, statuses): what
 // a partner reads before it quotes. They need only the catalogue and the
-// key's grants, so every service serves them (a go-kit service of its own,
-// mounted on each service's mux), and the gateway reads them from whichever
-// service answers: the death of one service does not take them down.
+// key's grants, which the gateway holds, so the gateway answers them itself
+// (DESIGN §1): no service is asked, and none being down takes them down.
+// The lists are the same for every key: their answers are encoded once.
 package reference
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"slices"
-
-	"github.com/go-kit/kit/endpoint"
+	"strconv"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
-	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// Service answers the reference reads.
-type Service interface {
-	Config(ctx context.Context, caller partner.Caller) (Config, error)
-	Currencies(ctx context.Context) Currencies
-	Limits(ctx context.Context) Limits
-	Countries(ctx context.Context) Countries
-	Rates(ctx context.Context) Rates
-	PaymentMethods(ctx context.Context) PaymentMethods
-	Statuses(ctx context.Context) Statuses
+// Paths are the reads this package answers, all GET.
+var Paths = []string{"/v1/config", "/v1/currencies", "/v1/limits", "/v1/countries", "/v1/statuses", "/v1/payment-methods", "/v1/rates"}
+
+// Reads answers the reference reads of one environment.
+type Reads struct {
+	env    environment.Name
+	chains *catalog.Chains
+	lists  map[string][]byte // path → the whole answer, environment first
 }
 
-type service struct{ chains *catalog.Chains }
-
-var _ Service = (*service)(nil)
-
-// NewService returns the reference reads of environment env's catalogue.
-func NewService(env environment.Name) Service { return &service{chains: catalog.ChainsFor(env)} }
-
-// Routes mounts the reference reads on mux: each measured by o, not logged
-// (the gateway's request line says all there is to say about them).
-func Routes(mux *http.ServeMux, s Service, o *kithttp.Observer, log *slog.Logger) {
-	mux.Handle("GET /v1/config", kithttp.Server(o.Quiet("config", kithttp.Endpoint(func(ctx context.Context, c partner.Caller, _ struct{}) (Config, error) {
-		return s.Config(ctx, c)
-	})), kithttp.DecodeCaller, log))
-	for _, r := range []struct {
-		path, op string
-		e        endpoint.Endpoint
-	}{
-		{"/v1/currencies", "currencies", read(s.Currencies)},
-		{"/v1/limits", "limits", read(s.Limits)},
-		{"/v1/countries", "countries", read(s.Countries)},
-		{"/v1/rates", "rates", read(s.Rates)},
-		{"/v1/payment-methods", "payment_methods", read(s.PaymentMethods)},
-		{"/v1/statuses", "statuses", read(s.Statuses)},
-	} {
-		mux.Handle("GET "+r.path, kithttp.Server(o.Quiet(r.op, r.e), kithttp.DecodeCaller, log))
+// New returns the reads of environment env's catalogue.
+func New(env environment.Name) *Reads {
+	r := &Reads{env: env, chains: catalog.ChainsFor(env)}
+	r.lists = map[string][]byte{
+		"/v1/currencies":      r.body(Currencies{Chains: r.chains.List, FiatCurrencies: catalog.PayoutCurrencies()}),
+		"/v1/limits":          r.body(limits),
+		"/v1/countries":       r.body(countries),
+		"/v1/statuses":        r.body(Statuses{Resources: lifecycle.All()}),
+		"/v1/payment-methods": r.body(paymentMethods),
+		"/v1/rates":           r.body(r.rates()),
 	}
+	return r
 }
 
-// read adapts a reference list, which needs no caller and cannot fail.
-func read[R any](f func(context.Context) R) endpoint.Endpoint {
-	return func(ctx context.Context, _ any) (any, error) { return f(ctx), nil }
+// body is v's answer: its JSON object with environment first, as every
+// answer of the API has it.
+func (r *Reads) body(v any) []byte {
+	b, err := envelope.JSON(v)
+	if err != nil || len(b) < 2 || b[0] != '{' {
+		panic("reference: " + strconv.Quote(string(b)) + " is not an object")
+	}
+	out := append([]byte(`{"environment":`+strconv.Quote(string(r.env))), ',')
+	if string(b) == "{}" {
+		return append(out[:len(out)-1], '}')
+	}
+	return append(out, b[1:]...)
+}
+
+// Serve answers the read at path for a key with grants; false for a path
+// that is not one of Paths.
+func (r *Reads) Serve(w http.ResponseWriter, path string, grants partner.Grants) bool {
+	b, ok := r.lists[path]
+	if !ok {
+		if path != "/v1/config" {
+			return false
+		}
+		b = r.body(r.Config(grants))
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return true
 }
 
 // Config is GET /v1/config: what the calling key may do.
@@ -247,8 +257,8 @@ var (
 	}()
 )
 
-func (s *service) Config(_ context.Context, caller partner.Caller) (Config, error) {
-	g := caller.Grants
+// Config is what a key with grants may do.
+func (r *Reads) Config(g partner.Grants) Config {
 	c := Config{
 		Products:        nonNil(g.Products),
 		MaxExecutionUSD: g.MaxExecutionUSD,
@@ -257,7 +267,7 @@ func (s *service) Config(_ context.Context, caller partner.Caller) (Config, erro
 			Tokens: g.Tokens,
 		},
 		Corridors:         Corridors{Bank: []BankCorridor{}, Card: []CardCorridor{}},
-		SettlementNetwork: s.chains.Settlement,
+		SettlementNetwork: r.chains.Settlement,
 		ReadBack:          ReadBack{VirtualAccounts: true},
 	}
 	if c.Crypto.Tokens == nil {
@@ -269,27 +279,15 @@ func (s *service) Config(_ context.Context, caller partner.Caller) (Config, erro
 	if g.HasProduct(partner.ProductCard) {
 		c.Corridors.Card = cardCorridors
 	}
-	return c, nil
+	return c
 }
 
-func (s *service) Currencies(context.Context) Currencies {
-	return Currencies{Chains: s.chains.List, FiatCurrencies: catalog.PayoutCurrencies()}
-}
-
-func (s *service) Limits(context.Context) Limits { return limits }
-
-func (s *service) Rates(context.Context) Rates {
+func (r *Reads) rates() Rates {
 	return Rates{Indicative: true, Base: "USD",
 		Notice:      "Indicative reference rates: what holds a transfer to maxExecutionUsd and converts a crypto amount for a rail's limits. Never a price; they change by release.",
 		Fiat:        catalog.ReferenceRatesUSD,
-		Stablecoins: s.chains.StablecoinRatesUSD()}
+		Stablecoins: r.chains.StablecoinRatesUSD()}
 }
-
-func (s *service) PaymentMethods(context.Context) PaymentMethods { return paymentMethods }
-
-func (s *service) Statuses(context.Context) Statuses { return Statuses{Resources: lifecycle.All()} }
-
-func (s *service) Countries(context.Context) Countries { return countries }
 
 // nonNil makes an absent list encode as [] rather than null.
 func nonNil[T any](xs []T) []T {
