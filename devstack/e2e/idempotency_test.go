@@ -93,7 +93,7 @@ func TestARetryAfterAClientTimeoutGetsTheRecordThatWasMade(t *testing.T) {
 		answer = got
 		return true
 	})
-	m := regexp.MustCompile(`^\{"environment":"sandbox","accountId":"(acc_[0-9a-f]{24})","status":"consent_required","consentSessionId":"(cs_[0-9a-f]{24})"\}$`).FindStringSubmatch(answer)
+	m := regexp.MustCompile(`^\{"environment":"sandbox","accountId":"(acc_[0-9a-f]{24})","status":"consent_required","consentSessionId":"(cs_[0-9a-f]{24})","createdAt":"[0-9-]{10}T[0-9:]{8}Z"\}$`).FindStringSubmatch(answer)
 	if m == nil {
 		t.Fatalf("the replayed answer is not the account: %s", answer)
 	}
