@@ -119,12 +119,11 @@ type Provider interface {
 }
 
 type service struct {
-	env       environment.Name
-	store     Store
-	provider  Provider
-	signer    hostedlink.Signer
-	returnURL string // the gateway's public GET /consent/return
-	now       func() time.Time
+	env      environment.Name
+	store    Store
+	provider Provider
+	links    *hostedlink.Lifecycle // the hosted consent page's links (attempts)
+	now      func() time.Time
 }
 
 var _ Service = (*service)(nil)
@@ -132,7 +131,10 @@ var _ Service = (*service)(nil)
 // NewService returns the consent service. returnURL is the gateway's public
 // return address; secret signs the state carried through the browser.
 func NewService(env environment.Name, store Store, provider Provider, secret []byte, returnURL string, now func() time.Time) Service {
-	return &service{env: env, store: store, provider: provider, signer: hostedlink.Signer{Secret: secret, Now: now}, returnURL: returnURL, now: now}
+	s := &service{env: env, store: store, provider: provider, now: now}
+	s.links = &hostedlink.Lifecycle{Env: env, Signer: hostedlink.Signer{Secret: secret, Now: now}, ReturnTo: returnURL,
+		Prefix: "att_", Now: now, Find: s.findAttempt, Keep: s.keepAttempt}
+	return s
 }
 
 var (
@@ -188,24 +190,24 @@ func (s *service) owned(ctx context.Context, owner, id string) (Record, error) {
 }
 
 func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error) {
-	if req.ReturnURL != "" && !hostedlink.ValidReturnURL(s.env, req.ReturnURL) {
-		return Link{}, hostedlink.ErrReturnURL
+	if err := s.links.CheckReturnURL(req.ReturnURL); err != nil {
+		return Link{}, err
 	}
 	r, err := s.owned(ctx, caller.KeyID, req.ConsentSessionID)
 	if err != nil {
 		return Link{}, err
 	}
-	attempt := format.NewID("att_")
-	ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, s.signer.ReturnAddress(s.returnURL, attempt))
+	address, err := s.links.Mint(ctx, r.ID, req.ReturnURL, func(ctx context.Context, returnAddress string) (string, string, error) {
+		ts, err := s.provider.CreateTermsSession(ctx, r.ProviderCustomerID, returnAddress)
+		if err != nil {
+			return "", "", bankprovider.ToAPI(err)
+		}
+		return ts.ID, ts.URL, nil
+	})
 	if err != nil {
-		return Link{}, bankprovider.ToAPI(err)
+		return Link{}, err
 	}
-	// The provider killed the earlier links; minting makes this attempt the
-	// session's current one, so their return addresses no longer count.
-	if err := s.store.Mint(ctx, Attempt{ID: attempt, SessionID: r.ID, ProviderSessionID: ts.ID, ReturnURL: req.ReturnURL, CreatedAt: s.now().UTC()}); err != nil {
-		return Link{}, fmt.Errorf("save attempt: %w", err)
-	}
-	return Link{Link: ts.URL}, nil
+	return Link{Link: address}, nil
 }
 
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (Status, error) {
@@ -216,52 +218,59 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	return Status{State: r.State}, nil
 }
 
-// Return checks the signed state, that it belongs to the session's current
-// link and is used once, and reads the decision back from the provider.
+// Return takes the browser's return (hostedlink.Lifecycle.Return) and reads
+// the user's decision back from the provider.
 func (s *service) Return(ctx context.Context, state string) (Returned, error) {
-	attemptID, err := s.signer.Verify(state)
+	var out Returned
+	redirect, err := s.links.Return(ctx, state, func(ctx context.Context, l hostedlink.Link) ([]string, error) {
+		ts, err := s.provider.TermsSession(ctx, l.ProviderSessionID)
+		if err != nil {
+			return nil, fmt.Errorf("read the decision back: %w", err)
+		}
+		switch ts.Status {
+		case bankprovider.TermsAccepted, bankprovider.TermsDeclined:
+		case "expired", "superseded":
+			return nil, hostedlink.ErrLateState
+		default:
+			return nil, errNoDecision
+		}
+		r, err := s.store.Return(ctx, Attempt{ID: l.ID, SessionID: l.Subject, ProviderSessionID: l.ProviderSessionID, ReturnURL: l.ReturnURL},
+			ts.Status, s.now().UTC())
+		if err != nil {
+			return nil, err
+		}
+		out = Returned{SessionID: r.ID, Result: ts.Status}
+		return []string{"consentSessionId", r.ID, "result", ts.Status}, nil
+	})
 	if err != nil {
 		return Returned{}, err
 	}
-	a, err := s.store.Attempt(ctx, attemptID)
+	out.Redirect = redirect
+	return out, nil
+}
+
+// findAttempt and keepAttempt are the session attempts the lifecycle
+// keeps: an attempt is current while its session names it.
+func (s *service) findAttempt(ctx context.Context, id string) (hostedlink.Link, error) {
+	a, err := s.store.Attempt(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return Returned{}, hostedlink.ErrBadState
+		return hostedlink.Link{}, hostedlink.ErrNotFound
 	}
 	if err != nil {
-		return Returned{}, fmt.Errorf("read attempt: %w", err)
+		return hostedlink.Link{}, err
 	}
+	l := hostedlink.Link{ID: a.ID, Subject: a.SessionID, ProviderSessionID: a.ProviderSessionID, ReturnURL: a.ReturnURL, Used: a.Used}
 	if a.Used {
-		return Returned{}, hostedlink.ErrUsedState
+		return l, nil
 	}
 	r, err := s.store.Get(ctx, a.SessionID)
 	if err != nil {
-		return Returned{}, fmt.Errorf("read consent session: %w", err)
+		return l, fmt.Errorf("read consent session: %w", err)
 	}
-	if r.CurrentAttempt != attemptID {
-		return Returned{}, hostedlink.ErrOldState
-	}
-	ts, err := s.provider.TermsSession(ctx, a.ProviderSessionID)
-	if err != nil {
-		return Returned{}, fmt.Errorf("read the decision back: %w", err)
-	}
-	switch ts.Status {
-	case bankprovider.TermsAccepted, bankprovider.TermsDeclined:
-	case "expired", "superseded":
-		return Returned{}, hostedlink.ErrLateState
-	default:
-		return Returned{}, errNoDecision
-	}
-	switch r, err = s.store.Return(ctx, a, ts.Status, s.now().UTC()); {
-	case errors.Is(err, ErrUsed):
-		return Returned{}, hostedlink.ErrUsedState // another return took it a moment ago
-	case errors.Is(err, ErrSuperseded):
-		return Returned{}, hostedlink.ErrOldState // a newer link was minted a moment ago
-	case err != nil:
-		return Returned{}, fmt.Errorf("return: %w", err)
-	}
-	out := Returned{SessionID: r.ID, Result: ts.Status}
-	if a.ReturnURL != "" {
-		out.Redirect = hostedlink.WithQuery(a.ReturnURL, "consentSessionId", r.ID, "result", ts.Status)
-	}
-	return out, nil
+	l.Current = r.CurrentAttempt == a.ID
+	return l, nil
+}
+
+func (s *service) keepAttempt(ctx context.Context, l hostedlink.Link, at time.Time) error {
+	return s.store.Mint(ctx, Attempt{ID: l.ID, SessionID: l.Subject, ProviderSessionID: l.ProviderSessionID, ReturnURL: l.ReturnURL, CreatedAt: at})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/hostedlink"
 )
 
 //go:embed migrations
@@ -22,8 +23,8 @@ var ErrNotFound = errors.New("not found")
 // Errors of Return: the attempt was redeemed before, or is no longer its
 // session's current one.
 var (
-	ErrUsed       = errors.New("consent attempt already redeemed")
-	ErrSuperseded = errors.New("consent attempt superseded by a newer link")
+	ErrUsed       = hostedlink.ErrUsed
+	ErrSuperseded = hostedlink.ErrSuperseded
 )
 
 // DBStore keeps sessions and attempts in the system of record.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/envelope"
-	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -41,8 +41,8 @@ var errNoProviderOrder = envelope.InvalidRequest("This order was made before car
 // provider (dead after five minutes, killing the order's earlier ones),
 // whose return address carries a signed state naming it.
 func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkRequest) (Link, error) {
-	if req.ReturnURL != "" && !hostedlink.ValidReturnURL(s.env, req.ReturnURL) {
-		return Link{}, hostedlink.ErrReturnURL
+	if err := s.links.CheckReturnURL(req.ReturnURL); err != nil {
+		return Link{}, err
 	}
 	r, err := s.owned(ctx, caller, req.OrderID)
 	if err != nil {
@@ -51,63 +51,62 @@ func (s *service) Link(ctx context.Context, caller partner.Caller, req LinkReque
 	if r.ProviderID == "" {
 		return Link{}, errNoProviderOrder
 	}
-	id := format.NewID(linkPrefix)
-	cs, err := s.provider.CreateCardSession(ctx, r.ProviderID, s.signer.ReturnAddress(s.returnURL, id))
+	address, err := s.links.Mint(ctx, r.ID, req.ReturnURL, func(ctx context.Context, returnAddress string) (string, string, error) {
+		cs, err := s.provider.CreateCardSession(ctx, r.ProviderID, returnAddress)
+		if err != nil {
+			return "", "", bankprovider.ToAPI(err)
+		}
+		if !providerRef(cs.ID) || !hostedPage(cs.URL) {
+			return "", "", fmt.Errorf("card provider: a session of an unexpected shape")
+		}
+		return cs.ID, cs.URL, nil
+	})
 	if err != nil {
-		return Link{}, bankprovider.ToAPI(err)
+		return Link{}, err
 	}
-	if !providerRef(cs.ID) || !hostedPage(cs.URL) {
-		return Link{}, fmt.Errorf("card provider: a session of an unexpected shape")
-	}
-	// The provider killed the earlier links; minting makes this one the
-	// order's current link, so their return addresses no longer count.
-	if err := s.store.Mint(ctx, LinkRecord{ID: id, OrderID: r.ID, ProviderSessionID: cs.ID, ReturnURL: req.ReturnURL, CreatedAt: s.now().UTC()}); err != nil {
-		return Link{}, fmt.Errorf("save link: %w", err)
-	}
-	return Link{Link: cs.URL}, nil
+	return Link{Link: address}, nil
 }
 
-// Return checks the signed state, that it names the order's current link
-// and is used once, and reads the outcome back from the provider: what the
-// browser's address says is never read.
+// Return takes the browser's return (hostedlink.Lifecycle.Return) and reads
+// the order's outcome back from the provider: what the browser's address
+// says is never read.
 func (s *service) Return(ctx context.Context, state string) (Returned, error) {
-	id, err := s.signer.Verify(state)
-	if err != nil {
-		return Returned{}, err
-	}
-	l, err := s.store.Link(ctx, id)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return Returned{}, hostedlink.ErrBadState
-	case err != nil:
-		return Returned{}, fmt.Errorf("read link: %w", err)
-	case l.Used:
-		return Returned{}, hostedlink.ErrUsedState
-	case !l.Current:
-		return Returned{}, hostedlink.ErrOldState
-	}
-	r, err := s.store.Get(ctx, l.OrderID)
-	if err != nil {
-		return Returned{}, fmt.Errorf("read order: %w", err)
-	}
-	if r, err = s.sync(ctx, r); err != nil {
-		return Returned{}, fmt.Errorf("read the order back: %w", err)
-	}
-	switch err := s.store.Redeem(ctx, l.ID, s.now().UTC()); {
-	case errors.Is(err, ErrUsed):
-		return Returned{}, hostedlink.ErrUsedState // another return took it a moment ago
-	case errors.Is(err, ErrSuperseded):
-		return Returned{}, hostedlink.ErrOldState // a newer link was minted a moment ago
-	case err != nil:
-		return Returned{}, fmt.Errorf("redeem link: %w", err)
-	}
-	out := Returned{OrderID: r.ID, Status: r.Status, FailureReason: r.FailureReason}
-	if l.ReturnURL != "" {
+	var out Returned
+	redirect, err := s.links.Return(ctx, state, func(ctx context.Context, l hostedlink.Link) ([]string, error) {
+		r, err := s.store.Get(ctx, l.Subject)
+		if err != nil {
+			return nil, fmt.Errorf("read order: %w", err)
+		}
+		if r, err = s.sync(ctx, r); err != nil {
+			return nil, fmt.Errorf("read the order back: %w", err)
+		}
+		if err := s.store.Redeem(ctx, l.ID, s.now().UTC()); err != nil {
+			return nil, err
+		}
+		out = Returned{OrderID: r.ID, Status: r.Status, FailureReason: r.FailureReason}
 		params := []string{"orderId", r.ID, "status", r.Status}
 		if r.FailureReason != "" {
 			params = append(params, "failureReason", r.FailureReason)
 		}
-		out.Redirect = hostedlink.WithQuery(l.ReturnURL, params...)
+		return params, nil
+	})
+	if err != nil {
+		return Returned{}, err
 	}
+	out.Redirect = redirect
 	return out, nil
+}
+
+// findLink and keepLink are the order links the lifecycle keeps.
+func (s *service) findLink(ctx context.Context, id string) (hostedlink.Link, error) {
+	l, err := s.store.Link(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return hostedlink.Link{}, hostedlink.ErrNotFound
+	}
+	return hostedlink.Link{ID: l.ID, Subject: l.OrderID, ProviderSessionID: l.ProviderSessionID, ReturnURL: l.ReturnURL,
+		Used: l.Used, Current: l.Current}, err
+}
+
+func (s *service) keepLink(ctx context.Context, l hostedlink.Link, at time.Time) error {
+	return s.store.Mint(ctx, LinkRecord{ID: l.ID, OrderID: l.Subject, ProviderSessionID: l.ProviderSessionID, ReturnURL: l.ReturnURL, CreatedAt: at})
 }

@@ -95,7 +95,7 @@ func TestAnOlderLinkNoLongerCounts(t *testing.T) {
 	if _, err := f.svc.Return(ctx, "forged.state"); err != hostedlink.ErrBadState {
 		t.Errorf("a forged state: %v", err)
 	}
-	other := f.svc.signer.Sign("ol_" + strings.Repeat("0", 24))
+	other := f.svc.links.Signer.Sign("ol_" + strings.Repeat("0", 24))
 	if _, err := f.svc.Return(ctx, other); err != hostedlink.ErrBadState {
 		t.Errorf("a signed state for no link: %v", err)
 	}

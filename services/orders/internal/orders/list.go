@@ -14,7 +14,7 @@ type OrderList = listing.Page[OrderStatus]
 var orderStatuses = []string{StatusAwaitingPayment, StatusAwaitingDeposit, StatusProcessing, StatusCompleted, StatusFailed, StatusExpired}
 
 func (s *service) lister() listing.Lister {
-	return listing.Lister{Name: "orders", Statuses: orderStatuses, Secret: s.signer.Secret}
+	return listing.Lister{Name: "orders", Statuses: orderStatuses, Secret: s.secret}
 }
 
 // List answers a page of the caller's orders, newest first, each with its

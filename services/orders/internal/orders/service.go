@@ -130,8 +130,8 @@ type Provider interface {
 // no longer its order's current one.
 var (
 	ErrNotFound   = errors.New("order not found")
-	ErrUsed       = errors.New("order link already used")
-	ErrSuperseded = errors.New("order link superseded by a newer one")
+	ErrUsed       = hostedlink.ErrUsed
+	ErrSuperseded = hostedlink.ErrSuperseded
 )
 
 // OrderTTL is how long an order waits for its payment or deposit.
@@ -146,14 +146,14 @@ const orderPrefix = "ord_"
 var errOrderNotFound = envelope.New(envelope.CodeOrderNotFound, "No order with this orderId exists for this key.")
 
 type service struct {
-	env       environment.Name
-	chains    *catalog.Chains
-	store     Store
-	provider  Provider
-	signer    hostedlink.Signer
-	returnURL string // the gateway's public GET /orders/return
-	log       *slog.Logger
-	now       func() time.Time
+	env      environment.Name
+	chains   *catalog.Chains
+	store    Store
+	provider Provider
+	links    *hostedlink.Lifecycle // the hosted card page's links
+	secret   []byte
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 var _ Service = (*service)(nil)
@@ -173,8 +173,10 @@ type Config struct {
 
 // NewService returns the order service.
 func NewService(c Config) Service {
-	return &service{env: c.Env, chains: catalog.ChainsFor(c.Env), store: c.Store, provider: c.Provider,
-		signer: hostedlink.Signer{Secret: c.Secret, Now: c.Now}, returnURL: c.ReturnURL, log: c.Log, now: c.Now}
+	s := &service{env: c.Env, chains: catalog.ChainsFor(c.Env), store: c.Store, provider: c.Provider, secret: c.Secret, log: c.Log, now: c.Now}
+	s.links = &hostedlink.Lifecycle{Env: c.Env, Signer: hostedlink.Signer{Secret: c.Secret, Now: c.Now}, ReturnTo: c.ReturnURL,
+		Prefix: linkPrefix, Now: c.Now, Find: s.findLink, Keep: s.keepLink}
+	return s
 }
 
 // owned loads an order of the caller's: another key's, an unknown id, or an
