@@ -76,6 +76,9 @@ func errorBody(typ string) bankprovider.ErrorBody {
 func (b *bank) CreateDepositInstruction(_ context.Context, customer string, in bankprovider.NewDepositInstruction, _ string) (bankprovider.DepositInstruction, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.status[customer] != bankprovider.StatusActive {
+		return bankprovider.DepositInstruction{}, &bankprovider.Error{Status: 409, Body: errorBody(bankprovider.TypeTermsRequired)}
+	}
 	b.n++
 	b.refs[fmt.Sprintf("SBX%04d", b.n)] = fmt.Sprintf("di_%d", b.n)
 	return bankprovider.DepositInstruction{ID: fmt.Sprintf("di_%d", b.n), CustomerID: customer, Currency: in.Currency, Amount: in.Amount,
