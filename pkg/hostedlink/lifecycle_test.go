@@ -37,7 +37,10 @@ func TestALinkIsReturnedOnceWhileCurrent(t *testing.T) {
 		t.Errorf("a plain http return URL: %v", err)
 	}
 	var sent string
-	open := func(_ context.Context, ret string) (string, string, error) { sent = ret; return "ps_1", "https://provider.example/p/1", nil }
+	open := func(_ context.Context, ret string) (string, string, error) {
+		sent = ret
+		return "ps_1", "https://provider.example/p/1", nil
+	}
 	address, err := lc.Mint(ctx, "sub_1", "https://partner.example/done", open)
 	if err != nil || address != "https://provider.example/p/1" || len(links) != 1 {
 		t.Fatalf("mint: %q %v %v", address, err, links)

@@ -8,13 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/partnerpay/api/pkg/environment"
 )
 
 // RedisTuning is how a binary talks to Redis. The zero value suits a
@@ -26,18 +23,12 @@ type RedisTuning struct {
 	// FailFast: no retries, and the caller's context deadline applies (the
 	// gateway's limiter, which has its own deadline and a fallback).
 	FailFast bool
-	// NoEviction: what the caller keeps must not be evicted (the quote
-	// book's tombstones: an evicted one would let an expired id answer 404
-	// instead of 410), so Redis must run with maxmemory-policy noeviction.
-	NoEviction bool
 }
 
 // Redis connects to the deployment's Redis: REDIS_CLUSTER_URL (a Redis
 // Cluster, go-redis' ParseClusterURL form) or REDIS_URL (one node; default
 // redis://127.0.0.1:6379/0). Redis holds only what may be lost without
 // harm (rate buckets, quote offers); the system of record is PostgreSQL.
-// With t.NoEviction it checks Redis's eviction policy first: production
-// refuses one that may evict.
 func (s *Setup) Redis(ctx context.Context, t RedisTuning) (redis.UniversalClient, error) {
 	rdb, desc, err := NewRedis(s.Getenv, t)
 	if err != nil {
@@ -45,12 +36,6 @@ func (s *Setup) Redis(ctx context.Context, t RedisTuning) (redis.UniversalClient
 	}
 	s.Log.Info("redis", "target", desc)
 	s.Kit.Registry.MustRegister(newRedisCollector(rdb, t.DialTimeout))
-	if t.NoEviction {
-		if err := CheckNoEviction(ctx, rdb, s.Env, s.Log); err != nil {
-			rdb.Close()
-			return nil, err
-		}
-	}
 	return rdb, nil
 }
 
@@ -103,63 +88,6 @@ func (t RedisTuning) apply(dial, read, write *time.Duration, pool, retries *int,
 	if t.FailFast {
 		*retries, *ctxTimeout = -1, true
 	}
-}
-
-// CheckNoEviction asks every Redis node behind rdb for its eviction
-// policy. Anything but noeviction is refused in production and a warning
-// in sandbox; where a managed Redis forbids CONFIG, it says the policy
-// could not be verified. It waits up to 10 s for Redis to answer at all.
-func CheckNoEviction(ctx context.Context, rdb redis.UniversalClient, env environment.Name, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var problems []string
-	var mu sync.Mutex
-	check := func(ctx context.Context, c *redis.Client) error {
-		var err error
-		for {
-			if err = c.Ping(ctx).Err(); err == nil || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			return fmt.Errorf("redis %s does not answer: %w", c.Options().Addr, err)
-		}
-		policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
-		if err != nil {
-			log.Warn("redis eviction policy could not be verified: CONFIG GET is not allowed", "addr", c.Options().Addr, "err", err)
-			return nil
-		}
-		if p := policy["maxmemory-policy"]; p != "noeviction" {
-			mu.Lock()
-			problems = append(problems, c.Options().Addr+": maxmemory-policy is "+p)
-			mu.Unlock()
-		}
-		return nil
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, check)
-	case *redis.Client:
-		err = check(ctx, c)
-	}
-	if err != nil {
-		if env == environment.Production {
-			return err
-		}
-		log.Warn("redis is not reachable yet; quotes will fail until it is", "err", err)
-		return nil
-	}
-	if len(problems) == 0 {
-		return nil
-	}
-	msg := "redis may evict quote tombstones (" + strings.Join(problems, "; ") + "): an expired quote id would answer 404 instead of 410; run it with --maxmemory-policy noeviction"
-	if env == environment.Production {
-		return errors.New(msg)
-	}
-	log.Warn(msg)
-	return nil
 }
 
 // reloadOnFailure has a cluster client read the cluster's topology again

@@ -44,7 +44,7 @@ import (
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 )
 
 func main() {
@@ -575,7 +575,7 @@ func numCPU() int {
 
 // bareProxy is the reference: the standard library's reverse proxy tuned
 // as the gateway's is (Rewrite, the gateway's transport settings from
-// serve.UpstreamTransport, a BufferPool of the same size), and nothing
+// upstream.Transport, a BufferPool of the same size), and nothing
 // else: no keys, no limiter, no logs, no metrics.
 func bareProxy(args []string) {
 	if len(args) != 2 {
@@ -585,14 +585,14 @@ func bareProxy(args []string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tr, err := serve.UpstreamTransport(serve.UpstreamOptions{})
+	tr, err := upstream.Transport(upstream.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	p := &httputil.ReverseProxy{
 		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
 		Transport:  tr,
-		BufferPool: serve.NewBufferPool(16 << 10),
+		BufferPool: upstream.NewBufferPool(16 << 10),
 	}
 	log.Fatal(http.ListenAndServe(args[0], p))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/fiat/internal/fiat"
 )
 
@@ -47,7 +48,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	toConsent, err := serve.UpstreamTransport(serve.UpstreamOptions{CAFile: cfg.UpstreamCAFile})
+	toConsent, err := upstream.Transport(upstream.Options{CAFile: cfg.UpstreamCAFile})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/edge"
@@ -84,7 +85,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}, s.Log, metrics)
 
 	upstreams := cfg.upstreams()
-	transport, err := serve.UpstreamTransport(serve.UpstreamOptions{
+	transport, err := upstream.Transport(upstream.Options{
 		CAFile:        cfg.UpstreamCAFile,
 		HeaderTimeout: edge.LongestTimeout + 5*time.Second,
 		Dialed:        metrics.UpstreamDialed(upstreams),

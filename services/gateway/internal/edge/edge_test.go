@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
@@ -407,7 +407,7 @@ func TestAServiceOverTLS(t *testing.T) {
 		status int
 		body   string
 	}{{ca, 200, `{"environment":"sandbox","tls":true}`}, {"", 500, internalBody}} {
-		tr, err := serve.UpstreamTransport(serve.UpstreamOptions{CAFile: tc.caFile})
+		tr, err := upstream.Transport(upstream.Options{CAFile: tc.caFile})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +416,7 @@ func TestAServiceOverTLS(t *testing.T) {
 			t.Errorf("CA file %q: %d %s, want %d %s", tc.caFile, w.Code, w.Body, tc.status, tc.body)
 		}
 	}
-	if _, err := serve.UpstreamTransport(serve.UpstreamOptions{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+	if _, err := upstream.Transport(upstream.Options{CAFile: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
 		t.Error("a CA file that does not exist was accepted")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 )
 
 const internalBody = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
@@ -381,7 +382,6 @@ func TestReferenceReadsNeedNoService(t *testing.T) {
 	}
 }
 
-
 func TestARefusedConnectionIsRetried(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -479,7 +479,7 @@ func newGatewayVia(t *testing.T, upstream string, tr http.RoundTripper, log *slo
 // testTransport is the gateway's transport, as cmd/gateway makes it.
 func testTransport(tb testing.TB) *http.Transport {
 	tb.Helper()
-	tr, err := serve.UpstreamTransport(serve.UpstreamOptions{HeaderTimeout: LongestTimeout + 5*time.Second})
+	tr, err := upstream.Transport(upstream.Options{HeaderTimeout: LongestTimeout + 5*time.Second})
 	if err != nil {
 		tb.Fatal(err)
 	}

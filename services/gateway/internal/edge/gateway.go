@@ -41,7 +41,7 @@ type Config struct {
 	Keys          Keys
 	Limiter       Limiter
 	Upstreams     map[string]*url.URL // by upstream name
-	Transport     http.RoundTripper   // shared by every proxy (serve.UpstreamTransport)
+	Transport     http.RoundTripper   // shared by every proxy (upstream.Transport)
 	InternalToken string
 	Docs          *apidocs.Docs // the OpenAPI document and reference page; nil: not served
 	Log           *slog.Logger

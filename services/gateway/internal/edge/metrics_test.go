@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
@@ -80,7 +80,7 @@ func TestOpenedConnectionsAreCountedByUpstream(t *testing.T) {
 	m := NewMetrics(reg)
 	payout, _ := url.Parse(u.URL)
 	fiat, _ := url.Parse("http://fiat.internal") // port 80
-	tr, err := serve.UpstreamTransport(serve.UpstreamOptions{Dialed: m.UpstreamDialed(map[string]*url.URL{UpstreamPayout: payout, UpstreamFiat: fiat})})
+	tr, err := upstream.Transport(upstream.Options{Dialed: m.UpstreamDialed(map[string]*url.URL{UpstreamPayout: payout, UpstreamFiat: fiat})})
 	if err != nil {
 		t.Fatal(err)
 	}

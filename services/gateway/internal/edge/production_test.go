@@ -20,6 +20,7 @@ import (
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
@@ -131,29 +132,29 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 //
 //	cd services/gateway && go test -run '^$' -bench ProxiedRead -benchmem ./internal/edge/
 func BenchmarkProxiedRead(b *testing.B) {
-	upstream := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+	service := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Environment", "sandbox")
 		_, _ = io.WriteString(w, `{"data":[],"hasMore":false}`)
 	}))
-	defer upstream.Close()
+	defer service.Close()
 	kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", os.Getenv)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer kit.Shutdown(context.Background())
-	target, _ := url.Parse(upstream.URL)
+	target, _ := url.Parse(service.URL)
 	bare := &httputil.ReverseProxy{
 		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		Transport:  testTransport(b),
-		BufferPool: serve.NewBufferPool(16 << 10),
+		BufferPool: upstream.NewBufferPool(16 << 10),
 	}
 	for _, tc := range []struct {
 		name string
 		h    http.Handler
 	}{
-		{"gateway", productionGateway(b, kit, upstream.URL, testTransport(b))},
+		{"gateway", productionGateway(b, kit, service.URL, testTransport(b))},
 		{"bare", bare},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -13,12 +13,12 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
 // The forwarding is httputil.ReverseProxy over one tuned http.Transport
-// (serve.UpstreamTransport): it strips hop-by-hop headers both ways, and
+// (upstream.Transport): it strips hop-by-hop headers both ways, and
 // a client's Forwarded and X-Forwarded-*; re-encodes a query a parser
 // could read two ways; adds no User-Agent; passes 1xx answers and
 // trailers on; cuts the client's connection when an answer breaks off
@@ -122,7 +122,7 @@ func inMemory(pr *httputil.ProxyRequest) {
 
 // copyBuffers are the buffers ReverseProxy copies answers through: 16
 // KiB, since the services' answers are a few KiB at most.
-var copyBuffers = serve.NewBufferPool(16 << 10)
+var copyBuffers = upstream.NewBufferPool(16 << 10)
 
 // serve forwards r, whose context carries c and the route's deadline.
 func (p *routeProxy) serve(w http.ResponseWriter, r *http.Request, c *call) {

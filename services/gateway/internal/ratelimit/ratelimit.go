@@ -112,7 +112,7 @@ type Limiter struct {
 	fallback atomic.Bool
 	lastWarn atomic.Int64 // unix nanos of the last fallback line
 	unwarned atomic.Int64 // fallbacks since, not logged
-	leases   sync.Map // key → *lease, for keys of LeaseMinRate and more
+	leases   sync.Map     // key → *lease, for keys of LeaseMinRate and more
 }
 
 // Options tune a Limiter.

@@ -46,11 +46,14 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer db.Close()
 	// Quote offers and their tombstones: short-lived, lost without harm.
-	rdb, err := s.Redis(ctx, serve.RedisTuning{NoEviction: true})
+	rdb, err := s.Redis(ctx, serve.RedisTuning{})
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
+	if err := quote.CheckNoEviction(ctx, rdb, s.Env, s.Log); err != nil {
+		return err
+	}
 
 	// Expiry and leases are read on the database's clock, not this
 	// replica's (DESIGN §3).

@@ -1,4 +1,8 @@
-package serve
+// Package upstream is the HTTP client side a proxy reaches its services
+// with: the one tuned http.Transport (the gateway's, fiat's to consent, and
+// make loadtest's bare reference proxy, so they are tuned alike) and the
+// buffers httputil.ReverseProxy copies answers through.
+package upstream
 
 import (
 	"context"
@@ -13,8 +17,8 @@ import (
 	"time"
 )
 
-// UpstreamOptions tune UpstreamTransport.
-type UpstreamOptions struct {
+// Options tune Transport.
+type Options struct {
 	// CAFile, when set, is the PEM bundle that signs the services'
 	// certificates (https:// upstreams); the system's pool otherwise.
 	CAFile string
@@ -24,13 +28,13 @@ type UpstreamOptions struct {
 	Dialed func(addr string)
 }
 
-// UpstreamTransport is the one http.Transport a proxy reaches its
+// Transport is the one http.Transport a proxy reaches its
 // services with (the gateway's, and make loadtest's bare reference, so the
 // two are tuned alike): many idle connections per service (Go keeps 2 by
 // default, so a busy proxy would dial for most requests), closed before
 // the services' own 120 s idle timeout, no transparent compression (a
 // body passes as the service wrote it), short dials, HTTP/1.1.
-func UpstreamTransport(o UpstreamOptions) (*http.Transport, error) {
+func Transport(o Options) (*http.Transport, error) {
 	dialer := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy:                 nil,
