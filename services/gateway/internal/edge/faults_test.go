@@ -512,3 +512,37 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// A service shutting down gracefully closes its listener and finishes the
+// calls it has: the probe is refused, the circuit opens for new calls, and
+// a call in flight still gets its answer.
+func TestAServiceShuttingDownFinishesItsCalls(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	up := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Environment", "sandbox")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	var logs syncBuffer
+	g := newGatewayTo(t, up.URL, slog.New(slog.NewJSONHandler(&logs, nil)))
+	defer g.Close()
+	answer := make(chan *httptest.ResponseRecorder)
+	go func() { answer <- serveOne(g, "POST", "/v1/bank/payout/quote", `{}`) }()
+	<-started
+	up.Listener.Close() // no new connection from now on; the one in flight stays
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout","why":"its health refused the probe"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused probe did not open the circuit:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(release)
+	if w := <-answer; w.Code != 200 || w.Body.String() != `{"environment":"sandbox","ok":true}` {
+		t.Errorf("the call in flight: %d %s", w.Code, w.Body)
+	}
+}

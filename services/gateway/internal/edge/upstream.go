@@ -104,17 +104,22 @@ func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 // failed counts a failure and opens the circuit at the fifth in a row.
 func (gu *guarded) failed() {
 	if gu.failures.Add(1) >= breakerTrips {
-		gu.trip("five calls in a row failed")
+		gu.trip("five calls in a row failed", false)
 	}
 }
 
-// trip opens the circuit (once, whoever sees it first), ending the calls
-// that wait on the upstream; the prober closes it.
-func (gu *guarded) trip(why string) {
+// trip opens the circuit (once, whoever sees it first); the prober closes
+// it. With hung, the upstream was found hung (its health did not answer in
+// time): the calls waiting on it end at once too. A refused or reset one
+// is not hung: a dead process's calls end by themselves, and one shutting
+// down gracefully still answers the calls it has.
+func (gu *guarded) trip(why string, hung bool) {
 	if !gu.open.CompareAndSwap(false, true) {
 		return
 	}
-	gu.reopen()
+	if hung {
+		gu.reopen()
+	}
 	gu.g.log.Error("upstream circuit open", "upstream", gu.name, "why", why, "probe_every", BreakerProbeEvery.String())
 	gu.g.count(func(m *Metrics) { m.circuitChanged(gu.name, true) })
 }
@@ -126,14 +131,14 @@ func (gu *guarded) trip(why string) {
 func (gu *guarded) watch() {
 	t := time.NewTicker(BreakerProbeEvery)
 	defer t.Stop()
-	misses := 0
+	misses, hung := 0, true
 	for {
 		select {
 		case <-gu.g.stop:
 			return
 		case <-t.C:
 		}
-		status, answered := gu.probe()
+		status, answered, timedOut := gu.probe()
 		if gu.open.Load() {
 			if status == http.StatusOK {
 				gu.failures.Store(0)
@@ -146,32 +151,38 @@ func (gu *guarded) watch() {
 			continue
 		}
 		if callsAnswered := gu.answered.Swap(false); answered || callsAnswered {
-			misses = 0
+			misses, hung = 0, true
 			continue
 		}
-		if misses++; misses >= probeMisses {
-			gu.trip("its health stopped answering")
-			misses = 0
+		misses, hung = misses+1, hung && timedOut
+		if misses >= probeMisses {
+			if hung {
+				gu.trip("its health stopped answering", true)
+			} else {
+				gu.trip("its health refused the probe", false)
+			}
+			misses, hung = 0, true
 		}
 	}
 }
 
 // probe asks the upstream's health once, within BreakerProbeEvery: its
-// status, and whether it answered at all.
-func (gu *guarded) probe() (int, bool) {
+// status, whether it answered at all, and whether it ran out of time (a
+// hung upstream) rather than being refused or reset.
+func (gu *guarded) probe() (status int, answered, timedOut bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), BreakerProbeEvery)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, gu.health, nil)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	resp, err := gu.next.RoundTrip(req)
 	if err != nil {
-		return 0, false
+		return 0, false, ctx.Err() != nil
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
-	return resp.StatusCode, true
+	return resp.StatusCode, true, false
 }
 
 // tryRefused sends req, again on a refused connection while the request's
