@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -158,40 +157,15 @@ func (s *DBStore) SetDepositFunded(ctx context.Context, id string) error {
 
 // Accounts reads a page of the key's accounts.
 func (s *DBStore) Accounts(ctx context.Context, keyID string, p listing.Params) ([]AccountRecord, error) {
-	return list(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, keyID, p)
+	return listing.Read(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, keyID, p)
 }
 
 // VirtualAccounts reads a page of the key's virtual accounts.
 func (s *DBStore) VirtualAccounts(ctx context.Context, keyID string, p listing.Params) ([]VirtualAccountRecord, error) {
-	return list(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, keyID, p)
+	return listing.Read(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, keyID, p)
 }
 
 // Deposits reads a page of the key's one-off deposits.
 func (s *DBStore) Deposits(ctx context.Context, keyID string, p listing.Params) ([]DepositRecord, error) {
-	return list(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, keyID, p)
-}
-
-// list reads a page of table's rows of the key, newest first, as p says
-// (Limit+1 rows at most: the extra one says there are more); what it
-// returns is confirmed on the standby.
-func list[R any](ctx context.Context, db *database.DB, table, columns string, scan func(database.Row) (R, error), keyID string, p listing.Params) ([]R, error) {
-	where, args := p.Where(keyID)
-	rows, err := db.Query(ctx, `SELECT `+columns+` FROM `+table+` WHERE `+where+
-		` ORDER BY created_at DESC, id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []R
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, db.Confirm(ctx)
+	return listing.Read(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, keyID, p)
 }

@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -146,27 +145,8 @@ func (s *DBStore) Redeem(ctx context.Context, id string, at time.Time) error {
 	return ErrSuperseded
 }
 
-// List reads a page of the key's orders, newest first, as p says (Limit+1
-// rows at most: the extra one says there are more); what it returns is
-// confirmed on the standby.
+// List reads a page of the key's orders, newest first, as p says
+// (listing.Read).
 func (s *DBStore) List(ctx context.Context, keyID string, p listing.Params) ([]Record, error) {
-	where, args := p.Where(keyID)
-	rows, err := s.db.Query(ctx, `SELECT `+columns+` FROM orders WHERE `+where+
-		` ORDER BY created_at DESC, id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, s.db.Confirm(ctx)
+	return listing.Read(ctx, s.db, "orders", columns, scan, keyID, p)
 }
