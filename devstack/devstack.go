@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"net"
 	"net/http"
@@ -195,7 +196,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 func (s *Stack) startRedis() error {
 	if s.opts.RedisClusterURL != "" {
 		s.RedisURL = s.opts.RedisClusterURL
-		fmt.Fprintf(s.opts.Out, "redis: the Redis Cluster at %s\n", serve.Redacted(s.opts.RedisClusterURL))
+		fmt.Fprintf(s.opts.Out, "redis: the Redis Cluster at %s\n", config.Redacted(s.opts.RedisClusterURL))
 		return nil
 	}
 	if s.opts.RedisURL != "" {
@@ -405,7 +406,7 @@ func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Proc
 func (s *Stack) startDatabase(ctx context.Context) error {
 	if s.opts.DatabaseURL != "" {
 		s.DatabaseURL = s.opts.DatabaseURL
-		fmt.Fprintf(s.opts.Out, "database: %s\n", serve.Redacted(s.opts.DatabaseURL))
+		fmt.Fprintf(s.opts.Out, "database: %s\n", config.Redacted(s.opts.DatabaseURL))
 		return nil
 	}
 	if !s.opts.Embedded && pglocal.Available() {

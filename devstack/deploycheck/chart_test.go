@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/partnerpay/api/pkg/config"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,8 +212,8 @@ func TestTheChartKeepsItsPromises(t *testing.T) {
 					for _, e := range c.Env {
 						if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 							sec := e.ValueFrom.SecretKeyRef.Name
-							if s, rendered := r.secrets[sec]; rendered && len(s.Data[e.ValueFrom.SecretKeyRef.Key]) < serve.MinSecretLen {
-								t.Errorf("%s: %s from Secret %s is shorter than %d", name, e.Name, sec, serve.MinSecretLen)
+							if s, rendered := r.secrets[sec]; rendered && len(s.Data[e.ValueFrom.SecretKeyRef.Key]) < config.MinSecretLen {
+								t.Errorf("%s: %s from Secret %s is shorter than %d", name, e.Name, sec, config.MinSecretLen)
 							} else if !rendered && tt.sandbox && !madeByTheOperator(r, sec) {
 								t.Errorf("%s: %s from Secret %s, which the sandbox release does not create", name, e.Name, sec)
 							}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"net"
 	"net/http"
@@ -16,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/serve"
 )
 
 // Error is a refusal from the provider: its HTTP status and error document.
@@ -254,10 +254,10 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, ide
 }
 
 // Config is the bank provider part of a binary's configuration
-// (serve.LoadConfig), shared by every binary that calls the provider.
+// (config.Load), shared by every binary that calls the provider.
 type Config struct {
-	BankProviderURL string       `env:"BANK_PROVIDER_URL" default:"http://127.0.0.1:8090" url:"absolute"`
-	BankProviderKey serve.Secret `env:"BANK_PROVIDER_KEY" doc:"the bank provider's API key"`
+	BankProviderURL string        `env:"BANK_PROVIDER_URL" default:"http://127.0.0.1:8090" url:"absolute"`
+	BankProviderKey config.Secret `env:"BANK_PROVIDER_KEY" doc:"the bank provider's API key"`
 }
 
 // Client builds the provider client of c, its transport wrapped (tracing)

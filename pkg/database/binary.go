@@ -4,46 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/serve"
 )
 
-// ForBinary opens the system of record of a service binary: DATABASE_URL
-// (required; in production a PostgreSQL one), with sets applied. The
-// binary's readiness then fails while the database takes no writes, and
-// its metrics include the pool's.
-func ForBinary(ctx context.Context, s *serve.Setup, sets ...Migrations) (*DB, error) {
-	var cfg struct {
-		URL  string        `env:"DATABASE_URL" doc:"the PostgreSQL system of record (postgres://user:password@host1:5432,host2:5432/db?target_session_attrs=read-write)"`
-		Wait time.Duration `env:"DATABASE_START_TIMEOUT" default:"60s"`
-	}
-	if err := serve.LoadConfig(s.Getenv, &cfg); err != nil {
-		return nil, err
-	}
-	embedded := len(cfg.URL) >= len(EmbeddedScheme) && cfg.URL[:len(EmbeddedScheme)] == EmbeddedScheme
-	if embedded && s.Env == environment.Production {
+// Config is the system of record's part of a binary's configuration
+// (config.Load), embedded by every binary that keeps records.
+type Config struct {
+	DatabaseURL          string        `env:"DATABASE_URL" doc:"the PostgreSQL system of record (postgres://user:password@host1:5432,host2:5432/db?target_session_attrs=read-write)"`
+	DatabaseStartTimeout time.Duration `env:"DATABASE_START_TIMEOUT" default:"60s"`
+}
+
+// ForBinary opens the system of record of a service binary in environment
+// env: cfg's DATABASE_URL (in production a PostgreSQL one), with sets
+// applied. The binary's readiness (kit) then fails while the database
+// takes no writes, and its metrics include the pool's.
+func ForBinary(ctx context.Context, cfg Config, env environment.Name, log *slog.Logger, kit *obs.Kit, sets ...Migrations) (*DB, error) {
+	embedded := len(cfg.DatabaseURL) >= len(EmbeddedScheme) && cfg.DatabaseURL[:len(EmbeddedScheme)] == EmbeddedScheme
+	if embedded && env == environment.Production {
 		return nil, errors.New("DATABASE_URL names an embedded database file; production needs PostgreSQL")
 	}
-	db, err := Open(ctx, cfg.URL, Options{Wait: cfg.Wait, Log: s.Log}, sets...)
+	db, err := Open(ctx, cfg.DatabaseURL, Options{Wait: cfg.DatabaseStartTimeout, Log: log}, sets...)
 	if err != nil {
 		return nil, err
 	}
-	s.Log.Info("database", "target", db.String())
+	log.Info("database", "target", db.String())
 	if embedded {
-		s.Log.Warn("the system of record is an embedded SQLite file: for a first look only, with no standby and no failover; use PostgreSQL (DATABASE_URL) for real work")
+		log.Warn("the system of record is an embedded SQLite file: for a first look only, with no standby and no failover; use PostgreSQL (DATABASE_URL) for real work")
 	}
-	s.Kit.ReadyWhen(func(ctx context.Context) error {
+	kit.ReadyWhen(func(ctx context.Context) error {
 		if err := db.Writable(ctx); err != nil {
 			return fmt.Errorf("database not writable: %w", err)
 		}
 		return nil
 	})
-	s.Kit.Registry.MustRegister(newCollector(db))
+	kit.Registry.MustRegister(newCollector(db))
 	return db, nil
 }
 

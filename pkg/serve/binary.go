@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"log"
 	"log/slog"
@@ -75,12 +76,12 @@ func Start(ctx context.Context, b Binary, args []string, getenv func(string) str
 	}
 	if b.Internal {
 		var c struct {
-			Token Secret `env:"INTERNAL_TOKEN" doc:"services answer only requests that carry it"`
+			Token config.Secret `env:"INTERNAL_TOKEN" doc:"services answer only requests that carry it"`
 		}
-		if err := LoadConfig(getenv, &c); err != nil {
+		if err := config.Load(getenv, &c); err != nil {
 			return err
 		}
-		if s.Env == environment.Production && KnownDefault(string(c.Token)) {
+		if s.Env == environment.Production && config.KnownDefault(string(c.Token)) {
 			return errors.New("INTERNAL_TOKEN is a known public default; production needs a secret of its own (openssl rand -hex 32)")
 		}
 		s.InternalToken = string(c.Token)
@@ -120,15 +121,15 @@ func (l stdlibLog) Write(p []byte) (int, error) {
 }
 
 // Config fills the binary's config struct from the environment (see
-// LoadConfig), and logs the start: environment, addresses and the config,
+// config.Load), and logs the start: environment, addresses and the config,
 // secrets masked. In production a secret that is a known public default
 // (an example from the docs, a "change-me") is refused.
 func (s *Setup) Config(cfg any) error {
-	if err := LoadConfig(s.Getenv, cfg); err != nil {
+	if err := config.Load(s.Getenv, cfg); err != nil {
 		return err
 	}
 	if s.Env == environment.Production {
-		if name, ok := knownDefaultIn(cfg); ok {
+		if name, ok := config.KnownDefaultIn(cfg); ok {
 			return fmt.Errorf("%s is a known public default; production needs a secret of its own (openssl rand -hex 32)", name)
 		}
 	}
@@ -140,10 +141,10 @@ func (s *Setup) starting(cfg any) {
 	version, revision := obs.BuildVersion()
 	attrs := []any{"version", version, "revision", revision, "environment", s.Env, "addr", s.Addr, "admin_addr", s.AdminAddr}
 	if s.binary.Internal {
-		attrs = append(attrs, "INTERNAL_TOKEN", Secret(s.InternalToken))
+		attrs = append(attrs, "INTERNAL_TOKEN", config.Secret(s.InternalToken))
 	}
 	if cfg != nil {
-		attrs = append(attrs, "config", Masked(cfg))
+		attrs = append(attrs, "config", config.Masked(cfg))
 	}
 	s.Log.Info("starting", attrs...)
 }
@@ -164,7 +165,7 @@ func (s *Setup) Serve(ctx context.Context, h http.Handler) error {
 		CertFile string `env:"TLS_CERT_FILE" optional:"true"`
 		KeyFile  string `env:"TLS_KEY_FILE" optional:"true"`
 	}
-	if err := LoadConfig(s.Getenv, &sd); err != nil {
+	if err := config.Load(s.Getenv, &sd); err != nil {
 		return err
 	}
 	if sd.Grace == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"log/slog"
 	"net"
@@ -65,7 +66,7 @@ func NewRedis(getenv func(string) string, t RedisTuning) (rdb redis.UniversalCli
 		o.ClusterStateReloadInterval = 10 * time.Second
 		c := redis.NewClusterClient(o)
 		c.AddHook(reloadOnFailure{c})
-		return c, "cluster " + Redacted(cluster), nil
+		return c, "cluster " + config.Redacted(cluster), nil
 	}
 	if single == "" {
 		single = "redis://127.0.0.1:6379/0"
@@ -75,7 +76,7 @@ func NewRedis(getenv func(string) string, t RedisTuning) (rdb redis.UniversalCli
 		return nil, "", fmt.Errorf("REDIS_URL: %w", err)
 	}
 	t.apply(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize, &o.MaxRetries, &o.ContextTimeoutEnabled)
-	return redis.NewClient(o), Redacted(single), nil
+	return redis.NewClient(o), config.Redacted(single), nil
 }
 
 // apply sets the tuning on the fields go-redis' Options and ClusterOptions

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"github.com/partnerpay/api/pkg/config"
 	"net/http"
 	"time"
 
@@ -20,14 +21,15 @@ import (
 
 func main() { serve.Main("consent", run) }
 
-type config struct {
-	ConsentSecret serve.Secret `env:"CONSENT_SECRET" doc:"it signs the return state"`
-	ReturnURL     string       `env:"CONSENT_RETURN_URL" default:"http://127.0.0.1:8080/consent/return" url:"absolute"`
+type settings struct {
+	Database      database.Config
+	ConsentSecret config.Secret `env:"CONSENT_SECRET" doc:"it signs the return state"`
+	ReturnURL     string        `env:"CONSENT_RETURN_URL" default:"http://127.0.0.1:8080/consent/return" url:"absolute"`
 	bankprovider.Config
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	var cfg config
+	var cfg settings
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, s, consent.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, consent.Migrations)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ import (
 
 func main() { serve.Main("fiat", run) }
 
-type config struct {
+type settings struct {
+	Database database.Config
 	bankprovider.Config
 	ConsentURL string `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
 	// The PEM bundle that signs the consent service's certificate, when
@@ -40,7 +41,7 @@ func cursorKey(internalToken string) []byte {
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	var cfg config
+	var cfg settings
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, s, idempotency.Migrations, fiat.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, idempotency.Migrations, fiat.Migrations)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func main() {
 	serve.Main("gateway", run)
 }
 
-type config struct {
+type settings struct {
 	KeysFile     string        `env:"GATEWAY_KEYS_FILE" default:".local/keys.json"`
 	RedisTimeout time.Duration `env:"RATE_LIMIT_REDIS_TIMEOUT" default:"50ms"`
 	KeysReload   time.Duration `env:"KEYS_RELOAD_INTERVAL" default:"250ms"`
@@ -48,16 +48,16 @@ type config struct {
 	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
 }
 
-func (c config) upstreams() map[string]*url.URL {
+func (c settings) upstreams() map[string]*url.URL {
 	out := map[string]*url.URL{}
 	for name, raw := range map[string]string{edge.UpstreamPayout: c.PayoutURL, edge.UpstreamFiat: c.FiatURL, edge.UpstreamConsent: c.ConsentURL, edge.UpstreamOrders: c.OrdersURL} {
-		out[name], _ = url.Parse(raw) // LoadConfig checked it
+		out[name], _ = url.Parse(raw) // config.Load checked it
 	}
 	return out
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	var cfg config
+	var cfg settings
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"github.com/partnerpay/api/pkg/config"
 	"net/http"
 	"time"
 
@@ -22,15 +23,16 @@ import (
 
 func main() { serve.Main("orders", run) }
 
-type config struct {
-	OrdersSecret serve.Secret `env:"ORDERS_SECRET" doc:"it signs the return state"`
-	ReturnURL    string       `env:"ORDERS_RETURN_URL" default:"http://127.0.0.1:8080/orders/return" url:"absolute"`
+type settings struct {
+	Database     database.Config
+	OrdersSecret config.Secret `env:"ORDERS_SECRET" doc:"it signs the return state"`
+	ReturnURL    string        `env:"ORDERS_RETURN_URL" default:"http://127.0.0.1:8080/orders/return" url:"absolute"`
 	// The card provider is the bank provider's card side (DESIGN §7).
 	bankprovider.Config
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	var cfg config
+	var cfg settings
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, s, idempotency.Migrations, orders.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, idempotency.Migrations, orders.Migrations)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"github.com/partnerpay/api/pkg/config"
 	"net/http"
 	"time"
 
@@ -24,15 +25,16 @@ import (
 
 func main() { serve.Main("payout", run) }
 
-type config struct {
+type settings struct {
+	Database database.Config
 	// The bank provider carries payouts whose stablecoins arrived.
 	bankprovider.Config
-	QuoteSecret serve.Secret  `env:"QUOTE_SECRET" doc:"it keys the quote ids and the payouts' deposit addresses"`
+	QuoteSecret config.Secret `env:"QUOTE_SECRET" doc:"it keys the quote ids and the payouts' deposit addresses"`
 	QuoteTTL    time.Duration `env:"QUOTE_TTL" default:"60s"`
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	var cfg config
+	var cfg settings
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}
@@ -40,7 +42,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, s, idempotency.Migrations, payout.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, idempotency.Migrations, payout.Migrations)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"github.com/partnerpay/api/pkg/config"
 	"time"
 
 	"github.com/partnerpay/api/pkg/serve"
@@ -17,8 +18,8 @@ import (
 
 func main() { serve.Main("sandboxbank", run) }
 
-type config struct {
-	ProviderKey     serve.Secret  `env:"BANK_PROVIDER_KEY" doc:"the provider API key the services use"`
+type settings struct {
+	ProviderKey     config.Secret `env:"BANK_PROVIDER_KEY" doc:"the provider API key the services use"`
 	PublicURL       string        `env:"SANDBOXBANK_PUBLIC_URL" optional:"true" url:"absolute"`
 	LinkTTL         time.Duration `env:"SANDBOXBANK_LINK_TTL" default:"5m"`
 	SettlementDelay time.Duration `env:"SANDBOXBANK_SETTLEMENT_DELAY" default:"3s"`
@@ -28,7 +29,7 @@ type config struct {
 }
 
 func run(ctx context.Context, s *serve.Setup) error {
-	var cfg config
+	var cfg settings
 	if err := s.Config(&cfg); err != nil {
 		return err
 	}

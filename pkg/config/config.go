@@ -1,4 +1,9 @@
-package serve
+// Package config is how a binary reads its configuration: one struct per
+// binary, filled from the environment (through the getenv it is given),
+// every variable checked before the first error is answered, and logged
+// with its secrets masked. A package that needs settings exports its part
+// (database.Config, bankprovider.Config) for the binaries to embed.
+package config
 
 import (
 	"errors"
@@ -25,7 +30,7 @@ func (s Secret) LogValue() slog.Value {
 // MinSecretLen is the shortest secret a binary accepts.
 const MinSecretLen = 16
 
-// LoadConfig fills the struct cfg points to from getenv. Each field names
+// Load fills the struct cfg points to from getenv. Each field names
 // its variable in an `env` tag and may carry a `default`; `doc` says what
 // the variable is for, in the error a missing one gets. Field types:
 //
@@ -37,9 +42,10 @@ const MinSecretLen = 16
 // Every variable is checked before the first error is returned, so one run
 // lists everything wrong.
 //
-// An embedded struct's fields count as the outer struct's: a shared part of
-// several binaries' config (bankprovider.Config) is declared once.
-func LoadConfig(getenv func(string) string, cfg any) error {
+// A struct field without an env tag, embedded or named, is a part: its
+// fields count as the outer struct's. A package's part of several
+// binaries' config (database.Config, bankprovider.Config) is declared once.
+func Load(getenv func(string) string, cfg any) error {
 	return loadStruct(getenv, reflect.ValueOf(cfg).Elem())
 }
 
@@ -48,7 +54,7 @@ func loadStruct(getenv func(string) string, v reflect.Value) error {
 	var errs []error
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+		if part(f) {
 			if err := loadStruct(getenv, v.Field(i)); err != nil {
 				errs = append(errs, err)
 			}
@@ -67,6 +73,11 @@ func loadStruct(getenv func(string) string, v reflect.Value) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// part reports whether f is a part of the config rather than a variable.
+func part(f reflect.StructField) bool {
+	return f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == ""
 }
 
 var (
@@ -109,7 +120,7 @@ func setField(fv reflect.Value, f reflect.StructField, name, raw string) error {
 		}
 		fv.SetString(raw)
 	default:
-		panic("serve: config field " + f.Name + " has an unsupported type " + f.Type.String())
+		panic("config: field " + f.Name + " has an unsupported type " + f.Type.String())
 	}
 	return nil
 }
@@ -129,7 +140,7 @@ func maskedAttrs(v reflect.Value) []slog.Attr {
 	attrs := make([]slog.Attr, 0, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+		if part(f) {
 			attrs = append(attrs, maskedAttrs(v.Field(i))...)
 			continue
 		}
@@ -182,8 +193,8 @@ func KnownDefault(secret string) bool {
 	return false
 }
 
-// knownDefaultIn finds a Secret field of cfg holding a known default.
-func knownDefaultIn(cfg any) (string, bool) {
+// KnownDefaultIn finds a Secret field of cfg holding a known default.
+func KnownDefaultIn(cfg any) (string, bool) {
 	v := reflect.ValueOf(cfg)
 	if v.Kind() == reflect.Pointer {
 		v = v.Elem()
@@ -195,7 +206,7 @@ func knownDefaultField(v reflect.Value) (string, bool) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+		if part(f) {
 			if name, ok := knownDefaultField(v.Field(i)); ok {
 				return name, true
 			}
