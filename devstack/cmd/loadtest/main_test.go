@@ -71,12 +71,12 @@ func TestReportGivesTheGatewaysRatios(t *testing.T) {
 		return []sample{{rps: rps / 2, proxyCPU: cpu * 3}, {rps: rps, proxyCPU: cpu}, {rps: rps * 2, proxyCPU: cpu / 3}}
 	}
 	results := map[string][]sample{
-		"bare|quote|32": rounds(4000, 200), "bare|config|32": rounds(8000, 150),
-		"caddy|quote|32": rounds(4400, 210), "caddy|config|32": rounds(7000, 160),
-		"gateway|quote|32": rounds(6000, 110), "gateway|config|32": rounds(10000, 90),
+		"bare|quote|32": rounds(4000, 200), "bare|list|32": rounds(8000, 150),
+		"caddy|quote|32": rounds(4400, 210), "caddy|list|32": rounds(7000, 160),
+		"gateway|quote|32": rounds(6000, 110), "gateway|list|32": rounds(10000, 90),
 	}
-	// Redis on the config GET: what the gateway adds over the bare proxy.
-	for key, redis := range map[string]struct{ cpu, calls float64 }{"bare|config|32": {0.3, 0}, "gateway|config|32": {1.1, 0.006}} {
+	// Redis on the list GET: what the gateway adds over the bare proxy.
+	for key, redis := range map[string]struct{ cpu, calls float64 }{"bare|list|32": {0.3, 0}, "gateway|list|32": {1.1, 0.006}} {
 		for i := range results[key] {
 			results[key][i].redisCPU, results[key][i].redisCalls = redis.cpu, redis.calls
 		}
@@ -84,9 +84,9 @@ func TestReportGivesTheGatewaysRatios(t *testing.T) {
 	var out strings.Builder
 	report(&out, targets, []int{32}, results, 3, time.Second)
 	for _, want := range []string{
-		"\ngateway / bare: quote 1.50×, config 1.25×; CPU per request quote 0.55×, config 0.60×\n",
-		"\ngateway / caddy: quote 1.36×, config 1.43×; CPU per request quote 0.52×, config 0.56×\n",
-		"\nlimiting in Redis (gateway − bare, config GET): 0.8 µs CPU and 0.006 commands per request\n",
+		"\ngateway / bare: quote 1.50×, list 1.25×; CPU per request quote 0.55×, list 0.60×\n",
+		"\ngateway / caddy: quote 1.36×, list 1.43×; CPU per request quote 0.52×, list 0.56×\n",
+		"\nlimiting in Redis (gateway − bare, list GET): 0.8 µs CPU and 0.006 commands per request\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
