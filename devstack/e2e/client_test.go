@@ -268,6 +268,11 @@ func TestAGeneratedClientCompletesTheOnRamp(t *testing.T) {
 	if len(deposits) != 1 || deposits[0].DepositId != dep.JSON200.DepositId || deposits[0].Reference != dep.JSON200.Reference {
 		t.Errorf("funded deposits with reference invoice-1: %+v", deposits)
 	}
+	for _, ref := range []string{"user-ada", "wallet-ada", "invoice-1", "reference="} {
+		if strings.Contains(s.logs.String(), ref) {
+			t.Errorf("%s reached a log line: references and list queries are never logged", ref)
+		}
+	}
 	other := newClient(t, s, s.issue("globex", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000"))
 	for _, list := range []string{"/v1/fiat/accounts", "/v1/fiat/virtual-accounts", "/v1/fiat/deposits"} {
 		if r := s.get(list, ""); r.Status != 401 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	partnerapi "github.com/partnerpay/api/clients/go"
@@ -51,6 +52,10 @@ func TestPayoutsAreListedThroughTheClientsIterator(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("%d payouts with reference order-1, want 3", n)
+	}
+	// A reference, and a list's query string, are never logged (DESIGN §8).
+	if logs := s.logs.String(); strings.Contains(logs, "order-1") || strings.Contains(logs, "reference=") {
+		t.Error("a partner's reference reached a log line")
 	}
 	globex := s.issue("globex", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	other := newClient(t, s, globex)

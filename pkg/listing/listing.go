@@ -201,15 +201,17 @@ func (p Params) Where(keyID string) (string, []any) {
 	return b.String(), args
 }
 
-// Finish makes the page of rows (Limit+1 at most were read): hasMore when
-// the extra one came, and the cursor of the last one kept.
-func Finish[T any](l Lister, keyID string, rows []T, limit int, at func(T) Cursor) Page[T] {
-	page := Page[T]{Data: rows}
-	if page.Data == nil {
-		page.Data = []T{}
+// Finish makes the page of rows (Limit+1 at most were read): each kept row
+// as answer makes it, hasMore when the extra one came, and the cursor (at)
+// of the last one kept.
+func Finish[R, T any](l Lister, keyID string, rows []R, limit int, at func(R) Cursor, answer func(R) T) Page[T] {
+	kept := rows[:min(len(rows), limit)]
+	page := Page[T]{Data: make([]T, len(kept))}
+	for i, r := range kept {
+		page.Data[i] = answer(r)
 	}
 	if len(rows) > limit {
-		page.Data, page.HasMore = rows[:limit], true
+		page.HasMore = true
 		page.NextCursor = l.Encode(at(rows[limit-1]), keyID)
 	}
 	return page

@@ -49,7 +49,7 @@ func (s *service) ListAccounts(ctx context.Context, caller partner.Caller, query
 	if err != nil {
 		return AccountList{}, err
 	}
-	return page(l, caller.KeyID, p, rows, account, func(r AccountRecord) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }), nil
+	return listing.Finish(l, caller.KeyID, rows, p.Limit, func(r AccountRecord) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }, account), nil
 }
 
 // ListVirtualAccounts answers a page of the caller's virtual accounts,
@@ -66,9 +66,9 @@ func (s *service) ListVirtualAccounts(ctx context.Context, caller partner.Caller
 	if err != nil {
 		return VirtualAccountList{}, err
 	}
-	return page(l, caller.KeyID, p, rows, virtualAccount, func(r VirtualAccountRecord) listing.Cursor {
+	return listing.Finish(l, caller.KeyID, rows, p.Limit, func(r VirtualAccountRecord) listing.Cursor {
 		return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID}
-	}), nil
+	}, virtualAccount), nil
 }
 
 // ListDeposits answers a page of the caller's one-off deposits, newest
@@ -104,17 +104,7 @@ func (s *service) ListDeposits(ctx context.Context, caller partner.Caller, query
 	if err != nil {
 		return DepositList{}, err
 	}
-	return page(l, caller.KeyID, p, rows, deposit, func(r DepositRecord) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }), nil
-}
-
-// page answers rows (Limit+1 at most were read) as a page of their answers.
-func page[R, T any](l listing.Lister, keyID string, p listing.Params, rows []R, answer func(R) T, at func(R) listing.Cursor) listing.Page[T] {
-	kept := listing.Finish(l, keyID, rows, p.Limit, at)
-	out := listing.Page[T]{Data: make([]T, len(kept.Data)), HasMore: kept.HasMore, NextCursor: kept.NextCursor}
-	for i, r := range kept.Data {
-		out.Data[i] = answer(r)
-	}
-	return out
+	return listing.Finish(l, caller.KeyID, rows, p.Limit, func(r DepositRecord) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }, deposit), nil
 }
 
 // shown is the rows a page shows: the extra one read past its limit only

@@ -297,13 +297,7 @@ func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
 		t.Fatalf("the first caller: %d %s", w.Code, w.Body)
 	}
 	waited := time.Since(start)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout","why":"its health stopped answering"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the probe did not open the circuit:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	logs.waitFor(t, `"msg":"upstream circuit open","upstream":"payout","why":"its health stopped answering"`)
 	for range 3 {
 		start := time.Now()
 		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || w.Body.String() != internalBody || time.Since(start) > 100*time.Millisecond {
@@ -313,7 +307,7 @@ func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
 	t.Logf("the caller before the probe noticed waited %s; after, none waits", waited.Round(time.Millisecond))
 	frozen.Store(false)
 	close(thaw)
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for serveOne(g, "POST", "/v1/bank/payout/quote", `{}`).Code != 200 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the circuit did not close once the service was back:\n%s", logs.String())
@@ -507,6 +501,18 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.b.Write(p)
 }
 
+// waitFor waits up to 10 s for a line containing want to be logged.
+func (b *syncBuffer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not logged within 10 s: %s\n%s", want, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -534,13 +540,7 @@ func TestAServiceShuttingDownFinishesItsCalls(t *testing.T) {
 	go func() { answer <- serveOne(g, "POST", "/v1/bank/payout/quote", `{}`) }()
 	<-started
 	up.Listener.Close() // no new connection from now on; the one in flight stays
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout","why":"its health refused the probe"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the refused probe did not open the circuit:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	logs.waitFor(t, `"msg":"upstream circuit open","upstream":"payout","why":"its health refused the probe"`)
 	close(release)
 	if w := <-answer; w.Code != 200 || w.Body.String() != `{"environment":"sandbox","ok":true}` {
 		t.Errorf("the call in flight: %d %s", w.Code, w.Body)

@@ -14,7 +14,7 @@ type OrderList = listing.Page[OrderStatus]
 var orderStatuses = []string{StatusAwaitingPayment, StatusAwaitingDeposit, StatusProcessing, StatusCompleted, StatusFailed, StatusExpired}
 
 func (s *service) lister() listing.Lister {
-	return listing.Lister{Name: "orders", Statuses: orderStatuses, Secret: s.secret}
+	return listing.Lister{Name: "orders", Statuses: orderStatuses, Secret: s.links.Signer.Secret}
 }
 
 // List answers a page of the caller's orders, newest first, each with its
@@ -30,11 +30,5 @@ func (s *service) List(ctx context.Context, caller partner.Caller, query url.Val
 	if err != nil {
 		return OrderList{}, err
 	}
-	out := make([]OrderStatus, len(rows))
-	at := make(map[string]listing.Cursor, len(rows))
-	for i, r := range rows {
-		out[i] = statusOf(r)
-		at[r.ID] = listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID}
-	}
-	return listing.Finish(l, caller.KeyID, out, p.Limit, func(st OrderStatus) listing.Cursor { return at[st.OrderID] }), nil
+	return listing.Finish(l, caller.KeyID, rows, p.Limit, func(r Record) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }, statusOf), nil
 }

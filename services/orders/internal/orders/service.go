@@ -150,8 +150,7 @@ type service struct {
 	chains   *catalog.Chains
 	store    Store
 	provider Provider
-	links    *hostedlink.Lifecycle // the hosted card page's links
-	secret   []byte
+	links    *hostedlink.Lifecycle // the hosted card page's links; its signer's secret signs the lists' cursors too
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -173,7 +172,7 @@ type Config struct {
 
 // NewService returns the order service.
 func NewService(c Config) Service {
-	s := &service{env: c.Env, chains: catalog.ChainsFor(c.Env), store: c.Store, provider: c.Provider, secret: c.Secret, log: c.Log, now: c.Now}
+	s := &service{env: c.Env, chains: catalog.ChainsFor(c.Env), store: c.Store, provider: c.Provider, log: c.Log, now: c.Now}
 	s.links = &hostedlink.Lifecycle{Env: c.Env, Signer: hostedlink.Signer{Secret: c.Secret, Now: c.Now}, ReturnTo: c.ReturnURL,
 		Prefix: linkPrefix, Now: c.Now, Find: s.findLink, Keep: s.keepLink}
 	return s

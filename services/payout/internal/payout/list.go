@@ -36,20 +36,17 @@ func (s *service) List(ctx context.Context, caller partner.Caller, query url.Val
 		return PayoutList{}, err
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
-	statuses := make([]PayoutStatus, len(rows))
-	at := make(map[string]listing.Cursor, len(rows))
 	for i, r := range rows {
 		if r.Status == lifecycle.PayoutAwaitingDeposit && !now.Before(r.DepositExpiresAt) {
 			if moved, err := s.payouts.Move(ctx, r.ID, Change{From: r.Status, To: lifecycle.PayoutExpired, At: now}); err != nil {
 				return PayoutList{}, err
 			} else if moved {
-				r.Status = lifecycle.PayoutExpired
+				rows[i].Status = lifecycle.PayoutExpired
 				history[r.ID] = append(history[r.ID], Move{Status: lifecycle.PayoutExpired, At: now})
 			}
 		}
-		statuses[i] = s.status(r, history[r.ID])
-		// The cursor is the row's stored creation, to the microsecond.
-		at[r.ID] = listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID}
 	}
-	return listing.Finish(l, caller.KeyID, statuses, p.Limit, func(st PayoutStatus) listing.Cursor { return at[st.PayoutID] }), nil
+	// The cursor is the row's stored creation, to the microsecond.
+	return listing.Finish(l, caller.KeyID, rows, p.Limit, func(r StoredPayout) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} },
+		func(r StoredPayout) PayoutStatus { return s.status(r, history[r.ID]) }), nil
 }

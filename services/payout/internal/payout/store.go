@@ -293,11 +293,10 @@ func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]Sto
 	}
 	history := map[string][]Move{}
 	if len(out) > 0 {
-		ids := make([]string, len(out))
 		ph := make([]string, len(out))
 		idArgs := make([]any, len(out))
 		for i, sp := range out {
-			ids[i], ph[i], idArgs[i] = sp.ID, "$"+strconv.Itoa(i+1), sp.ID
+			ph[i], idArgs[i] = "$"+strconv.Itoa(i+1), sp.ID
 		}
 		hrows, err := s.db.Query(ctx, `SELECT payout_id, status, at FROM payout_history WHERE payout_id IN (`+strings.Join(ph, ", ")+`) ORDER BY at, status`, idArgs...)
 		if err != nil {
