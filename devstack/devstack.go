@@ -30,7 +30,6 @@ import (
 
 	"github.com/partnerpay/api/pkg/pglocal"
 	"github.com/partnerpay/api/pkg/redistest"
-	"github.com/partnerpay/api/pkg/serve"
 )
 
 // Service is one binary of the stack.
@@ -83,9 +82,9 @@ type Process struct {
 	stack *Stack
 }
 
-// serviceOrder is the start order of serve.Binaries: each after what it
+// serviceOrder is the start order of Binaries: each after what it
 // calls, the gateway last.
-var serviceOrder = serve.Names()
+var serviceOrder = Names()
 
 // Start brings the stack up and waits until every service is healthy.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
@@ -122,7 +121,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	svcs := map[string]Service{}
-	for _, b := range serve.Binaries {
+	for _, b := range Binaries {
 		name, d := b.Name, Service{Name: b.Name, Addr: b.Addr, AdminAddr: b.AdminAddr}
 		if name == "gateway" && opts.GatewayAddr != "" {
 			d.Addr = opts.GatewayAddr
@@ -319,7 +318,7 @@ func (p *Process) WaitHealthy(ctx context.Context, within time.Duration) error {
 }
 
 // stopWait is how long Stop waits for a graceful exit before SIGKILL:
-// above every binary's drain and grace (serve.Binaries).
+// above every binary's drain and grace (Binaries).
 const stopWait = 45 * time.Second
 
 // Stop sends SIGTERM and waits for a graceful exit (SIGKILL after stopWait).
@@ -444,7 +443,7 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 		return err
 	}
 	s.embedded = map[string]string{}
-	for _, b := range serve.Binaries {
+	for _, b := range Binaries {
 		if b.Database {
 			s.embedded[b.Name] = "sqlite:" + filepath.Join(dir, b.Name+".db")
 		}

@@ -28,7 +28,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/devstack"
 )
 
 const chart = "../../deploy/helm/partner-api"
@@ -189,7 +189,7 @@ func TestTheChartKeepsItsPromises(t *testing.T) {
 			}
 			checkAlertmanager(t, r, !tt.sandbox)
 			var longestGrace time.Duration
-			for _, b := range serve.Binaries {
+			for _, b := range devstack.Binaries {
 				longestGrace = max(longestGrace, b.Grace)
 			}
 			for _, name := range want {

@@ -21,13 +21,12 @@ import (
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/redistest"
-	"github.com/partnerpay/api/pkg/serve"
 )
 
 var binDir string
 
 // services are the binaries of the stack.
-var services = serve.Names()
+var services = devstack.Names()
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "e2e-bin-")

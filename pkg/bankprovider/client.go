@@ -254,16 +254,16 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, ide
 }
 
 // Config is the bank provider part of a binary's configuration
-// (config.Load), shared by every binary that calls the provider.
+// (config.Load), a field of every binary that calls the provider.
 type Config struct {
-	BankProviderURL string        `env:"BANK_PROVIDER_URL" default:"http://127.0.0.1:8090" url:"absolute"`
-	BankProviderKey config.Secret `env:"BANK_PROVIDER_KEY" doc:"the bank provider's API key"`
+	URL config.URL    `env:"BANK_PROVIDER_URL, default=http://127.0.0.1:8090"`
+	Key config.Secret `env:"BANK_PROVIDER_KEY, required"`
 }
 
 // Client builds the provider client of c, its transport wrapped (tracing)
 // and its metrics registered on reg.
 func (c Config) Client(wrap func(http.RoundTripper) http.RoundTripper, reg prometheus.Registerer) (*Client, error) {
-	p, err := New(c.BankProviderURL, string(c.BankProviderKey))
+	p, err := New(string(c.URL), string(c.Key))
 	if err != nil {
 		return nil, err
 	}

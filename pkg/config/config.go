@@ -1,23 +1,97 @@
 // Package config is how a binary reads its configuration: one struct per
-// binary, filled from the environment (through the getenv it is given),
-// every variable checked before the first error is answered, and logged
-// with its secrets masked. A package that needs settings exports its part
-// (database.Config, bankprovider.Config) for the binaries to embed.
+// binary, filled once from the getenv it is given by
+// github.com/sethvargo/go-envconfig, checked, and logged with its secrets
+// masked. A package that needs settings exports its part (database.Config,
+// obs.Config, bankprovider.Config) for the binaries to embed; it never reads
+// the environment itself.
+//
+// Tags are go-envconfig's: `env:"QUOTE_TTL, default=60s"`,
+// `env:"QUOTE_SECRET, required"`, `env:", prefix=DB_"`. A variable set to
+// the empty string counts as unset. A value a binary puts in its struct
+// before Load is that field's default (the listen addresses each binary
+// picks for itself).
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sethvargo/go-envconfig"
 )
 
-// Secret is a configured secret. It logs as "[set]", never as itself.
+// Load fills the struct cfg points to from getenv, then checks it: every
+// part of it (cfg itself, and each struct field) that has a Validate
+// method is asked (an embedded part's only through its parent: its
+// Validate is promoted or shadowed, so a part with rules is best a named
+// field), and all their complaints come back
+// together, so one run lists everything wrong with the values. A variable
+// that is missing or cannot be read at all stops the loading at once.
+func Load(getenv func(string) string, cfg any) error {
+	err := envconfig.ProcessWith(context.Background(), &envconfig.Config{
+		Target: cfg,
+		Lookuper: envconfig.LookuperFunc(func(key string) (string, bool) {
+			v := getenv(key)
+			return v, v != ""
+		}),
+		DefaultOverwrite: true,
+	})
+	if err != nil {
+		return err
+	}
+	return validate(reflect.ValueOf(cfg))
+}
+
+// Validator is a part of a config with rules of its own.
+type Validator interface{ Validate() error }
+
+// validate asks v (a pointer to a struct) and its parts. An embedded
+// part is not asked on its own: its Validate is promoted to its parent,
+// or shadowed by the parent's, which then asks it.
+func validate(v reflect.Value) error {
+	var errs []error
+	if c, ok := v.Interface().(Validator); ok {
+		errs = append(errs, c.Validate())
+	}
+	return errors.Join(append(errs, validateParts(v.Elem()))...)
+}
+
+func validateParts(v reflect.Value) error {
+	var errs []error
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		switch {
+		case f.Type.Kind() != reflect.Struct || !f.IsExported():
+		case f.Anonymous:
+			errs = append(errs, validateParts(v.Field(i)))
+		default:
+			errs = append(errs, validate(v.Field(i).Addr()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MinSecretLen is the shortest secret a binary accepts.
+const MinSecretLen = 16
+
+// Secret is a configured secret: at least MinSecretLen characters when
+// set, and logged as "[set]", never as itself.
 type Secret string
+
+// EnvDecode refuses a short secret (whether one is required is the
+// field's tag's to say).
+func (s *Secret) EnvDecode(v string) error {
+	if v != "" && len(v) < MinSecretLen {
+		return fmt.Errorf("a secret of at least %d characters is needed (openssl rand -hex 32), got %d", MinSecretLen, len(v))
+	}
+	*s = Secret(v)
+	return nil
+}
 
 // LogValue masks the secret.
 func (s Secret) LogValue() slog.Value {
@@ -27,109 +101,59 @@ func (s Secret) LogValue() slog.Value {
 	return slog.StringValue("[set]")
 }
 
-// MinSecretLen is the shortest secret a binary accepts.
-const MinSecretLen = 16
+// Private is a value that may carry a credential inside other text (a
+// header list): any length, logged only as set or unset.
+type Private string
 
-// Load fills the struct cfg points to from getenv. Each field names
-// its variable in an `env` tag and may carry a `default`; `doc` says what
-// the variable is for, in the error a missing one gets. Field types:
-//
-//	string          any value; with `url:"absolute"` an absolute http(s) URL
-//	Secret          required, at least MinSecretLen characters
-//	time.Duration   a Go duration ("50ms"), positive unless `zero:"allowed"`
-//	int             a positive integer
-//
-// Every variable is checked before the first error is returned, so one run
-// lists everything wrong.
-//
-// A struct field without an env tag, embedded or named, is a part: its
-// fields count as the outer struct's. A package's part of several
-// binaries' config (database.Config, bankprovider.Config) is declared once.
-func Load(getenv func(string) string, cfg any) error {
-	return loadStruct(getenv, reflect.ValueOf(cfg).Elem())
-}
+// LogValue masks the value.
+func (p Private) LogValue() slog.Value { return Secret(p).LogValue() }
 
-func loadStruct(getenv func(string) string, v reflect.Value) error {
-	t := v.Type()
-	var errs []error
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if part(f) {
-			if err := loadStruct(getenv, v.Field(i)); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		name := f.Tag.Get("env")
-		if name == "" {
-			continue
-		}
-		raw := getenv(name)
-		if raw == "" {
-			raw = f.Tag.Get("default")
-		}
-		if err := setField(v.Field(i), f, name, raw); err != nil {
-			errs = append(errs, err)
-		}
+// URL is an absolute http(s) URL.
+type URL string
+
+// EnvDecode refuses anything but an absolute http(s) URL.
+func (u *URL) EnvDecode(v string) error {
+	if v == "" {
+		return nil
 	}
-	return errors.Join(errs...)
+	p, err := url.Parse(v)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", v)
+	}
+	*u = URL(v)
+	return nil
 }
 
-// part reports whether f is a part of the config rather than a variable.
-func part(f reflect.StructField) bool {
-	return f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == ""
+// Parsed is the URL, parsed (EnvDecode checked it).
+func (u URL) Parsed() *url.URL {
+	p, _ := url.Parse(string(u))
+	return p
 }
 
-var (
-	secretType   = reflect.TypeFor[Secret]()
-	durationType = reflect.TypeFor[time.Duration]()
-)
-
-func setField(fv reflect.Value, f reflect.StructField, name, raw string) error {
-	doc := f.Tag.Get("doc")
-	switch {
-	case f.Type == secretType:
-		if len(raw) < MinSecretLen {
-			return fmt.Errorf("%s must be set to a secret of at least %d characters: %s", name, MinSecretLen, doc)
-		}
-		fv.SetString(raw)
-	case f.Type == durationType:
-		if raw == "" && f.Tag.Get("optional") == "true" {
-			return nil
-		}
-		d, err := time.ParseDuration(raw)
-		if err != nil || d < 0 || (d == 0 && f.Tag.Get("zero") != "allowed") {
-			return fmt.Errorf("%s: %q is not a positive duration such as 50ms", name, raw)
-		}
-		fv.SetInt(int64(d))
-	case f.Type.Kind() == reflect.Int:
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 {
-			return fmt.Errorf("%s: %q is not a positive integer", name, raw)
-		}
-		fv.SetInt(int64(n))
-	case f.Type.Kind() == reflect.String:
-		if raw == "" && f.Tag.Get("default") == "" && f.Tag.Get("optional") != "true" {
-			return fmt.Errorf("%s must be set: %s", name, doc)
-		}
-		if f.Tag.Get("url") == "absolute" && raw != "" {
-			u, err := url.Parse(raw)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("%s: %q is not an absolute http(s) URL", name, raw)
-			}
-		}
-		fv.SetString(raw)
-	default:
-		panic("config: field " + f.Name + " has an unsupported type " + f.Type.String())
+// Positive is a rule for a duration that must be above zero; name is its
+// variable.
+func Positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: %s is not a positive duration such as 50ms", name, d)
 	}
 	return nil
 }
 
-// Masked is cfg as it may be logged: each field under its variable's name,
-// secrets as "[set]", URLs without their passwords.
+// NotNegative is a rule for a duration that may be zero; name is its
+// variable.
+func NotNegative(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%s: %s is negative", name, d)
+	}
+	return nil
+}
+
+// Masked is cfg as it may be logged: each variable under its name (an
+// unset one without a default is left out), secrets as "[set]", URLs
+// without their passwords.
 func Masked(cfg any) slog.Value {
 	v := reflect.ValueOf(cfg)
-	if v.Kind() == reflect.Pointer {
+	for v.Kind() == reflect.Pointer {
 		v = v.Elem()
 	}
 	return slog.GroupValue(maskedAttrs(v)...)
@@ -140,27 +164,44 @@ func maskedAttrs(v reflect.Value) []slog.Attr {
 	attrs := make([]slog.Attr, 0, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if part(f) {
+		if !f.IsExported() {
+			continue
+		}
+		name := variable(f)
+		if f.Type.Kind() == reflect.Struct && name == "" {
 			attrs = append(attrs, maskedAttrs(v.Field(i))...)
 			continue
 		}
-		name := f.Tag.Get("env")
 		if name == "" {
 			continue
 		}
-		fv := v.Field(i)
-		switch {
-		case f.Type == secretType:
-			attrs = append(attrs, slog.String(name, Secret(fv.String()).LogValue().String()))
-		case f.Type == durationType:
-			attrs = append(attrs, slog.String(name, time.Duration(fv.Int()).String()))
-		case f.Type.Kind() == reflect.Int:
-			attrs = append(attrs, slog.Int64(name, fv.Int()))
+		switch fv := v.Field(i).Interface().(type) {
+		case Private:
+			if fv != "" {
+				attrs = append(attrs, slog.Any(name, fv.LogValue()))
+			}
+		case slog.LogValuer:
+			attrs = append(attrs, slog.Any(name, fv.LogValue()))
+		case time.Duration:
+			attrs = append(attrs, slog.String(name, fv.String()))
+		case int:
+			attrs = append(attrs, slog.Int(name, fv))
+		case float64:
+			attrs = append(attrs, slog.Float64(name, fv))
 		default:
-			attrs = append(attrs, slog.String(name, Redacted(fv.String())))
+			if v := fmt.Sprint(fv); v != "" {
+				attrs = append(attrs, slog.String(name, Redacted(v)))
+			}
 		}
 	}
 	return attrs
+}
+
+// variable is the name in f's env tag (go-envconfig's: the part before
+// the first comma).
+func variable(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return strings.TrimSpace(name)
 }
 
 // Redacted is a URL without its password (and any other string as it is).
@@ -193,27 +234,24 @@ func KnownDefault(secret string) bool {
 	return false
 }
 
-// KnownDefaultIn finds a Secret field of cfg holding a known default.
+// KnownDefaultIn finds a Secret of cfg holding a known default, and names
+// its variable.
 func KnownDefaultIn(cfg any) (string, bool) {
 	v := reflect.ValueOf(cfg)
-	if v.Kind() == reflect.Pointer {
+	for v.Kind() == reflect.Pointer {
 		v = v.Elem()
 	}
-	return knownDefaultField(v)
-}
-
-func knownDefaultField(v reflect.Value) (string, bool) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if part(f) {
-			if name, ok := knownDefaultField(v.Field(i)); ok {
+		switch {
+		case !f.IsExported():
+		case f.Type == reflect.TypeFor[Secret]() && KnownDefault(v.Field(i).String()):
+			return variable(f), true
+		case f.Type.Kind() == reflect.Struct:
+			if name, ok := KnownDefaultIn(v.Field(i).Interface()); ok {
 				return name, true
 			}
-			continue
-		}
-		if f.Type == secretType && KnownDefault(v.Field(i).String()) {
-			return f.Tag.Get("env"), true
 		}
 	}
 	return "", false

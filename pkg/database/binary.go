@@ -9,27 +9,35 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
 )
 
 // Config is the system of record's part of a binary's configuration
-// (config.Load), embedded by every binary that keeps records.
+// (config.Load), a field of every binary that keeps records.
 type Config struct {
-	DatabaseURL          string        `env:"DATABASE_URL" doc:"the PostgreSQL system of record (postgres://user:password@host1:5432,host2:5432/db?target_session_attrs=read-write)"`
-	DatabaseStartTimeout time.Duration `env:"DATABASE_START_TIMEOUT" default:"60s"`
+	// The PostgreSQL system of record:
+	// postgres://user:password@host1:5432,host2:5432/db?target_session_attrs=read-write
+	// (or an embedded file, sqlite:PATH, outside production).
+	URL string `env:"DATABASE_URL, required"`
+	// How long a starting binary waits for the database to take writes.
+	StartTimeout time.Duration `env:"DATABASE_START_TIMEOUT, default=60s"`
 }
+
+// Validate checks the wait.
+func (c Config) Validate() error { return config.Positive("DATABASE_START_TIMEOUT", c.StartTimeout) }
 
 // ForBinary opens the system of record of a service binary in environment
 // env: cfg's DATABASE_URL (in production a PostgreSQL one), with sets
 // applied. The binary's readiness (kit) then fails while the database
 // takes no writes, and its metrics include the pool's.
 func ForBinary(ctx context.Context, cfg Config, env environment.Name, log *slog.Logger, kit *obs.Kit, sets ...Migrations) (*DB, error) {
-	embedded := len(cfg.DatabaseURL) >= len(EmbeddedScheme) && cfg.DatabaseURL[:len(EmbeddedScheme)] == EmbeddedScheme
+	embedded := len(cfg.URL) >= len(EmbeddedScheme) && cfg.URL[:len(EmbeddedScheme)] == EmbeddedScheme
 	if embedded && env == environment.Production {
 		return nil, errors.New("DATABASE_URL names an embedded database file; production needs PostgreSQL")
 	}
-	db, err := Open(ctx, cfg.DatabaseURL, Options{Wait: cfg.DatabaseStartTimeout, Log: log}, sets...)
+	db, err := Open(ctx, cfg.URL, Options{Wait: cfg.StartTimeout, Log: log}, sets...)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,16 @@ const (
 // pass on an answer from another environment than its own.
 const Header = "X-Environment"
 
-// UpstreamVars are the variables that name money upstreams. Every binary
-// derives its environment from the same list, so they all agree.
-var UpstreamVars = []string{"BANK_PROVIDER_URL", "PAYOUT_PROVIDER_URL"}
+// Config is the part of a binary's configuration (config.Load) that
+// names the money upstreams. Every binary derives its environment from the
+// same variables, so they all agree.
+type Config struct {
+	BankProviderURL   string `env:"BANK_PROVIDER_URL"`
+	PayoutProviderURL string `env:"PAYOUT_PROVIDER_URL"`
+}
+
+// Derive is the environment of a binary with these upstreams.
+func (c Config) Derive() (Name, error) { return Derive(c.BankProviderURL, c.PayoutProviderURL) }
 
 // productionHosts are the provider hosts where real money moves. A host gets
 // here only when a production contract with its owner exists.
@@ -67,15 +74,6 @@ func Derive(upstreams ...string) (Name, error) {
 		return Production, nil
 	}
 	return Sandbox, nil
-}
-
-// FromEnv derives the environment from UpstreamVars read through getenv.
-func FromEnv(getenv func(string) string) (Name, error) {
-	urls := make([]string, len(UpstreamVars))
-	for i, v := range UpstreamVars {
-		urls[i] = getenv(v)
-	}
-	return Derive(urls...)
 }
 
 func classify(host string) (Name, error) {

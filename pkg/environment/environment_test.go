@@ -38,10 +38,9 @@ func TestDerive(t *testing.T) {
 	}
 }
 
-func TestFromEnvReadsEveryUpstreamVariable(t *testing.T) {
-	env := map[string]string{"BANK_PROVIDER_URL": "https://api.bank-provider.com", "PAYOUT_PROVIDER_URL": "http://127.0.0.1:1"}
-	got, err := FromEnv(func(k string) string { return env[k] })
+func TestConfigDerivesFromEveryUpstream(t *testing.T) {
+	got, err := Config{BankProviderURL: "https://api.bank-provider.com", PayoutProviderURL: "http://127.0.0.1:1"}.Derive()
 	if err != nil || got != Sandbox {
-		t.Fatalf("FromEnv = %q, %v; want sandbox (payout upstream is local)", got, err)
+		t.Fatalf("Derive = %q, %v; want sandbox (payout upstream is local)", got, err)
 	}
 }

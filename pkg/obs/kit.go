@@ -27,9 +27,9 @@ type Kit struct {
 type ReadinessCheck func(context.Context) error
 
 // NewKit sets up metrics and tracing for service.
-func NewKit(ctx context.Context, service string, env environment.Name, getenv func(string) string) (*Kit, error) {
+func NewKit(ctx context.Context, service string, env environment.Name, cfg Config) (*Kit, error) {
 	reg := NewRegistry(service, env)
-	tr, err := NewTracing(ctx, service, env, getenv, reg)
+	tr, err := NewTracing(ctx, service, env, cfg, reg)
 	if err != nil {
 		return nil, err
 	}

@@ -16,9 +16,8 @@ import (
 )
 
 // otlpExporter is the official OTLP/HTTP trace exporter (otlptracehttp),
-// configured from the OTEL_EXPORTER_OTLP_* variables as the process is
-// given them (read through getenv: the binary's configuration, or a
-// test's), with our count of the spans it sent and those it gave up on.
+// configured from the OTEL_EXPORTER_OTLP_* variables of the binary's
+// configuration (Config), with our count of the spans it sent and those it gave up on.
 //
 // It takes the exporter variables a deployment sets:
 // OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION
@@ -53,31 +52,23 @@ func newSpanCounts(reg prometheus.Registerer) *spanCounts {
 
 const otlpDefaultTimeout = 10 * time.Second
 
-func newOTLPExporter(getenv func(string) string) (*otlpExporter, error) {
-	// A traces-specific variable wins over the general one (the OTLP
-	// exporter specification).
-	setting := func(name string) string {
-		if v := getenv("OTEL_EXPORTER_OTLP_TRACES_" + name); v != "" {
-			return v
-		}
-		return getenv("OTEL_EXPORTER_OTLP_" + name)
-	}
-	if p := setting("PROTOCOL"); p != "" && p != "http/protobuf" {
+func newOTLPExporter(cfg Config) (*otlpExporter, error) {
+	if p := pick(cfg.TracesProtocol, cfg.Protocol); p != "" && p != "http/protobuf" {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is spoken, not %q", p)
 	}
 	// The traces endpoint is used as it is; the general one is a base to
 	// which /v1/traces is added.
-	endpoint := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	endpoint := cfg.TracesEndpoint
 	if endpoint == "" {
-		endpoint = strings.TrimSuffix(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "/") + "/v1/traces"
+		endpoint = strings.TrimSuffix(cfg.Endpoint, "/") + "/v1/traces"
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("OTLP endpoint: want an http:// or https:// URL with a host")
 	}
 	headers := map[string]string{}
-	if v := setting("HEADERS"); v != "" {
-		for _, pair := range strings.Split(v, ",") {
+	if v := pick(cfg.TracesHeaders, cfg.Headers); v != "" {
+		for _, pair := range strings.Split(string(v), ",") {
 			k, val, ok := strings.Cut(pair, "=")
 			k = strings.TrimSpace(k)
 			val, uerr := url.PathUnescape(strings.TrimSpace(val))
@@ -89,7 +80,7 @@ func newOTLPExporter(getenv func(string) string) (*otlpExporter, error) {
 		}
 	}
 	timeout := otlpDefaultTimeout
-	if v := setting("TIMEOUT"); v != "" {
+	if v := pick(cfg.TracesTimeout, cfg.Timeout); v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms <= 0 {
 			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_TIMEOUT: want milliseconds, not %q", v)
@@ -97,7 +88,7 @@ func newOTLPExporter(getenv func(string) string) (*otlpExporter, error) {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	compression := otlptracehttp.NoCompression
-	switch v := setting("COMPRESSION"); v {
+	switch v := pick(cfg.TracesCompression, cfg.Compression); v {
 	case "", "none":
 	case "gzip":
 		compression = otlptracehttp.GzipCompression

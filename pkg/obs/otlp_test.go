@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/partnerpay/api/pkg/config"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkinstr "go.opentelemetry.io/otel/sdk/instrumentation"
@@ -188,7 +190,14 @@ func newCollector(t *testing.T, answers ...int) *collector {
 	return c
 }
 
-func env(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+// env is the tracing configuration a binary given vars would load.
+func env(vars map[string]string) Config {
+	var c Config
+	if err := config.Load(func(k string) string { return vars[k] }, &c); err != nil {
+		panic(err)
+	}
+	return c
+}
 
 func oneSpan() []sdktrace.ReadOnlySpan {
 	return []sdktrace.ReadOnlySpan{tracetest.SpanStub{Name: "GET /v1/config",

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/environment"
 )
 
@@ -33,11 +34,47 @@ type Tracing struct {
 	recording bool
 }
 
-// NewTracing exports spans over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
-// (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Otherwise nothing is
-// recorded or exported, and nothing is logged, but trace context still
-// passes through, so a caller's trace continues downstream. reg, when not
-// nil, gets the count of spans exported and dropped.
+// Config is the tracing part of a binary's configuration (config.Load):
+// the standard OpenTelemetry variables, traces-specific ones winning over
+// the general ones (the OTLP exporter specification).
+type Config struct {
+	Endpoint          string         `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+	TracesEndpoint    string         `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"`
+	Headers           config.Private `env:"OTEL_EXPORTER_OTLP_HEADERS"`
+	TracesHeaders     config.Private `env:"OTEL_EXPORTER_OTLP_TRACES_HEADERS"`
+	Timeout           string         `env:"OTEL_EXPORTER_OTLP_TIMEOUT"` // milliseconds
+	TracesTimeout     string         `env:"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"`
+	Compression       string         `env:"OTEL_EXPORTER_OTLP_COMPRESSION"`
+	TracesCompression string         `env:"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"`
+	Protocol          string         `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
+	TracesProtocol    string         `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"`
+	// The share of traces recorded, 0 to 1.
+	SamplerArg float64 `env:"OTEL_TRACES_SAMPLER_ARG, default=1"`
+}
+
+// Validate checks the share; the exporter's settings are checked when it
+// is built.
+func (c Config) Validate() error {
+	if c.SamplerArg < 0 || c.SamplerArg > 1 {
+		return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG must be a share from 0 to 1, not %v", c.SamplerArg)
+	}
+	return nil
+}
+
+// pick is the traces-specific setting when set, else the general one.
+func pick[T ~string](traces, general T) T {
+	if traces != "" {
+		return traces
+	}
+	return general
+}
+
+// NewTracing exports spans over OTLP/HTTP when cfg has an endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT).
+// Otherwise nothing is recorded or exported, and nothing is logged, but
+// trace context still passes through, so a caller's trace continues
+// downstream. reg, when not nil, gets the count of spans exported and
+// dropped.
 //
 // What is recorded is our decision, never the caller's: a partner's
 // traceparent is the parent of our spans (its trace id is in our logs), but
@@ -46,24 +83,21 @@ type Tracing struct {
 // whatever a remote parent says, so the gateway and the services it calls
 // take the same decision for the same trace; spans within a process follow
 // their parent.
-func NewTracing(ctx context.Context, service string, env environment.Name, getenv func(string) string, reg prometheus.Registerer) (*Tracing, error) {
+func NewTracing(ctx context.Context, service string, env environment.Name, cfg Config, reg prometheus.Registerer) (*Tracing, error) {
 	t := &Tracing{
 		Provider:   noop.NewTracerProvider(),
 		Propagator: propagation.TraceContext{},
 		shutdown:   func(context.Context) error { return nil },
 	}
-	if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+	if cfg.Endpoint == "" && cfg.TracesEndpoint == "" {
 		return t, nil
 	}
-	exp, err := newOTLPExporter(getenv) // reads the OTEL_EXPORTER_OTLP_* variables
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	share := 1.0
-	if v := getenv("OTEL_TRACES_SAMPLER_ARG"); v != "" {
-		if share, err = strconv.ParseFloat(v, 64); err != nil || share < 0 || share > 1 {
-			return nil, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG must be a share from 0 to 1, not %q", v)
-		}
+	exp, err := newOTLPExporter(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if reg != nil {
 		exp.counts = newSpanCounts(reg)
@@ -78,7 +112,7 @@ func NewTracing(ctx context.Context, service string, env environment.Name, geten
 		attribute.String("service.instance.id", host+"/"+strconv.Itoa(os.Getpid())),
 		attribute.String("deployment.environment.name", string(env)),
 	)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(OwnSampler(share)))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(OwnSampler(cfg.SamplerArg)))
 	t.Provider, t.shutdown, t.recording = tp, tp.Shutdown, true
 	return t, nil
 }

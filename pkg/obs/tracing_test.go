@@ -108,7 +108,7 @@ func TestOneTraceSpansEveryHop(t *testing.T) {
 }
 
 func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
-	tr, err := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" }, nil)
+	tr, err := NewTracing(context.Background(), "test", "sandbox", Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
 // TestWithoutAnExporterTheContextStillTravels: a service with no exporter
 // makes no span, yet its outgoing calls carry the caller's trace onward.
 func TestWithoutAnExporterTheContextStillTravels(t *testing.T) {
-	tr, _ := NewTracing(context.Background(), "test", "sandbox", func(string) string { return "" }, nil)
+	tr, _ := NewTracing(context.Background(), "test", "sandbox", Config{}, nil)
 	h, onward := callsOnward(t, tr)
 	const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	r := httptest.NewRequest("GET", "/", nil)

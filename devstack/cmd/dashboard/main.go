@@ -17,7 +17,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/devstack"
 )
 
 // DatasourceUID is the Prometheus datasource's uid in the provisioning file:
@@ -26,9 +26,9 @@ import (
 const DatasourceUID = "partnerapi-prometheus"
 
 // Services are the scrape jobs, in the order of the rows: the binaries from
-// the edge inwards (serve.Binaries in reverse start order).
+// the edge inwards (devstack.Binaries in reverse start order).
 var Services = func() []string {
-	names := serve.Names()
+	names := devstack.Names()
 	slices.Reverse(names)
 	return names
 }()

@@ -19,21 +19,27 @@ import (
 	"github.com/partnerpay/api/services/consent/internal/consent"
 )
 
-func main() { serve.Main("consent", run) }
-
-type settings struct {
-	Database      database.Config
-	ConsentSecret config.Secret `env:"CONSENT_SECRET" doc:"it signs the return state"`
-	ReturnURL     string        `env:"CONSENT_RETURN_URL" default:"http://127.0.0.1:8080/consent/return" url:"absolute"`
-	bankprovider.Config
+func main() {
+	// The bank provider answers within the gateway's 20 s route timeout; a
+	// started creating request runs to its end within 25 s.
+	serve.Main(serve.Binary{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Grace: 30 * time.Second}, &settings{}, run)
 }
 
-func run(ctx context.Context, s *serve.Setup) error {
-	var cfg settings
-	if err := s.Config(&cfg); err != nil {
-		return err
-	}
-	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
+// settings is the consent binary's configuration, loaded once (config.Load).
+type settings struct {
+	Serve         serve.Config
+	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's and fiat's calls carry it
+	Database      database.Config
+	Provider      bankprovider.Config
+	// It signs the return state.
+	ConsentSecret config.Secret `env:"CONSENT_SECRET, required"`
+	ReturnURL     config.URL    `env:"CONSENT_RETURN_URL, default=http://127.0.0.1:8080/consent/return"`
+}
+
+func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
+	provider, err := cfg.Provider.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
@@ -43,9 +49,9 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer db.Close()
 
-	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.ConsentSecret), cfg.ReturnURL, time.Now)
+	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.ConsentSecret), string(cfg.ReturnURL), time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
 	mux := http.NewServeMux()
 	consent.Routes(mux, consent.MakeEndpoints(svc, o), s.Log)
-	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

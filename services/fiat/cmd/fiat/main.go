@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -23,16 +24,25 @@ import (
 	"github.com/partnerpay/api/services/fiat/internal/fiat"
 )
 
-func main() { serve.Main("fiat", run) }
+func main() {
+	// The bank provider answers within the gateway's 20 s route timeout; a
+	// started creating request runs to its end within 25 s.
+	serve.Main(serve.Binary{Name: "fiat", Addr: "127.0.0.1:8082", AdminAddr: "127.0.0.1:9182", Grace: 30 * time.Second}, &settings{}, run)
+}
 
+// settings is the fiat binary's configuration, loaded once (config.Load).
 type settings struct {
-	Database database.Config
-	bankprovider.Config
-	ConsentURL string `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
+	Serve         serve.Config
+	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's calls carry it, and fiat's to consent
+	Database      database.Config
+	Provider      bankprovider.Config
+	ConsentURL    config.URL `env:"CONSENT_URL, default=http://127.0.0.1:8083"`
 	// The PEM bundle that signs the consent service's certificate, when
 	// CONSENT_URL is https:// (the system's pool when unset).
-	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
+	UpstreamCAFile string `env:"UPSTREAM_CA_FILE"`
 }
+
+func (c *settings) Serving() *serve.Config { return &c.Serve }
 
 func cursorKey(internalToken string) []byte {
 	m := hmac.New(sha256.New, []byte(internalToken))
@@ -40,12 +50,8 @@ func cursorKey(internalToken string) []byte {
 	return m.Sum(nil)
 }
 
-func run(ctx context.Context, s *serve.Setup) error {
-	var cfg settings
-	if err := s.Config(&cfg); err != nil {
-		return err
-	}
-	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
+func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
+	provider, err := cfg.Provider.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
@@ -53,7 +59,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	if err != nil {
 		return err
 	}
-	consent, err := consentapi.NewClient(cfg.ConsentURL, s.InternalToken, s.Kit.Tracing.Transport(toConsent))
+	consent, err := consentapi.NewClient(string(cfg.ConsentURL), string(cfg.InternalToken), s.Kit.Tracing.Transport(toConsent))
 	if err != nil {
 		return err
 	}
@@ -66,7 +72,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	// The lists' cursors are signed with a key drawn from the internal
 	// token, which every instance shares: a cursor one instance made opens
 	// on any other, and none is kept.
-	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now, cursorKey(s.InternalToken))
+	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now, cursorKey(string(cfg.InternalToken)))
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
 	idem := idempotency.NewStore(db, db.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
@@ -75,5 +81,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 25 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	fiat.Routes(mux, fiat.MakeEndpoints(svc, o), s.Env, creating, s.Log)
-	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
+	"github.com/partnerpay/api/pkg/config"
+	"github.com/partnerpay/api/pkg/redisclient"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
@@ -25,42 +28,61 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "keys" {
-		if err := keycmd.Run(os.Args[2:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		var cfg keycmd.Config
+		err := config.Load(os.Getenv, &cfg)
+		if err == nil {
+			err = keycmd.Run(os.Args[2:], cfg, os.Stdout, os.Stderr)
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	serve.Main("gateway", run)
+	serve.Main(binary, &settings{}, run)
 }
 
+// binary is the gateway: a stopping gateway gives the requests in flight
+// more than its longest route timeout (20 s).
+var binary = serve.Binary{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "127.0.0.1:9180", Grace: 25 * time.Second}
+
+// settings is the gateway's configuration, loaded once (config.Load).
 type settings struct {
-	KeysFile     string        `env:"GATEWAY_KEYS_FILE" default:".local/keys.json"`
-	RedisTimeout time.Duration `env:"RATE_LIMIT_REDIS_TIMEOUT" default:"50ms"`
-	KeysReload   time.Duration `env:"KEYS_RELOAD_INTERVAL" default:"250ms"`
-	Replicas     int           `env:"GATEWAY_REPLICAS" default:"1"`
-	PayoutURL    string        `env:"PAYOUT_URL" default:"http://127.0.0.1:8081" url:"absolute"`
-	FiatURL      string        `env:"FIAT_URL" default:"http://127.0.0.1:8082" url:"absolute"`
-	ConsentURL   string        `env:"CONSENT_URL" default:"http://127.0.0.1:8083" url:"absolute"`
-	OrdersURL    string        `env:"ORDERS_URL" default:"http://127.0.0.1:8084" url:"absolute"`
+	Serve serve.Config
+	// The services answer only calls that carry it.
+	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"`
+	// Rate buckets.
+	Redis        redisclient.Config
+	KeysFile     string        `env:"GATEWAY_KEYS_FILE, default=.local/keys.json"`
+	RedisTimeout time.Duration `env:"RATE_LIMIT_REDIS_TIMEOUT, default=50ms"`
+	KeysReload   time.Duration `env:"KEYS_RELOAD_INTERVAL, default=250ms"`
+	Replicas     int           `env:"GATEWAY_REPLICAS, default=1"`
+	PayoutURL    config.URL    `env:"PAYOUT_URL, default=http://127.0.0.1:8081"`
+	FiatURL      config.URL    `env:"FIAT_URL, default=http://127.0.0.1:8082"`
+	ConsentURL   config.URL    `env:"CONSENT_URL, default=http://127.0.0.1:8083"`
+	OrdersURL    config.URL    `env:"ORDERS_URL, default=http://127.0.0.1:8084"`
 	// The PEM bundle that signs the services' certificates, for https://
 	// upstream URLs (the system's pool when unset).
-	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" optional:"true"`
+	UpstreamCAFile string `env:"UPSTREAM_CA_FILE"`
 }
 
-func (c settings) upstreams() map[string]*url.URL {
-	out := map[string]*url.URL{}
-	for name, raw := range map[string]string{edge.UpstreamPayout: c.PayoutURL, edge.UpstreamFiat: c.FiatURL, edge.UpstreamConsent: c.ConsentURL, edge.UpstreamOrders: c.OrdersURL} {
-		out[name], _ = url.Parse(raw) // config.Load checked it
+func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+// Validate checks the limiter's settings.
+func (c *settings) Validate() error {
+	var errs []error
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("GATEWAY_REPLICAS: %d is not a positive integer", c.Replicas))
 	}
-	return out
+	return errors.Join(append(errs, config.Positive("RATE_LIMIT_REDIS_TIMEOUT", c.RedisTimeout), config.Positive("KEYS_RELOAD_INTERVAL", c.KeysReload))...)
 }
 
-func run(ctx context.Context, s *serve.Setup) error {
-	var cfg settings
-	if err := s.Config(&cfg); err != nil {
-		return err
-	}
+func (c *settings) upstreams() map[string]*url.URL {
+	return map[string]*url.URL{edge.UpstreamPayout: c.PayoutURL.Parsed(), edge.UpstreamFiat: c.FiatURL.Parsed(),
+		edge.UpstreamConsent: c.ConsentURL.Parsed(), edge.UpstreamOrders: c.OrdersURL.Parsed()}
+}
+
+func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	metrics := edge.NewMetrics(s.Kit.Registry)
 
 	keys, err := apikey.NewStore(cfg.KeysFile, s.Log)
@@ -73,7 +95,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 
 	// Fail fast: the limiter has its own deadline and a fallback, so a slow
 	// Redis must cost a request milliseconds, not the client's default seconds.
-	rdb, err := s.Redis(ctx, serve.RedisTuning{DialTimeout: 200 * time.Millisecond, Timeout: cfg.RedisTimeout, PoolSize: 64, FailFast: true})
+	rdb, err := cfg.Redis.Open(redisclient.Tuning{DialTimeout: 200 * time.Millisecond, Timeout: cfg.RedisTimeout, PoolSize: 64, FailFast: true}, s.Log, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
@@ -99,7 +121,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Limiter:       limiter,
 		Upstreams:     upstreams,
 		Transport:     s.Kit.Tracing.Transport(transport),
-		InternalToken: s.InternalToken,
+		InternalToken: string(cfg.InternalToken),
 		Docs:          apidocs.New(),
 		Log:           s.Log,
 		Metrics:       metrics,

@@ -480,15 +480,6 @@ func testTransport(tb testing.TB) *http.Transport {
 	return tr
 }
 
-// The grace a stopping gateway gives requests in flight is longer than its
-// longest route timeout, so none is cut.
-func TestShutdownGraceExceedsTheLongestRouteTimeout(t *testing.T) {
-	b, _ := serve.Lookup("gateway")
-	if b.Grace <= LongestTimeout {
-		t.Fatalf("grace %s is not above the longest route timeout %s", b.Grace, LongestTimeout)
-	}
-}
-
 // syncBuffer is a log destination that tests read while handlers write.
 type syncBuffer struct {
 	mu sync.Mutex

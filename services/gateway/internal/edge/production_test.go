@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/redistest"
-	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
@@ -60,9 +58,7 @@ func BenchmarkProductionPath(b *testing.B) {
 		{"tracing=exporting,unsampled", collector.URL, unsampled},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			// The exporter reads its variables itself.
-			b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.otlp)
-			kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", os.Getenv)
+			kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", obs.Config{Endpoint: tc.otlp, SamplerArg: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -96,9 +92,9 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 	srv := redistest.Start(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
 	tb.Cleanup(func() { rdb.Close() })
-	lw := serve.NewLogWriter(io.Discard, serve.LogBuffer)
+	lw := obs.NewLogWriter(io.Discard, obs.LogBuffer)
 	tb.Cleanup(func() { lw.Close() })
-	log := serve.Logger(lw, "gateway")
+	log := obs.NewLogger(lw, "gateway")
 	metrics := NewMetrics(kit.Registry)
 	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: 50 * time.Millisecond}, log, metrics)
 	u, err := url.Parse(upstream)
@@ -139,7 +135,7 @@ func BenchmarkProxiedRead(b *testing.B) {
 		_, _ = io.WriteString(w, `{"data":[],"hasMore":false}`)
 	}))
 	defer service.Close()
-	kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", os.Getenv)
+	kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", obs.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

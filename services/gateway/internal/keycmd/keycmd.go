@@ -33,9 +33,16 @@ const usage = `usage:
   gateway keys list   --file F
 `
 
-// Run executes `keys <args>`. getenv supplies GATEWAY_KEYS_FILE as the
-// default for --file.
-func Run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Config is what the key tool reads from the environment (config.Load):
+// the default --file, and the upstreams the gateway derives its
+// environment from, so a key's default tokens are its deployment's.
+type Config struct {
+	KeysFile  string `env:"GATEWAY_KEYS_FILE"`
+	Upstreams environment.Config
+}
+
+// Run executes `keys <args>`.
+func Run(args []string, cfg Config, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("keys: a command is required")
@@ -44,9 +51,9 @@ func Run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	file := fs.String("file", getenv("GATEWAY_KEYS_FILE"), "keys file (default $GATEWAY_KEYS_FILE)")
+	file := fs.String("file", cfg.KeysFile, "keys file (default $GATEWAY_KEYS_FILE)")
 	id := fs.String("id", "", "key id")
-	o := issueOpts{getenv: getenv}
+	o := issueOpts{upstreams: cfg.Upstreams}
 	if cmd == "issue" {
 		fs.StringVar(&o.products, "products", "", "comma-separated products: "+strings.Join(partner.Products, ","))
 		fs.StringVar(&o.source, "source-chains", "", "comma-separated chain ids the key may send from")
@@ -93,7 +100,7 @@ type issueOpts struct {
 	destinationSet, tokensSet             bool
 	rate                                  int
 	maxUSD                                string
-	getenv                                func(string) string
+	upstreams                             environment.Config
 }
 
 func issue(f *apikey.File, id string, o issueOpts) (string, error) {
@@ -122,7 +129,7 @@ func issue(f *apikey.File, id string, o issueOpts) (string, error) {
 	} else {
 		// The same derivation as the gateway's, so the default lists the
 		// tokens of the deployment the key is for.
-		env, err := environment.FromEnv(o.getenv)
+		env, err := o.upstreams.Derive()
 		if err != nil {
 			return "", err
 		}

@@ -16,7 +16,7 @@ import (
 func run(t *testing.T, args ...string) (stdout string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err = Run(args, func(string) string { return "" }, &out, &errb)
+	err = Run(args, Config{}, &out, &errb)
 	return out.String(), err
 }
 

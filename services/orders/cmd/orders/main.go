@@ -21,22 +21,27 @@ import (
 	"github.com/partnerpay/api/services/orders/internal/orders"
 )
 
-func main() { serve.Main("orders", run) }
-
-type settings struct {
-	Database     database.Config
-	OrdersSecret config.Secret `env:"ORDERS_SECRET" doc:"it signs the return state"`
-	ReturnURL    string        `env:"ORDERS_RETURN_URL" default:"http://127.0.0.1:8080/orders/return" url:"absolute"`
-	// The card provider is the bank provider's card side (DESIGN §7).
-	bankprovider.Config
+func main() {
+	// A started order runs to its end within 10 s.
+	serve.Main(serve.Binary{Name: "orders", Addr: "127.0.0.1:8084", AdminAddr: "127.0.0.1:9184", Grace: 15 * time.Second}, &settings{}, run)
 }
 
-func run(ctx context.Context, s *serve.Setup) error {
-	var cfg settings
-	if err := s.Config(&cfg); err != nil {
-		return err
-	}
-	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
+// settings is the orders binary's configuration, loaded once (config.Load).
+type settings struct {
+	Serve         serve.Config
+	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's calls carry it
+	Database      database.Config
+	// The card provider is the bank provider's card side (DESIGN §7).
+	Provider bankprovider.Config
+	// It signs the return state.
+	OrdersSecret config.Secret `env:"ORDERS_SECRET, required"`
+	ReturnURL    config.URL    `env:"ORDERS_RETURN_URL, default=http://127.0.0.1:8080/orders/return"`
+}
+
+func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
+	provider, err := cfg.Provider.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
@@ -46,12 +51,12 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer db.Close()
 	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db), Provider: provider,
-		Secret: []byte(cfg.OrdersSecret), ReturnURL: cfg.ReturnURL, Log: s.Log, Now: time.Now})
+		Secret: []byte(cfg.OrdersSecret), ReturnURL: string(cfg.ReturnURL), Log: s.Log, Now: time.Now})
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "orders"))
 	idem := idempotency.NewStore(db, db.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
 	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	orders.Routes(mux, orders.MakeEndpoints(svc, o), s.Env, creating, s.Log)
-	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -17,28 +17,38 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/redisclient"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/deposit"
 	"github.com/partnerpay/api/services/payout/internal/payout"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
 
-func main() { serve.Main("payout", run) }
-
-type settings struct {
-	Database database.Config
-	// The bank provider carries payouts whose stablecoins arrived.
-	bankprovider.Config
-	QuoteSecret config.Secret `env:"QUOTE_SECRET" doc:"it keys the quote ids and the payouts' deposit addresses"`
-	QuoteTTL    time.Duration `env:"QUOTE_TTL" default:"60s"`
+func main() {
+	// A started payout runs to its end within 10 s, caller or no caller.
+	serve.Main(serve.Binary{Name: "payout", Addr: "127.0.0.1:8081", AdminAddr: "127.0.0.1:9181", Grace: 15 * time.Second}, &settings{}, run)
 }
 
-func run(ctx context.Context, s *serve.Setup) error {
-	var cfg settings
-	if err := s.Config(&cfg); err != nil {
-		return err
-	}
-	provider, err := cfg.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
+// settings is the payout binary's configuration, loaded once (config.Load).
+type settings struct {
+	Serve         serve.Config
+	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's calls carry it
+	Database      database.Config
+	Redis         redisclient.Config
+	// The bank provider carries payouts whose stablecoins arrived.
+	Provider bankprovider.Config
+	// It keys the quote ids and the payouts' deposit addresses.
+	QuoteSecret config.Secret `env:"QUOTE_SECRET, required"`
+	QuoteTTL    time.Duration `env:"QUOTE_TTL, default=60s"`
+}
+
+func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+// Validate checks the quotes' lifetime.
+func (c *settings) Validate() error { return config.Positive("QUOTE_TTL", c.QuoteTTL) }
+
+func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
+	provider, err := cfg.Provider.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
@@ -48,7 +58,7 @@ func run(ctx context.Context, s *serve.Setup) error {
 	}
 	defer db.Close()
 	// Quote offers and their tombstones: short-lived, lost without harm.
-	rdb, err := s.Redis(ctx, serve.RedisTuning{})
+	rdb, err := cfg.Redis.Open(redisclient.Tuning{}, s.Log, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
@@ -74,5 +84,5 @@ func run(ctx context.Context, s *serve.Setup) error {
 		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret)})
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
-	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, s.InternalToken))
+	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

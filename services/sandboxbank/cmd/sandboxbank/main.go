@@ -9,34 +9,48 @@ package main
 
 import (
 	"context"
-	"github.com/partnerpay/api/pkg/config"
+	"errors"
 	"time"
 
+	"github.com/partnerpay/api/pkg/config"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/sandboxbank/internal/bank"
 )
 
-func main() { serve.Main("sandboxbank", run) }
-
-type settings struct {
-	ProviderKey     config.Secret `env:"BANK_PROVIDER_KEY" doc:"the provider API key the services use"`
-	PublicURL       string        `env:"SANDBOXBANK_PUBLIC_URL" optional:"true" url:"absolute"`
-	LinkTTL         time.Duration `env:"SANDBOXBANK_LINK_TTL" default:"5m"`
-	SettlementDelay time.Duration `env:"SANDBOXBANK_SETTLEMENT_DELAY" default:"3s"`
-	IdentityDelay   time.Duration `env:"SANDBOXBANK_IDENTITY_DELAY" default:"0s" zero:"allowed"`
-	PayoutSettle    time.Duration `env:"SANDBOX_PAYOUT_SETTLE" default:"3s"`
-	Latency         time.Duration `env:"SANDBOXBANK_LATENCY" default:"0s" zero:"allowed"`
+func main() {
+	// Nothing upstream: its answers are immediate.
+	serve.Main(serve.Binary{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Environment: environment.Sandbox, Grace: 10 * time.Second}, &settings{}, run)
 }
 
-func run(ctx context.Context, s *serve.Setup) error {
-	var cfg settings
-	if err := s.Config(&cfg); err != nil {
-		return err
+// settings is the sandbox bank's configuration, loaded once (config.Load).
+type settings struct {
+	Serve serve.Config
+	// The provider API key the services use.
+	ProviderKey     config.Secret `env:"BANK_PROVIDER_KEY, required"`
+	PublicURL       config.URL    `env:"SANDBOXBANK_PUBLIC_URL"`
+	LinkTTL         time.Duration `env:"SANDBOXBANK_LINK_TTL, default=5m"`
+	SettlementDelay time.Duration `env:"SANDBOXBANK_SETTLEMENT_DELAY, default=3s"`
+	IdentityDelay   time.Duration `env:"SANDBOXBANK_IDENTITY_DELAY, default=0s"`
+	PayoutSettle    time.Duration `env:"SANDBOX_PAYOUT_SETTLE, default=3s"`
+	Latency         time.Duration `env:"SANDBOXBANK_LATENCY, default=0s"`
+}
+
+func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+// Validate checks the delays.
+func (c *settings) Validate() error {
+	return errors.Join(config.Positive("SANDBOXBANK_LINK_TTL", c.LinkTTL), config.Positive("SANDBOXBANK_SETTLEMENT_DELAY", c.SettlementDelay),
+		config.NotNegative("SANDBOXBANK_IDENTITY_DELAY", c.IdentityDelay), config.Positive("SANDBOX_PAYOUT_SETTLE", c.PayoutSettle),
+		config.NotNegative("SANDBOXBANK_LATENCY", c.Latency))
+}
+
+func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
+	public := string(cfg.PublicURL)
+	if public == "" {
+		public = "http://" + s.Addr()
 	}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + s.Addr
-	}
-	b := bank.New(bank.Config{PublicURL: cfg.PublicURL, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay, PayoutSettle: cfg.PayoutSettle, Latency: cfg.Latency})
-	s.Log.Info("sandbox bank epoch", "epoch", b.Epoch(), "public_url", cfg.PublicURL)
+	b := bank.New(bank.Config{PublicURL: public, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay, PayoutSettle: cfg.PayoutSettle, Latency: cfg.Latency})
+	s.Log.Info("sandbox bank epoch", "epoch", b.Epoch(), "public_url", public)
 	return s.Serve(ctx, bank.NewHandler(b, string(cfg.ProviderKey), s.Log))
 }

@@ -1,4 +1,4 @@
-package serve
+package redisclient
 
 import (
 	"context"
@@ -10,23 +10,23 @@ import (
 	"github.com/partnerpay/api/pkg/obs"
 )
 
-// redisCollector reports, at each scrape, whether Redis answers and the
+// collector reports, at each scrape, whether Redis answers and the
 // state of the client's connection pool: what an SRE reads when quotes or
 // rate limiting slow down. Nothing is measured on the request path.
-type redisCollector struct {
+type collector struct {
 	rdb                               redis.UniversalClient
 	timeout                           time.Duration
 	up, conns, hits, misses, timeouts *prometheus.Desc
 }
 
-func newRedisCollector(rdb redis.UniversalClient, timeout time.Duration) *redisCollector {
+func newCollector(rdb redis.UniversalClient, timeout time.Duration) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(obs.Namespace+"_redis_"+name, help, labels, nil)
 	}
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	return &redisCollector{
+	return &collector{
 		rdb: rdb, timeout: timeout,
 		up:       d("up", "1 when Redis (every master of a Cluster) answers a PING at scrape time, 0 otherwise."),
 		conns:    d("connections", "Connections of the client's pool, by state (idle, in use).", "state"),
@@ -36,13 +36,13 @@ func newRedisCollector(rdb redis.UniversalClient, timeout time.Duration) *redisC
 	}
 }
 
-func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.conns, c.hits, c.misses, c.timeouts} {
 		ch <- d
 	}
 }
 
-func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	up := 0.0

@@ -1,4 +1,4 @@
-package serve
+package redisclient
 
 import (
 	"fmt"
@@ -12,13 +12,13 @@ import (
 	"github.com/partnerpay/api/pkg/redistest"
 )
 
-func TestNewRedisTakesOneOfTheTwoURLs(t *testing.T) {
-	env := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_CLUSTER_URL": "redis://127.0.0.1:2?addr=127.0.0.1:3"}
-	if _, _, err := NewRedis(func(k string) string { return env[k] }, RedisTuning{}); err == nil {
+func TestNewTakesOneOfTheTwoURLs(t *testing.T) {
+	c := Config{URL: "redis://127.0.0.1:1/0", ClusterURL: "redis://127.0.0.1:2?addr=127.0.0.1:3"}
+	if _, _, err := c.New(Tuning{}); err == nil {
 		t.Error("both REDIS_URL and REDIS_CLUSTER_URL were accepted")
 	}
-	delete(env, "REDIS_URL")
-	rdb, desc, err := NewRedis(func(k string) string { return env[k] }, RedisTuning{})
+	c.URL = ""
+	rdb, desc, err := c.New(Tuning{})
 	if err != nil || desc != "cluster redis://127.0.0.1:2?addr=127.0.0.1:3" {
 		t.Fatalf("%s %v", desc, err)
 	}
@@ -26,8 +26,7 @@ func TestNewRedisTakesOneOfTheTwoURLs(t *testing.T) {
 		t.Errorf("REDIS_CLUSTER_URL made a %T", rdb)
 	}
 	rdb.Close()
-	env = map[string]string{"REDIS_URL": "redis://:secret@127.0.0.1:1/0"}
-	rdb, desc, err = NewRedis(func(k string) string { return env[k] }, RedisTuning{})
+	rdb, desc, err = Config{URL: "redis://:secret@127.0.0.1:1/0"}.New(Tuning{})
 	if err != nil || strings.Contains(desc, "secret") {
 		t.Fatalf("%s %v: the password must not be shown", desc, err)
 	}
@@ -41,7 +40,7 @@ func TestRedisMetricsSayWhetherItAnswers(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
 	defer rdb.Close()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newRedisCollector(rdb, 200*time.Millisecond))
+	reg.MustRegister(newCollector(rdb, 200*time.Millisecond))
 	up := func() string {
 		t.Helper()
 		mfs, err := reg.Gather()

@@ -1,4 +1,4 @@
-package serve
+package obs
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 // replaced by one that says so.
 func TestLogLinesAreCapped(t *testing.T) {
 	var out, plain bytes.Buffer
-	log := Logger(&out, "gateway")
+	log := NewLogger(&out, "gateway")
 	log.Info("request", "route", "GET /v1/config", "status", 200, "duration_us", int64(812))
 	slog.New(slog.NewJSONHandler(&plain, nil)).With("service", "gateway").Info("request", "route", "GET /v1/config", "status", 200, "duration_us", int64(812))
 	if strip(out.String()) != strip(plain.String()) {

@@ -1,4 +1,6 @@
-package serve
+// Package redisclient connects a binary to its Redis (one node or a
+// Cluster), tuned for what it keeps there, and measures the connection.
+package redisclient
 
 import (
 	"context"
@@ -12,12 +14,31 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisTuning is how a binary talks to Redis. The zero value suits a
-// service's stores: a slow Redis costs a request half a second at most.
-type RedisTuning struct {
+// Config is the Redis part of a binary's configuration (config.Load):
+// REDIS_CLUSTER_URL (a Redis Cluster, go-redis' ParseClusterURL form) or
+// REDIS_URL (one node; default redis://127.0.0.1:6379/0). Redis holds only
+// what may be lost without harm (rate buckets, quote offers); the system of
+// record is PostgreSQL.
+type Config struct {
+	URL        string `env:"REDIS_URL"`
+	ClusterURL string `env:"REDIS_CLUSTER_URL"`
+}
+
+// Validate refuses both at once.
+func (c Config) Validate() error {
+	if c.URL != "" && c.ClusterURL != "" {
+		return errors.New("set REDIS_URL (one node) or REDIS_CLUSTER_URL (a Redis Cluster), not both")
+	}
+	return nil
+}
+
+// Tuning is how a binary talks to Redis. The zero value suits a service's
+// stores: a slow Redis costs a request half a second at most.
+type Tuning struct {
 	DialTimeout time.Duration // default 1s
 	Timeout     time.Duration // read and write; default 500ms
 	PoolSize    int           // default go-redis's (10 per CPU)
@@ -26,33 +47,32 @@ type RedisTuning struct {
 	FailFast bool
 }
 
-// Redis connects to the deployment's Redis: REDIS_CLUSTER_URL (a Redis
-// Cluster, go-redis' ParseClusterURL form) or REDIS_URL (one node; default
-// redis://127.0.0.1:6379/0). Redis holds only what may be lost without
-// harm (rate buckets, quote offers); the system of record is PostgreSQL.
-func (s *Setup) Redis(ctx context.Context, t RedisTuning) (redis.UniversalClient, error) {
-	rdb, desc, err := NewRedis(s.Getenv, t)
+// Open connects to the deployment's Redis, logs which (without a
+// password), routes go-redis' own messages into log, and registers the
+// client's metrics on reg.
+func (c Config) Open(t Tuning, log *slog.Logger, reg prometheus.Registerer) (redis.UniversalClient, error) {
+	rdb, desc, err := c.New(t)
 	if err != nil {
 		return nil, err
 	}
-	s.Log.Info("redis", "target", desc)
-	s.Kit.Registry.MustRegister(newRedisCollector(rdb, t.DialTimeout))
+	redis.SetLogger(redisLogger{log: log})
+	log.Info("redis", "target", desc)
+	reg.MustRegister(newCollector(rdb, t.DialTimeout))
 	return rdb, nil
 }
 
-// NewRedis builds the client REDIS_CLUSTER_URL or REDIS_URL names; desc
-// says which, without a password.
-func NewRedis(getenv func(string) string, t RedisTuning) (rdb redis.UniversalClient, desc string, err error) {
+// New builds the client c names; desc says which, without a password.
+func (c Config) New(t Tuning) (rdb redis.UniversalClient, desc string, err error) {
+	if err := c.Validate(); err != nil {
+		return nil, "", err
+	}
 	if t.DialTimeout == 0 {
 		t.DialTimeout = time.Second
 	}
 	if t.Timeout == 0 {
 		t.Timeout = 500 * time.Millisecond
 	}
-	cluster, single := getenv("REDIS_CLUSTER_URL"), getenv("REDIS_URL")
-	if cluster != "" && single != "" {
-		return nil, "", errors.New("set REDIS_URL (one node) or REDIS_CLUSTER_URL (a Redis Cluster), not both")
-	}
+	cluster, single := c.ClusterURL, c.URL
 	if cluster != "" {
 		o, err := redis.ParseClusterURL(cluster)
 		if err != nil {
@@ -81,7 +101,7 @@ func NewRedis(getenv func(string) string, t RedisTuning) (rdb redis.UniversalCli
 
 // apply sets the tuning on the fields go-redis' Options and ClusterOptions
 // share.
-func (t RedisTuning) apply(dial, read, write *time.Duration, pool, retries *int, ctxTimeout *bool) {
+func (t Tuning) apply(dial, read, write *time.Duration, pool, retries *int, ctxTimeout *bool) {
 	*dial, *read, *write = t.DialTimeout, t.Timeout, t.Timeout
 	if t.PoolSize > 0 {
 		*pool = t.PoolSize
@@ -144,7 +164,7 @@ func topologyError(err error) bool {
 
 // redisLogger routes go-redis' own messages (pool and cluster events) into
 // the binary's JSON log instead of plain lines on stderr. go-redis has one
-// logger per process; Start sets it.
+// logger per process; Open sets it.
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
