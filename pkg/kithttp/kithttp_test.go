@@ -44,7 +44,11 @@ func TestAnAbandonedRequestIsNotAnError(t *testing.T) {
 		<-ctx.Done()
 		return nil, errors.New("store: " + ctx.Err().Error())
 	}, func(context.Context, *http.Request) (any, error) { return struct{}{}, nil }, logger)
-	srv := httptest.NewUnstartedServer(h)
+	served := make(chan struct{}) // the handler, encoder included, has returned
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		h.ServeHTTP(w, r)
+	}))
 	srv.Config.ErrorLog = log.New(&serverLog, "", 0)
 	srv.Start()
 	defer srv.Close()
@@ -56,7 +60,7 @@ func TestAnAbandonedRequestIsNotAnError(t *testing.T) {
 		t.Fatal("the request was answered, though its caller gave up")
 	}
 	<-done
-	time.Sleep(50 * time.Millisecond) // the encoder runs after the endpoint returns
+	<-served
 	if got := logs.String(); strings.Contains(got, "internal error") || !strings.Contains(got, "request abandoned by the caller") {
 		t.Errorf("log: %s", got)
 	}

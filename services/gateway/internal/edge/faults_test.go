@@ -319,6 +319,7 @@ func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
 // A service whose health is slow while it answers calls keeps its circuit
 // closed: the probe opens a circuit only when calls get no answer either.
 func TestASlowHealthDoesNotOpenAServiceThatAnswers(t *testing.T) {
+	t.Parallel() // it waits on a clock: beside the others
 	up := httptest.NewServer(asServiceWithHealth(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			hangs(w, r)
@@ -514,6 +515,7 @@ func (b *syncBuffer) String() string {
 // calls it has: the probe is refused, the circuit opens for new calls, and
 // a call in flight still gets its answer.
 func TestAServiceShuttingDownFinishesItsCalls(t *testing.T) {
+	t.Parallel() // it waits on a clock: beside the others
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	up := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package payout
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,11 +42,13 @@ func TestAReplicaWithASkewedClockReadsExpiryOnTheDatabases(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	const ttl = 2 * time.Second
 	right, db := replica(t, url, rdb, 0, ttl)
-	amount := 100
-	quoteOn := func(svc Service) (string, time.Time) {
-		amount++
+	var amount atomic.Int64
+	amount.Store(100)
+	// Each quote is for an amount of its own: a new offer, whatever the
+	// cases running beside it quote.
+	quoteOn := func(t *testing.T, svc Service) (string, time.Time) {
 		q, err := svc.Quote(context.Background(), acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR",
-			Country: "DE", CryptoAmount: strp(strconv.Itoa(amount))})
+			Country: "DE", CryptoAmount: strp(strconv.FormatInt(amount.Add(1), 10))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +56,7 @@ func TestAReplicaWithASkewedClockReadsExpiryOnTheDatabases(t *testing.T) {
 		return q.QuoteID, at
 	}
 	// dbClockPast waits, on PostgreSQL's clock, until at has passed.
-	dbClockPast := func(at time.Time) {
+	dbClockPast := func(t *testing.T, at time.Time) {
 		for {
 			var past bool
 			if err := db.QueryRow(context.Background(), "SELECT now() >= $1", at).Scan(&past); err != nil {
@@ -76,15 +79,17 @@ func TestAReplicaWithASkewedClockReadsExpiryOnTheDatabases(t *testing.T) {
 			{"quoted on a clock " + skew.String() + " off, executed on a right one", skewed, right},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				id, expires := quoteOn(c.quoter)
+				// The cases wait for quotes to expire: side by side.
+				t.Parallel()
+				id, expires := quoteOn(t, c.quoter)
 				if d := time.Until(expires); d < -2*time.Second || d > ttl+2*time.Second {
 					t.Fatalf("expiresAt %s is %s from now: not creation + QUOTE_TTL on the database's clock", expires, d)
 				}
 				if p, err := c.payer.Execute(context.Background(), acme, pay(id, "Ada Lovelace", goodIBAN)); err != nil || p.PayoutID == "" {
 					t.Fatalf("a valid quote: %+v %v", p, err)
 				}
-				late, expires := quoteOn(c.quoter)
-				dbClockPast(expires)
+				late, expires := quoteOn(t, c.quoter)
+				dbClockPast(t, expires)
 				if _, err := c.payer.Execute(context.Background(), acme, pay(late, "Ada Lovelace", goodIBAN)); code(err) != "quote_expired" {
 					t.Fatalf("an expired quote: %v, want quote_expired", err)
 				}

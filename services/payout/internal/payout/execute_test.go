@@ -144,6 +144,7 @@ func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
 }
 
 func TestAnExpiredQuoteIsRefusedAndNeverRepriced(t *testing.T) {
+	t.Parallel() // it waits on a clock: beside the others
 	svc, c := newTestService(t, time.Second)
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("11")}
 	id := quoteFor(t, svc, acme, req)

@@ -125,6 +125,7 @@ func TestClosingALostOfferDoesNothing(t *testing.T) {
 }
 
 func TestAnExpiredQuoteIsATombstoneFor24Hours(t *testing.T) {
+	t.Parallel() // it waits on a clock: beside the others
 	b, c, _ := newBook(t)
 	o := open(t, b, "acme", "req", time.Second)
 	time.Sleep(1100 * time.Millisecond) // Redis expires the quote on its own clock

@@ -2,6 +2,7 @@ package bank
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,8 +143,9 @@ func TestVirtualAccountDepositAndSettlement(t *testing.T) {
 	if dup, created, _ := b.Deposit(bankprovider.Deposit{VirtualAccountID: va.ID, Amount: "100.5", Currency: "EUR"}, "k1"); created || dup.ID != tx.ID {
 		t.Error("an idempotent retry made a second deposit")
 	}
-	time.Sleep(60 * time.Millisecond)
-	txs, _ := b.Transactions(va.ID)
+	// The settlement delay's timer moves it on.
+	var txs []transaction
+	eventually(t, func() bool { txs, _ = b.Transactions(va.ID); return len(txs) == 1 && txs[0].Status == "settled" })
 	if len(txs) != 1 || txs[0].Status != "settled" || txs[0].DeliveredAmount != "100.50" || txs[0].DeliveredCurrency != "EURC" ||
 		len(txs[0].TxHash) != 66 || !strings.HasPrefix(txs[0].TxHash, "0x") || txs[0].Chain != 84532 {
 		t.Fatalf("after settlement: %+v", txs)
@@ -200,8 +202,12 @@ func TestAOneOffDepositSettlesOnlyItsExactAmountAndReference(t *testing.T) {
 			t.Errorf("%s with %q: %s %q, want %s %q", tt.amount, tt.reference, tx.Status, tx.UnmatchedReason, tt.status, tt.reason)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the settlement delay
-	txs, _ := b.DepositTransactions(d.ID)
+	// The settlement delay's timer moves the matched one on.
+	var txs []transaction
+	eventually(t, func() bool {
+		txs, _ = b.DepositTransactions(d.ID)
+		return slices.ContainsFunc(txs, func(tx transaction) bool { return tx.Status == "settled" })
+	})
 	settled := 0
 	for _, tx := range txs {
 		if tx.Status == "settled" {
@@ -217,5 +223,18 @@ func TestAOneOffDepositSettlesOnlyItsExactAmountAndReference(t *testing.T) {
 	tx, _, _ := b.Deposit(bankprovider.Deposit{DepositInstructionID: late.ID, Amount: "10", Currency: "EUR", Reference: late.Reference}, "")
 	if tx.Status != "unmatched" || tx.UnmatchedReason != "expired" {
 		t.Errorf("a transfer after expiry: %s %s", tx.Status, tx.UnmatchedReason)
+	}
+}
+
+// eventually waits for cond, polling, up to 5 s: a timer of the bank's
+// (a settlement delay) moves a record on.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("not within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
