@@ -369,6 +369,7 @@ func TestARestartedServiceCostsNoRequest(t *testing.T) {
 func TestShutdownCutsNoRequestInFlight(t *testing.T) {
 	for _, victim := range []string{"gateway", "fiat"} {
 		t.Run(victim, func(t *testing.T) {
+			t.Parallel() // each waits out the bank's 11 s, on a stack of its own
 			s := startStack(t, withEnv("SANDBOXBANK_LATENCY", "11s"), withEnv("SHUTDOWN_DRAIN", "1s"))
 			key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
 			answers := make(chan string, 2)
@@ -388,7 +389,11 @@ func TestShutdownCutsNoRequestInFlight(t *testing.T) {
 					answers <- strconv.Itoa(resp.StatusCode) + " " + string(b)
 				}()
 			}
-			time.Sleep(time.Second)
+			// Both are in flight once the bank holds them.
+			s.waitForWithin(10*time.Second, func() bool {
+				v, _ := metricValue(s.metrics("sandboxbank"), "partnerapi_http_requests_in_flight", nil)
+				return v >= 2
+			})
 			p := s.Services[victim]
 			if err := p.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
