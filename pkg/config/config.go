@@ -25,13 +25,13 @@ import (
 	"github.com/sethvargo/go-envconfig"
 )
 
-// Load fills the struct cfg points to from getenv, then checks it: every
-// part of it (cfg itself, and each struct field) that has a Validate
-// method is asked (an embedded part's only through its parent: its
-// Validate is promoted or shadowed, so a part with rules is best a named
-// field), and all their complaints come back
-// together, so one run lists everything wrong with the values. A variable
-// that is missing or cannot be read at all stops the loading at once.
+// Load fills the struct cfg points to from getenv, then checks it: cfg
+// and each of its struct fields that has a Validate method is asked, and
+// all their complaints come back together, so one run lists everything
+// wrong with the values. (An embedded part is asked only through its
+// parent, whose Validate is its own or shadows it: a part with rules is
+// best a named field.) A variable that is missing or cannot be read at
+// all stops the loading at once, as go-envconfig does.
 func Load(getenv func(string) string, cfg any) error {
 	err := envconfig.ProcessWith(context.Background(), &envconfig.Config{
 		Target: cfg,

@@ -77,6 +77,11 @@ func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mode func(req *http.Request, c net.Conn)
+		// The stray bytes come after a whole answer, so the connection
+		// may go back to the pool before they arrive: the next call on it
+		// then reads them, and the gateway, seeing another call's answer,
+		// refuses it with a 500 in the envelope, never passes it on.
+		mayCostTheNext bool
 	}{
 		{"a late answer, after the route's timeout", func(req *http.Request, c net.Conn) {
 			// Answer once the gateway has given up on the call and
@@ -85,24 +90,24 @@ func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
 			c.SetReadDeadline(time.Now().Add(2 * time.Second))
 			io.Copy(io.Discard, c)
 			io.WriteString(c, own(req))
-		}},
+		}, false},
 		{"extra bytes after the body: another answer", func(req *http.Request, c net.Conn) {
 			io.WriteString(c, own(req)+"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nContent-Length: 16\r\n\r\n{\"for\":\"forged\"}")
-		}},
+		}, true},
 		{"a body shorter than its Content-Length, then a close", func(req *http.Request, c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nContent-Length: 100\r\n\r\n{\"for\":")
 			c.Close()
-		}},
+		}, false},
 		{"a close in the middle of a chunked body", func(req *http.Request, c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{\"for\":")
 			c.Close()
-		}},
+		}, false},
 		{"an informational 103 first", func(req *http.Request, c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"+own(req))
-		}},
+		}, false},
 		{"a 204 with a body", func(req *http.Request, c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 204 No Content\r\nX-Environment: sandbox\r\n\r\n"+own(req))
-		}},
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := startMisbehaving(t, func(n int, req *http.Request, c net.Conn) {
@@ -145,6 +150,7 @@ func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
 						t.Fatalf("round %d, the well-served request: %v", round, rerr)
 					case strings.Contains(body, `"for":`) && body != `{"environment":"sandbox","for":"`+id+`"}`:
 						t.Fatalf("round %d, request %d got another's answer: %d %s", round, i, resp.StatusCode, body)
+					case i == 1 && tc.mayCostTheNext && body == internalBody:
 					case i == 1 && (resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") != id):
 						t.Fatalf("round %d, the well-served request: %d %s (X-Request-Id %q)", round, resp.StatusCode, body, resp.Header.Get("X-Request-Id"))
 					case i == 0 && resp.StatusCode != 200 && body != internalBody:
