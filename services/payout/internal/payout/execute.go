@@ -182,6 +182,16 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 	case !mine:
 		return Payout{}, errOtherPayee
 	}
+	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, reference), func(stored StoredPayout) (Payout, error) {
+		if stored.KeyID != caller.KeyID {
+			return Payout{}, errQuoteNotFound
+		}
+		return s.samePayee(stored, payee)
+	})
+}
+
+// newPayout is the payout of quote q to payee, awaiting its deposit.
+func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee beneficiary.Checked, reference *string) StoredPayout {
 	now := s.now().UTC().Truncate(time.Microsecond)
 	payoutID := newPayoutID()
 	p := StoredPayout{
@@ -194,12 +204,7 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 	if reference != nil {
 		p.Reference = *reference
 	}
-	return s.payouts.Execute(ctx, p, func(stored StoredPayout) (Payout, error) {
-		if stored.KeyID != caller.KeyID {
-			return Payout{}, errQuoteNotFound
-		}
-		return s.samePayee(stored, payee)
-	})
+	return p
 }
 
 // samePayee answers the stored payout to the beneficiary it was made for,
