@@ -156,10 +156,10 @@ func Masked(cfg any) slog.Value {
 	for v.Kind() == reflect.Pointer {
 		v = v.Elem()
 	}
-	return slog.GroupValue(maskedAttrs(v)...)
+	return slog.GroupValue(maskedAttrs(v, "")...)
 }
 
-func maskedAttrs(v reflect.Value) []slog.Attr {
+func maskedAttrs(v reflect.Value, prefix string) []slog.Attr {
 	t := v.Type()
 	attrs := make([]slog.Attr, 0, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
@@ -169,9 +169,10 @@ func maskedAttrs(v reflect.Value) []slog.Attr {
 		}
 		name := variable(f)
 		if f.Type.Kind() == reflect.Struct && name == "" {
-			attrs = append(attrs, maskedAttrs(v.Field(i))...)
+			attrs = append(attrs, maskedAttrs(v.Field(i), prefix+partPrefix(f))...)
 			continue
 		}
+		name = prefix + name
 		if name == "" {
 			continue
 		}
@@ -202,6 +203,18 @@ func maskedAttrs(v reflect.Value) []slog.Attr {
 func variable(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 	return strings.TrimSpace(name)
+}
+
+// partPrefix is the prefix a part's tag gives its variables
+// (`env:", prefix=ORDERS_"`).
+func partPrefix(f reflect.StructField) string {
+	_, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
+	for _, o := range strings.Split(opts, ",") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(o), "prefix="); ok {
+			return p
+		}
+	}
+	return ""
 }
 
 // Redacted is a URL without its password (and any other string as it is).
@@ -241,15 +254,19 @@ func KnownDefaultIn(cfg any) (string, bool) {
 	for v.Kind() == reflect.Pointer {
 		v = v.Elem()
 	}
+	return knownDefaultIn(v, "")
+}
+
+func knownDefaultIn(v reflect.Value, prefix string) (string, bool) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		switch {
 		case !f.IsExported():
 		case f.Type == reflect.TypeFor[Secret]() && KnownDefault(v.Field(i).String()):
-			return variable(f), true
+			return prefix + variable(f), true
 		case f.Type.Kind() == reflect.Struct:
-			if name, ok := KnownDefaultIn(v.Field(i).Interface()); ok {
+			if name, ok := knownDefaultIn(v.Field(i), prefix+partPrefix(f)); ok {
 				return name, true
 			}
 		}

@@ -81,9 +81,14 @@ func (p Provider) Validate() error {
 
 type binary struct {
 	Store store
+	Links links `env:", prefix=LINKS_"`
 	Provider
 	Limits limits
 	TTL    time.Duration `env:"TTL, default=1s"`
+}
+
+type links struct {
+	Secret Secret `env:"SECRET, required"`
 }
 
 type limits struct {
@@ -104,7 +109,8 @@ func TestPartsCountAsTheirBinarysConfig(t *testing.T) {
 	if err := Load(env(nil), &c); err == nil || !strings.Contains(err.Error(), "missing required value: STORE_URL") {
 		t.Errorf("a missing part's variable: %v", err)
 	}
-	vars := map[string]string{"STORE_URL": "postgres://u:hunter2@db/x", "PROVIDER_KEY": "dev-bank-provider-key-change-me", "PROVIDER_HEADERS": "Authorization=Bearer tok"}
+	vars := map[string]string{"STORE_URL": "postgres://u:hunter2@db/x", "PROVIDER_KEY": "dev-bank-provider-key-change-me", "PROVIDER_HEADERS": "Authorization=Bearer tok",
+		"LINKS_SECRET": "links-secret-0123456789"}
 	if err := Load(env(vars), &c); err != nil || c.Store.URL != vars["STORE_URL"] || c.Limits.Rate != 10 {
 		t.Fatalf("%+v %v", c, err)
 	}
@@ -114,11 +120,15 @@ func TestPartsCountAsTheirBinarysConfig(t *testing.T) {
 			t.Errorf("masked %s shows %s", got, leak)
 		}
 	}
-	if !strings.Contains(got, "PROVIDER_KEY=[set]") || !strings.Contains(got, "PROVIDER_HEADERS=[set]") {
+	if !strings.Contains(got, "PROVIDER_KEY=[set]") || !strings.Contains(got, "PROVIDER_HEADERS=[set]") || !strings.Contains(got, "LINKS_SECRET=[set]") {
 		t.Errorf("masked %s", got)
 	}
 	if name, ok := KnownDefaultIn(c); !ok || name != "PROVIDER_KEY" {
 		t.Errorf("a known default in a part: %q %v", name, ok)
+	}
+	c.Provider.Key, c.Links.Secret = "a-secret-of-its-own-0123", "links-change-me-0123"
+	if name, ok := KnownDefaultIn(c); !ok || name != "LINKS_SECRET" {
+		t.Errorf("a known default in a prefixed part: %q %v", name, ok)
 	}
 	// An embedded part's rules and a named part's are asked, each once.
 	vars["PROVIDER_HEADERS"], vars["RATE"] = "bad", "-1"

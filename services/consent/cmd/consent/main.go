@@ -13,6 +13,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/serve"
@@ -22,7 +23,8 @@ import (
 func main() {
 	// The bank provider answers within the gateway's 20 s route timeout; a
 	// started creating request runs to its end within 25 s.
-	serve.Main(serve.Binary{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Grace: 30 * time.Second}, &settings{}, run)
+	serve.Main(serve.Binary{Name: "consent", Addr: "127.0.0.1:8083", AdminAddr: "127.0.0.1:9183", Grace: 30 * time.Second},
+		&settings{Links: hostedlink.Config{ReturnURL: "http://127.0.0.1:8080/consent/return"}}, run)
 }
 
 // settings is the consent binary's configuration, loaded once (config.Load).
@@ -31,9 +33,9 @@ type settings struct {
 	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's and fiat's calls carry it
 	Database      database.Config
 	Provider      bankprovider.Config
-	// It signs the return state.
-	ConsentSecret config.Secret `env:"CONSENT_SECRET, required"`
-	ReturnURL     config.URL    `env:"CONSENT_RETURN_URL, default=http://127.0.0.1:8080/consent/return"`
+	// CONSENT_SECRET signs the return state; CONSENT_RETURN_URL is the
+	// gateway's public return route.
+	Links hostedlink.Config `env:", prefix=CONSENT_"`
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
@@ -49,7 +51,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	}
 	defer db.Close()
 
-	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.ConsentSecret), string(cfg.ReturnURL), time.Now)
+	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.Links.Secret), string(cfg.Links.ReturnURL), time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
 	mux := http.NewServeMux()
 	consent.Routes(mux, consent.MakeEndpoints(svc, o), s.Log)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
@@ -23,7 +24,8 @@ import (
 
 func main() {
 	// A started order runs to its end within 10 s.
-	serve.Main(serve.Binary{Name: "orders", Addr: "127.0.0.1:8084", AdminAddr: "127.0.0.1:9184", Grace: 15 * time.Second}, &settings{}, run)
+	serve.Main(serve.Binary{Name: "orders", Addr: "127.0.0.1:8084", AdminAddr: "127.0.0.1:9184", Grace: 15 * time.Second},
+		&settings{Links: hostedlink.Config{ReturnURL: "http://127.0.0.1:8080/orders/return"}}, run)
 }
 
 // settings is the orders binary's configuration, loaded once (config.Load).
@@ -33,9 +35,9 @@ type settings struct {
 	Database      database.Config
 	// The card provider is the bank provider's card side (DESIGN §7).
 	Provider bankprovider.Config
-	// It signs the return state.
-	OrdersSecret config.Secret `env:"ORDERS_SECRET, required"`
-	ReturnURL    config.URL    `env:"ORDERS_RETURN_URL, default=http://127.0.0.1:8080/orders/return"`
+	// ORDERS_SECRET signs the return state, and the order list's cursors;
+	// ORDERS_RETURN_URL is the gateway's public return route.
+	Links hostedlink.Config `env:", prefix=ORDERS_"`
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
@@ -51,7 +53,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	}
 	defer db.Close()
 	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db), Provider: provider,
-		Secret: []byte(cfg.OrdersSecret), ReturnURL: string(cfg.ReturnURL), Log: s.Log, Now: time.Now})
+		Secret: []byte(cfg.Links.Secret), ReturnURL: string(cfg.Links.ReturnURL), Log: s.Log, Now: time.Now})
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "orders"))
 	idem := idempotency.NewStore(db, db.Now)
 	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
