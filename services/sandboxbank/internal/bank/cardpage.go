@@ -3,52 +3,10 @@ package bank
 import (
 	"html/template"
 	"net/http"
-
-	"github.com/partnerpay/api/pkg/bankprovider"
 )
 
-// The card provider's API (behind the provider key) and its hosted card
-// page (for browsers).
-
-func (h *handler) createCardOrder(w http.ResponseWriter, r *http.Request) {
-	var in bankprovider.NewCardOrder
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	o, created, err := h.bank.CreateCardOrder(in, r.Header.Get("Idempotency-Key"))
-	if created {
-		h.log.Info("card order opened", "card_order_id", o.ID, "direction", o.Direction)
-	}
-	h.answer(w, created, o, err)
-}
-
-func (h *handler) cardOrder(w http.ResponseWriter, r *http.Request) {
-	o, err := h.bank.CardOrder(r.PathValue("id"))
-	h.answer(w, false, o, err)
-}
-
-func (h *handler) createCardSession(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		ReturnURL string `json:"return_url"`
-	}
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	s, err := h.bank.CreateCardSession(r.PathValue("id"), in.ReturnURL)
-	h.answer(w, err == nil, s, err)
-}
-
-func (h *handler) cardDeposit(w http.ResponseWriter, r *http.Request) {
-	var in struct{}
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	o, err := h.bank.SimulateCardDeposit(r.PathValue("id"))
-	h.answer(w, false, o, err)
-}
+// The card provider's hosted card page (for browsers); its API is in
+// NewHandler's table.
 
 // The hosted card page: plain HTML forms, no script, usable with a
 // keyboard and a screen reader. A mistake is shown with the form empty

@@ -20,22 +20,63 @@ import (
 func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 	h := &handler{bank: b, log: log}
 	api := http.NewServeMux()
-	api.HandleFunc("POST /v1/customers", h.createCustomer)
-	api.HandleFunc("GET /v1/customers/{id}", h.getCustomer)
-	api.HandleFunc("POST /v1/customers/{id}/terms_sessions", h.createTermsSession)
-	api.HandleFunc("GET /v1/terms_sessions/{id}", h.termsSession)
-	api.HandleFunc("POST /v1/customers/{id}/virtual_accounts", h.createVirtualAccount)
-	api.HandleFunc("GET /v1/virtual_accounts/{id}/transactions", h.transactions)
-	api.HandleFunc("POST /v1/customers/{id}/deposit_instructions", h.createDepositInstruction)
-	api.HandleFunc("GET /v1/deposit_instructions/{id}/transactions", h.depositTransactions)
-	api.HandleFunc("POST /v1/sandbox/customers/{id}/identity", h.forceIdentity)
-	api.HandleFunc("POST /v1/sandbox/deposits", h.deposit)
-	api.HandleFunc("POST /v1/card_orders", h.createCardOrder)
-	api.HandleFunc("GET /v1/card_orders/{id}", h.cardOrder)
-	api.HandleFunc("POST /v1/card_orders/{id}/sessions", h.createCardSession)
-	api.HandleFunc("POST /v1/sandbox/card_orders/{id}/deposit", h.cardDeposit)
-	api.HandleFunc("POST /v1/payouts", h.createPayout)
-	api.HandleFunc("GET /v1/payouts/by_reference/{reference}", h.payoutByReference)
+	idem := func(r *http.Request) string { return r.Header.Get("Idempotency-Key") }
+	api.HandleFunc("POST /v1/customers", call(h, func(r *http.Request, in bankprovider.NewCustomer) (any, bool, error) {
+		c, created, err := b.CreateCustomer(in, idem(r))
+		if created {
+			h.log.Info("customer created", "customer_id", c.ID)
+		}
+		return c, created, err
+	}))
+	api.HandleFunc("GET /v1/customers/{id}", read(h, "id", b.Customer))
+	api.HandleFunc("POST /v1/customers/{id}/terms_sessions", call(h, func(r *http.Request, in returning) (any, bool, error) {
+		s, err := b.CreateTermsSession(r.PathValue("id"), in.ReturnURL)
+		return s, err == nil, err
+	}))
+	api.HandleFunc("GET /v1/terms_sessions/{id}", read(h, "id", b.TermsSession))
+	api.HandleFunc("POST /v1/customers/{id}/virtual_accounts", call(h, func(r *http.Request, in struct {
+		Currency string `json:"currency"`
+	}) (any, bool, error) {
+		return b.CreateVirtualAccount(r.PathValue("id"), in.Currency)
+	}))
+	api.HandleFunc("GET /v1/virtual_accounts/{id}/transactions", read(h, "id", listOf(b.Transactions)))
+	api.HandleFunc("POST /v1/customers/{id}/deposit_instructions", call(h, func(r *http.Request, in bankprovider.NewDepositInstruction) (any, bool, error) {
+		return b.CreateDepositInstruction(r.PathValue("id"), in, idem(r))
+	}))
+	api.HandleFunc("GET /v1/deposit_instructions/{id}/transactions", read(h, "id", listOf(b.DepositTransactions)))
+	api.HandleFunc("POST /v1/sandbox/customers/{id}/identity", call(h, func(r *http.Request, in struct {
+		Result string `json:"result"`
+	}) (any, bool, error) {
+		c, err := b.ForceIdentity(r.PathValue("id"), in.Result)
+		return c, false, err
+	}))
+	api.HandleFunc("POST /v1/sandbox/deposits", call(h, func(r *http.Request, in bankprovider.Deposit) (any, bool, error) {
+		return b.Deposit(in, idem(r))
+	}))
+	api.HandleFunc("POST /v1/card_orders", call(h, func(r *http.Request, in bankprovider.NewCardOrder) (any, bool, error) {
+		o, created, err := b.CreateCardOrder(in, idem(r))
+		if created {
+			h.log.Info("card order opened", "card_order_id", o.ID, "direction", o.Direction)
+		}
+		return o, created, err
+	}))
+	api.HandleFunc("GET /v1/card_orders/{id}", read(h, "id", b.CardOrder))
+	api.HandleFunc("POST /v1/card_orders/{id}/sessions", call(h, func(r *http.Request, in returning) (any, bool, error) {
+		s, err := b.CreateCardSession(r.PathValue("id"), in.ReturnURL)
+		return s, err == nil, err
+	}))
+	api.HandleFunc("POST /v1/sandbox/card_orders/{id}/deposit", call(h, func(r *http.Request, _ struct{}) (any, bool, error) {
+		o, err := b.SimulateCardDeposit(r.PathValue("id"))
+		return o, false, err
+	}))
+	api.HandleFunc("POST /v1/payouts", call(h, func(r *http.Request, in bankprovider.NewPayout) (any, bool, error) {
+		p, created, err := b.CreatePayout(in)
+		if created {
+			h.log.Info("payout taken over", "payout_id", p.ID, "rail", in.Rail)
+		}
+		return p, created, err
+	}))
+	api.HandleFunc("GET /v1/payouts/by_reference/{reference}", read(h, "reference", b.PayoutByReference))
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 404, fail(404, "invalid_request_error", "Unrecognized request URL ("+r.Method+" "+r.URL.Path+").").Body)
 	})
@@ -104,6 +145,42 @@ func (h *handler) answer(w http.ResponseWriter, created bool, v any, err error) 
 	}
 }
 
+// call is a provider API call with a JSON body: decoded into In (a bad
+// body is refused before run sees it), run, and answered (201 when it
+// created something).
+func call[In any](h *handler, run func(r *http.Request, in In) (out any, created bool, err error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if f := decode(r, &in); f != nil {
+			h.answer(w, false, nil, f)
+			return
+		}
+		out, created, err := run(r, in)
+		h.answer(w, created, out, err)
+	}
+}
+
+// read is a provider API read of the record the path's param names.
+func read[T any](h *handler, param string, get func(string) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := get(r.PathValue(param))
+		h.answer(w, false, v, err)
+	}
+}
+
+// listOf answers a read's records as the provider's list object.
+func listOf[T any](get func(string) ([]T, error)) func(string) (any, error) {
+	return func(id string) (any, error) {
+		items, err := get(id)
+		return map[string]any{"object": "list", "data": items}, err
+	}
+}
+
+// returning is the body of a call that opens a hosted page.
+type returning struct {
+	ReturnURL string `json:"return_url"`
+}
+
 // decode reads a JSON body; unknown fields are refused, as strict providers do.
 func decode(r *http.Request, dst any) *Failure {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
@@ -112,99 +189,6 @@ func decode(r *http.Request, dst any) *Failure {
 		return fail(400, "invalid_request_error", "Invalid JSON body: "+err.Error())
 	}
 	return nil
-}
-
-func (h *handler) createCustomer(w http.ResponseWriter, r *http.Request) {
-	var in bankprovider.NewCustomer
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	c, created, err := h.bank.CreateCustomer(in, r.Header.Get("Idempotency-Key"))
-	if created {
-		h.log.Info("customer created", "customer_id", c.ID)
-	}
-	h.answer(w, created, c, err)
-}
-
-func (h *handler) getCustomer(w http.ResponseWriter, r *http.Request) {
-	c, err := h.bank.Customer(r.PathValue("id"))
-	h.answer(w, false, c, err)
-}
-
-func (h *handler) createTermsSession(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		ReturnURL string `json:"return_url"`
-	}
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	s, err := h.bank.CreateTermsSession(r.PathValue("id"), in.ReturnURL)
-	h.answer(w, err == nil, s, err)
-}
-
-func (h *handler) termsSession(w http.ResponseWriter, r *http.Request) {
-	s, err := h.bank.TermsSession(r.PathValue("id"))
-	h.answer(w, false, s, err)
-}
-
-func (h *handler) createVirtualAccount(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Currency string `json:"currency"`
-	}
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	a, created, err := h.bank.CreateVirtualAccount(r.PathValue("id"), in.Currency)
-	h.answer(w, created, a, err)
-}
-
-func (h *handler) transactions(w http.ResponseWriter, r *http.Request) {
-	txs, err := h.bank.Transactions(r.PathValue("id"))
-	h.answer(w, false, map[string]any{"object": "list", "data": txs}, err)
-}
-
-func (h *handler) createDepositInstruction(w http.ResponseWriter, r *http.Request) {
-	var in bankprovider.NewDepositInstruction
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	d, created, err := h.bank.CreateDepositInstruction(r.PathValue("id"), in, r.Header.Get("Idempotency-Key"))
-	h.answer(w, created, d, err)
-}
-
-func (h *handler) depositTransactions(w http.ResponseWriter, r *http.Request) {
-	txs, err := h.bank.DepositTransactions(r.PathValue("id"))
-	h.answer(w, false, map[string]any{"object": "list", "data": txs}, err)
-}
-
-func (h *handler) forceIdentity(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Result string `json:"result"`
-	}
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	c, err := h.bank.ForceIdentity(r.PathValue("id"), in.Result)
-	h.answer(w, false, c, err)
-}
-
-func (h *handler) deposit(w http.ResponseWriter, r *http.Request) {
-	var in bankprovider.Deposit
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	t, created, err := h.bank.Deposit(in, r.Header.Get("Idempotency-Key"))
-	if err != nil {
-		h.answer(w, false, nil, err)
-		return
-	}
-	h.answer(w, created, t, nil)
 }
 
 // The hosted consent page: plain HTML, no script, usable with a keyboard and

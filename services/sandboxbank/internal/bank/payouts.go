@@ -2,7 +2,6 @@ package bank
 
 import (
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -112,22 +111,4 @@ func (b *Bank) payoutView(p *payout) bankprovider.Payout {
 	}
 	v.Status, v.CompletedAt = payoutCompleted, settled.UTC().Format(time.RFC3339)
 	return v
-}
-
-func (h *handler) createPayout(w http.ResponseWriter, r *http.Request) {
-	var in bankprovider.NewPayout
-	if f := decode(r, &in); f != nil {
-		h.answer(w, false, nil, f)
-		return
-	}
-	p, created, err := h.bank.CreatePayout(in)
-	if created {
-		h.log.Info("payout taken over", "payout_id", p.ID, "rail", in.Rail)
-	}
-	h.answer(w, created, p, err)
-}
-
-func (h *handler) payoutByReference(w http.ResponseWriter, r *http.Request) {
-	p, err := h.bank.PayoutByReference(r.PathValue("reference"))
-	h.answer(w, false, p, err)
 }
