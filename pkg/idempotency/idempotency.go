@@ -364,3 +364,13 @@ func (r *recorder) Write(b []byte) (int, error) {
 	r.body.Write(b)
 	return r.StatusWriter.Write(b)
 }
+
+// ForService is a service's idempotency on its system of record db: the
+// records kept there (on the database's clock), swept of expired ones
+// every 10 minutes while ctx lasts, and the middleware for its creating
+// routes.
+func ForService(ctx context.Context, db *database.DB, opts Options, log *slog.Logger) func(http.Handler) http.Handler {
+	store := NewStore(db, db.Now)
+	go store.Janitor(ctx, 10*time.Minute, func(err error) { log.Warn("idempotency sweep failed", "err", err) })
+	return Middleware(store, opts, log)
+}

@@ -74,11 +74,9 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// on any other, and none is kept.
 	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now, cursorKey(string(cfg.InternalToken)))
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
-	idem := idempotency.NewStore(db, db.Now)
-	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
 	// Once started, a creating request runs to its end within 25 s (the
 	// bank provider's client gives up within 20), caller or no caller.
-	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 25 * time.Second}, s.Log)
+	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 25 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	fiat.Routes(mux, fiat.MakeEndpoints(svc, o), s.Env, creating, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))

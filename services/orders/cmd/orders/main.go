@@ -55,9 +55,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db), Provider: provider,
 		Secret: []byte(cfg.Links.Secret), ReturnURL: string(cfg.Links.ReturnURL), Log: s.Log, Now: time.Now})
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "orders"))
-	idem := idempotency.NewStore(db, db.Now)
-	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
-	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 10 * time.Second}, s.Log)
+	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	orders.Routes(mux, orders.MakeEndpoints(svc, o), s.Env, creating, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))

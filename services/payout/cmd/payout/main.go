@@ -71,14 +71,12 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// replica's (DESIGN §3).
 	book := quote.NewBook(rdb, []byte(cfg.QuoteSecret), db.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "payout"))
-	idem := idempotency.NewStore(db, db.Now)
-	go idem.Janitor(ctx, 10*time.Minute, func(err error) { s.Log.Warn("idempotency sweep failed", "err", err) })
 	// A payout has the gateway's 10 s to answer; once started it runs to
 	// its end whether or not its caller stays. Its work, and its wait for
 	// the synchronous standby, get 8 s: then the caller hears that the
 	// outcome is not known yet (409 idempotency_in_progress) from us, not a
 	// gateway timeout, while the commit itself runs on.
-	creating := idempotency.Middleware(idem, idempotency.Options{Budget: 8 * time.Second}, s.Log)
+	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payout.NewStore(db),
 		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret)})
