@@ -85,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"upstream"}),
 		routeUpstream: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "route_upstream_info",
-			Help: "1 for each route of the gateway and the service that answers it (\"any\": the reference reads, which every service serves). The alert rules join it to name a failing route's service.",
+			Help: "1 for each route of the gateway and the service that answers it (\"gateway\": the reference reads, which the gateway answers itself). The alert rules join it to name a failing route's service.",
 		}, []string{"route", "upstream"}),
 		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_state",
@@ -93,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"upstream"}),
 		circuitOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_circuit_opened_total",
-			Help: "Times the circuit breaker of an upstream opened: it failed five calls in a row.",
+			Help: "Times the circuit breaker of an upstream opened: five calls in a row failed, or two health probes in a row got no answer while no call got one either.",
 		}, []string{"upstream"}),
 		upstreamDials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "upstream_connections_opened_total",
