@@ -36,15 +36,17 @@ space := $(empty) $(empty)
 # binaries themselves and start them with a real redis-server; the browser
 # tests use Debian's chromium.
 test: lint deploy-check build
-	@echo "== every module's tests, in one run (go test spreads the packages of all modules over the cores)"
-	@$(GO) test -race -count=1 $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$')
-	@echo "== devstack/e2e (the real-Prometheus pages test runs beside the rest: it mostly waits for alerts)"
-	@cd devstack && \
-		$(GO) test -race -count=1 -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1 & pages=$$!; \
-		cd devstack && $(GO) test -race -count=1 -skip '^TestPagesArriveWithinMinutes$$' ./e2e/; rest=$$?; \
-		wait $$pages; p=$$?; cat ../$(BIN)/e2e-pages.log; test $$rest -eq 0 -a $$p -eq 0
-	@echo "== devstack/e2e against a 3-master Redis Cluster (the tests of what Redis holds)"
-	@cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/
+	@echo "== devstack/e2e's real-Prometheus pages test starts, beside everything below (it mostly waits for alerts)"
+	@rm -f $(BIN)/e2e-pages.status; (cd devstack && $(GO) test -race -count=1 -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
+		echo $$? > ../$(BIN)/e2e-pages.status) & \
+	echo "== every module's tests, in one run (go test spreads the packages of all modules over the cores)"; \
+	$(GO) test -race -count=1 $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$') && \
+	echo "== devstack/e2e" && \
+	(cd devstack && $(GO) test -race -count=1 -skip '^TestPagesArriveWithinMinutes$$' ./e2e/) && \
+	echo "== devstack/e2e against a 3-master Redis Cluster (the tests of what Redis holds)" && \
+	(cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/); \
+	rest=$$?; wait; echo "== devstack/e2e: the pages test"; cat $(BIN)/e2e-pages.log; \
+	test $$rest -eq 0 -a "$$(cat $(BIN)/e2e-pages.status)" = 0
 	@echo "== the benchmarks of make bench run (one iteration each)"
 	@set -o pipefail; cd services/gateway && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/edge/ ./internal/ratelimit/ | grep -v '^Benchmark'
 	@set -o pipefail; cd services/payout && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/payout/ | grep -v '^Benchmark'
