@@ -118,17 +118,13 @@ func TestConsentInChromium(t *testing.T) {
 		t.Fatalf("consent page: %v", err)
 	}
 	var where, heading string
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(10*time.Second, func() bool {
 		var err error
 		if where, err = chromedp.Run(ctx, chromedp.Location()); err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasPrefix(where, s.GatewayURL+"/consent/return?") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.HasPrefix(where, s.GatewayURL+"/consent/return?")
+	})
 	heading, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main h1")))
 	if err != nil {
 		t.Fatal(err)

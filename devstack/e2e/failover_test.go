@@ -192,17 +192,13 @@ func (l *payoutLoad) halt() {
 // waitAcks waits until the load has acknowledged n payouts.
 func (l *payoutLoad) waitAcks(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	if !eventually(60*time.Second, func() bool {
 		l.mu.Lock()
-		got := len(l.acks)
-		l.mu.Unlock()
-		if got >= n {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer l.mu.Unlock()
+		return len(l.acks) >= n
+	}) {
+		t.Fatalf("the load acknowledged fewer than %d payouts in 60s", n)
 	}
-	t.Fatalf("the load acknowledged fewer than %d payouts in 60s", n)
 }
 
 // recovery measures, for a fault that ended at ended and the calls to path

@@ -420,18 +420,6 @@ func TestShutdownCutsNoRequestInFlight(t *testing.T) {
 	}
 }
 
-func (s *stack) waitForWithin(d time.Duration, cond func() bool) {
-	s.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.t.Fatalf("condition not met within %s", d)
-}
-
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func hexLen(s string) string { return strconv.FormatInt(int64(len(s)), 16) }

@@ -209,27 +209,36 @@ func (s *stack) issue(id string, args ...string) string {
 	s.t.Helper()
 	key := s.keys(append([]string{"issue", "--id", id}, args...)...)
 	var last response
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = s.get("/v1/currencies", key); last.Status == http.StatusOK {
-			return key
-		}
-		time.Sleep(25 * time.Millisecond)
+	if !eventually(5*time.Second, func() bool { last = s.get("/v1/currencies", key); return last.Status == http.StatusOK }) {
+		s.t.Fatalf("the gateway did not accept key %q within 5s; last answer %d %s", id, last.Status, last.Body)
 	}
-	s.t.Fatalf("the gateway did not accept key %q within 5s; last answer %d %s", id, last.Status, last.Body)
-	return ""
+	return key
 }
 
-func (s *stack) waitFor(cond func() bool) {
+func (s *stack) waitFor(cond func() bool) { s.t.Helper(); s.waitForWithin(3*time.Second, cond) }
+
+func (s *stack) waitForWithin(d time.Duration, cond func() bool) {
 	s.t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	if !eventually(d, cond) {
+		s.t.Fatalf("condition not met within %s", d)
+	}
+}
+
+// eventually polls cond until it holds or d has passed, and asks it once
+// more after that: on a starved machine the polls may be few, but the
+// last one comes after the deadline, so what has happened by then is
+// seen.
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
 		if cond() {
-			return
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	s.t.Fatal("condition not met within 3s")
 }
 
 // withinASecond polls cond until it holds, and fails the test if that
@@ -249,14 +258,7 @@ func (s *stack) withinASecond(what string, cond func() bool) {
 // logged waits up to 3 s for a log line containing want: logs cross a pipe,
 // so a line can arrive after the response it belongs to.
 func (s *stack) logged(want string) bool {
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Contains(s.logs.String(), want) {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+	return eventually(3*time.Second, func() bool { return strings.Contains(s.logs.String(), want) })
 }
 
 type response struct {

@@ -148,17 +148,13 @@ func onRampFromNothingToFunded(t *testing.T, s *stack) {
 	}
 
 	var funded response
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(10*time.Second, func() bool {
 		funded = s.post("/v1/fiat/status", key, statusBody)
-		if strings.Contains(funded.Body, `"status":"funded"`) {
-			break
-		}
-		if !strings.Contains(funded.Body, `"status":"awaiting_deposit","transactions":[{`) {
+		if !strings.Contains(funded.Body, `"status":"funded"`) && !strings.Contains(funded.Body, `"status":"awaiting_deposit","transactions":[{`) {
 			t.Fatalf("while settling: %s", funded.Body)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(funded.Body, `"status":"funded"`)
+	})
 	if got := fieldOrder(t, funded.Body); !slices.Equal(got, []string{"environment", "status", "transactions", "deliveredAmount", "depositedAmount", "txHash"}) {
 		t.Fatalf("funded fields %v: %s", got, funded.Body)
 	}

@@ -288,9 +288,8 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 		return nil
 	}
 	var spans []receivedSpan
-	deadline := time.Now().Add(10 * time.Second)
 	var gwServer, gwClient, fiatServer, fiatClient, bankServer *tracepb.Span
-	for time.Now().Before(deadline) {
+	eventually(10*time.Second, func() bool {
 		spans = recv.trace(traceID)
 		gwServer = find(spans, "gateway", tracepb.Span_SPAN_KIND_SERVER, callerSpan)
 		if gwServer != nil {
@@ -308,11 +307,8 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 				}
 			}
 		}
-		if bankServer != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return bankServer != nil
+	})
 	if bankServer == nil {
 		var got []string
 		for _, sp := range spans {
@@ -352,14 +348,14 @@ func TestWithoutAnExporterTheTraceIDStillReachesEveryLog(t *testing.T) {
 		`"route":"POST /v1/fiat/accounts","status":200,"code":"","duration_us":`,
 		`"msg":"create_account","service":"fiat"`,
 	} {
-		found := false
-		deadline := time.Now().Add(3 * time.Second)
-		for !found && time.Now().Before(deadline) {
+		found := eventually(3*time.Second, func() bool {
 			for _, line := range strings.Split(s.logs.String(), "\n") {
-				found = found || strings.Contains(line, want) && strings.Contains(line, `"trace_id":"`+traceID+`"`)
+				if strings.Contains(line, want) && strings.Contains(line, `"trace_id":"`+traceID+`"`) {
+					return true
+				}
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return false
+		})
 		if !found {
 			t.Errorf("no log line with %s and the caller's trace id", want)
 		}

@@ -92,7 +92,8 @@ type Setup struct {
 
 // Main runs binary b: `<name> healthcheck` probes the binary's address and
 // exits; with no argument, it loads cfg (the binary's config struct) from
-// the environment, once, and run serves until SIGINT or SIGTERM. An error is printed and exits 1.
+// the environment, once, and run serves until SIGINT or SIGTERM. An error
+// is printed and exits 1.
 func Main[S Settings](b Binary, cfg S, run func(ctx context.Context, s *Setup, cfg S) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
