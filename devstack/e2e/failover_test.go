@@ -98,20 +98,7 @@ func (l *payoutLoad) send(path, body, idemKey string) (int, string, http.Header)
 func startLoad(t *testing.T, s *stack, workers int) *payoutLoad {
 	l := &payoutLoad{s: s, stop: make(chan struct{})}
 	l.key = s.issue("loadkey", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000")
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				l.once(t)
-			}
-		}()
-	}
+	untilClosed(&l.wg, workers, l.stop, func() { l.once(t) })
 	return l
 }
 
@@ -538,42 +525,31 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 	var inFlight atomic.Int32 // keyed requests between their first attempt and their outcome
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				i := n.Add(1)
-				status, body, _ := l.send("/v1/bank/payout/quote", eur(fmt.Sprintf("%d.%02d", 20+i/100, i%100)), "")
-				if status != 200 {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				k := &keyed{quoteID: quoteOf(body), idem: fmt.Sprintf("kill-%d", i), first: time.Now()}
+	untilClosed(&wg, 8, stop, func() {
+		i := n.Add(1)
+		status, body, _ := l.send("/v1/bank/payout/quote", eur(fmt.Sprintf("%d.%02d", 20+i/100, i%100)), "")
+		if status != 200 {
+			time.Sleep(20 * time.Millisecond)
+			return
+		}
+		k := &keyed{quoteID: quoteOf(body), idem: fmt.Sprintf("kill-%d", i), first: time.Now()}
+		mu.Lock()
+		reqs = append(reqs, k)
+		mu.Unlock()
+		inFlight.Add(1)
+		for time.Since(k.first) < 60*time.Second {
+			status, body, _ := l.send(executePath, ada.execute(k.quoteID), k.idem)
+			final := status == 200 || (status >= 400 && status < 500 && !strings.Contains(body, `"code":"idempotency_in_progress"`))
+			if final {
 				mu.Lock()
-				reqs = append(reqs, k)
+				k.done, k.status, k.body = time.Now(), status, body
 				mu.Unlock()
-				inFlight.Add(1)
-				for time.Since(k.first) < 60*time.Second {
-					status, body, _ := l.send(executePath, ada.execute(k.quoteID), k.idem)
-					final := status == 200 || (status >= 400 && status < 500 && !strings.Contains(body, `"code":"idempotency_in_progress"`))
-					if final {
-						mu.Lock()
-						k.done, k.status, k.body = time.Now(), status, body
-						mu.Unlock()
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				inFlight.Add(-1)
+				break
 			}
-		}()
-	}
+			time.Sleep(50 * time.Millisecond)
+		}
+		inFlight.Add(-1)
+	})
 	doneCount := func() int {
 		mu.Lock()
 		defer mu.Unlock()

@@ -199,23 +199,12 @@ func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
 			var sent, failed atomic.Int32
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						sent.Add(1)
-						if r := s.get("/v1/limits", busy); r.Status != 200 {
-							failed.Add(1)
-						}
-					}
-				}()
-			}
+			untilClosed(&wg, 4, stop, func() {
+				sent.Add(1)
+				if r := s.get("/v1/limits", busy); r.Status != 200 {
+					failed.Add(1)
+				}
+			})
 			time.Sleep(300 * time.Millisecond)
 			fault.start()
 			time.Sleep(700 * time.Millisecond)
@@ -289,7 +278,7 @@ func TestAFrozenServiceFailsFast(t *testing.T) {
 		}
 	}
 	t.Logf("frozen for %s: callers waited at most %s", time.Since(frozen).Round(time.Millisecond), longest.Round(time.Millisecond))
-	// The reference reads do not need payout: another service answers them.
+	// The reference reads do not need payout: the gateway answers them.
 	if r := s.get("/v1/limits", key); r.Status != 200 || !strings.HasPrefix(r.Body, `{"environment":"sandbox","settlementNotation":`) {
 		t.Errorf("GET /v1/limits with payout frozen: %d %s", r.Status, r.Body)
 	}

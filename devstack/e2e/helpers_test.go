@@ -224,6 +224,23 @@ func (s *stack) waitForWithin(d time.Duration, cond func() bool) {
 	}
 }
 
+// untilClosed runs work from n goroutines, over and over, until stop is
+// closed; wg counts them.
+func untilClosed(wg *sync.WaitGroup, n int, stop <-chan struct{}, work func()) {
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				work()
+			}
+		})
+	}
+}
+
 // eventually polls cond until it holds or d has passed, and asks it once
 // more after that: on a starved machine the polls may be few, but the
 // last one comes after the deadline, so what has happened by then is
