@@ -16,7 +16,8 @@ type Binary struct {
 }
 
 // Binaries is the one list of the stack's binaries and their ports, in
-// start order: each after what it calls, the gateway last. make, the
+// start order (an e2e test holds it to what each binary declares of itself:
+// its default address and grace): each after what it calls, the gateway last. make, the
 // end-to-end tests, the chart's checks and the dashboard generator read it.
 var Binaries = []Binary{
 	{Name: "sandboxbank", Addr: "127.0.0.1:8090", AdminAddr: "127.0.0.1:9190", Grace: 10 * time.Second},

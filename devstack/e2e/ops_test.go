@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/partnerpay/api/devstack"
 )
 
 // metricValue finds the sample of name whose labels include want; ok is
@@ -195,6 +198,19 @@ func TestEveryBinaryHasAHealthcheckSubcommand(t *testing.T) {
 		bad.Env = []string{env + "=" + dead}
 		if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "healthcheck") {
 			t.Errorf("%s healthcheck of nothing: %v %q, want a failure that says why", svc, err, out)
+		}
+	}
+	// The local stack's registry (devstack.Binaries) says what each binary
+	// declares of itself: its default address and its grace.
+	for _, b := range devstack.Binaries {
+		if out, err := exec.Command(filepath.Join(binDir, b.Name), "healthcheck").CombinedOutput(); err != nil && !strings.Contains(string(out), b.Addr) {
+			t.Errorf("%s healthcheck with no %s_ADDR: %q, want its default address %s", b.Name, strings.ToUpper(b.Name), out, b.Addr)
+		}
+		want := `"grace":"` + b.Grace.String() + `"`
+		if !s.logged(`"msg":"starting","service":"`+b.Name+`"`) || !slices.ContainsFunc(strings.Split(s.logs.String(), "\n"), func(l string) bool {
+			return strings.Contains(l, `"msg":"starting","service":"`+b.Name+`"`) && strings.Contains(l, want)
+		}) {
+			t.Errorf("%s does not start with %s", b.Name, want)
 		}
 	}
 }

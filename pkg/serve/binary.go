@@ -164,7 +164,7 @@ func Start[S Settings](ctx context.Context, b Binary, args []string, getenv func
 	}))
 	version, revision := obs.BuildVersion()
 	s.Log.Info("starting", "version", version, "revision", revision, "environment", s.Env,
-		"addr", s.addr, "admin_addr", s.admin, "config", config.Masked(cfg))
+		"addr", s.addr, "admin_addr", s.admin, "grace", s.grace().String(), "config", config.Masked(cfg))
 	return run(ctx, s, cfg)
 }
 
@@ -182,14 +182,20 @@ func (l stdlibLog) Write(p []byte) (int, error) {
 // readiness off, SHUTDOWN_DRAIN of serving, and up to SHUTDOWN_GRACE (the
 // binary's Grace by default) for requests in flight.
 func (s *Setup) Serve(ctx context.Context, h http.Handler) error {
-	grace := s.serve.Grace
-	if grace == 0 {
-		grace = s.binary.Grace
-	}
+	grace := s.grace()
 	main := Served{Server: NewServer(s.addr, s.Kit.Serve(h), s.Log), CertFile: s.serve.CertFile, KeyFile: s.serve.KeyFile}
 	main.ReadTimeout = s.serve.ReadTimeout
 	return Run(ctx, s.Log, Shutdown{Drain: s.serve.Drain, Grace: grace, NotReady: func() { s.Kit.SetReady(false) }},
 		main, Served{Server: NewServer(s.admin, s.Kit.Admin(), s.Log)})
+}
+
+// grace is how long the binary waits for requests in flight when it
+// stops: SHUTDOWN_GRACE, else the binary's own.
+func (s *Setup) grace() time.Duration {
+	if s.serve.Grace != 0 {
+		return s.serve.Grace
+	}
+	return s.binary.Grace
 }
 
 // Addr is the main address the binary listens on.
