@@ -1,9 +1,13 @@
 package payout
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +89,62 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 		}
 		if _, err := s.ByQuote(ctx, "bpq_4"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown quote: %v", err)
+		}
+	})
+}
+
+// Each rule a payout row keeps is refused by its name, on both engines
+// (CHECK constraints on the embedded one, the payouts_rules trigger on
+// PostgreSQL): a copy of a good row breaking one rule at a time, and the
+// unbroken copy accepted.
+func TestEachPayoutRuleRefusesByName(t *testing.T) {
+	columns := []string{"id", "quote_id", "key_id", "beneficiary_name", "beneficiary", "chain", "crypto_currency", "fiat_currency",
+		"country", "crypto_amount", "fiat_amount", "rail", "estimated_settlement", "status", "quote_expires_at", "created_at",
+		"reference", "deposit_address", "deposit_expires_at", "deposit_tx_hash", "completed_at", "failure_reason", "return_reason",
+		"status_at"}
+	arrived := map[string]string{"deposit_tx_hash": "'0xab'"}
+	with := func(base map[string]string, more map[string]string) map[string]string {
+		m := map[string]string{}
+		maps.Copy(m, base)
+		maps.Copy(m, more)
+		return m
+	}
+	cases := []struct {
+		rule string
+		set  map[string]string
+	}{
+		{"", nil},
+		{"payouts_not_after_expiry", map[string]string{"quote_expires_at": "created_at"}},
+		{"payouts_one_amount", map[string]string{"fiat_amount": "'5'"}},
+		{"payouts_status", map[string]string{"status": "'pending'"}},
+		{"payouts_reference", map[string]string{"reference": "''"}},
+		{"payouts_reference", map[string]string{"reference": "'" + strings.Repeat("r", 65) + "'"}},
+		{"payouts_deposit_arrived", map[string]string{"status": "'processing'"}},
+		{"payouts_completed_at", with(arrived, map[string]string{"status": "'processing'", "completed_at": "created_at"})},
+		{"payouts_failure_reason", with(arrived, map[string]string{"status": "'processing'", "failure_reason": "'name_mismatch'"})},
+		{"payouts_return_reason", with(arrived, map[string]string{"status": "'completed'", "completed_at": "created_at",
+			"return_reason": "'refused_by_beneficiary'"})},
+	}
+	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		if _, err := NewStore(db).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cases {
+			set := with(c.set, map[string]string{"id": fmt.Sprintf("'bpo_r%d'", i), "quote_id": fmt.Sprintf("'bpq_r%d'", i)})
+			values := make([]string, len(columns))
+			for j, col := range columns {
+				values[j] = cmp.Or(set[col], col)
+			}
+			stmt := "INSERT INTO payouts (" + strings.Join(columns, ", ") + ") SELECT " + strings.Join(values, ", ") +
+				" FROM payouts WHERE id = 'bpo_good'"
+			_, err := db.Exec(ctx, stmt)
+			switch {
+			case c.rule == "" && err != nil:
+				t.Errorf("the good row copied: %v", err)
+			case c.rule != "" && !database.Violates(err, c.rule):
+				t.Errorf("%v: %v, want %s to refuse it", c.set, err, c.rule)
+			}
 		}
 	})
 }
