@@ -217,8 +217,9 @@ func TestProductionRefusesPayoutsWhileTheQuoteIsAMock(t *testing.T) {
 }
 
 // BenchmarkExecute executes distinct quotes from 16 goroutines at once,
-// against a real Redis (the offers) and a real PostgreSQL (the payout, its
-// first history row and the idempotency answer commit together, once), and
+// against a real Redis (the offers) and a real PostgreSQL (the payout and
+// its first history row commit together, once; without an Idempotency-Key,
+// whose record BenchmarkExecuteKeyed adds), and
 // reports the latency percentiles, the throughput, and the bytes each payout
 // costs in PostgreSQL (its row and its share of the table's indexes). In
 // the same run, on the same database, pgbench commits one-row INSERTs from
