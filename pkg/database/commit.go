@@ -205,6 +205,16 @@ func (db *DB) Confirm(ctx context.Context) error {
 	}
 }
 
+// ReadBack is err, the outcome of a read, or when the read found its rows,
+// Confirm's: for a store's read that an answer rests on (a status, a
+// record fetched by id). Not finding a row needs no confirmation.
+func (db *DB) ReadBack(ctx context.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	return db.Confirm(ctx)
+}
+
 // barrier runs the confirmations: at most one at a time, and one waiting
 // to start that every new caller joins.
 type barrier struct {

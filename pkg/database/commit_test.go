@@ -3,59 +3,33 @@ package database_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/pglocal"
+	"github.com/partnerpay/api/pkg/database/databasetest"
 )
 
 // replicated is a primary whose commits wait for one synchronous standby
-// reached through a link the test can stall.
-type replicated struct {
-	primary, standby *pglocal.Server
-	link             *pglocal.Link
-}
+// reached through a link the test can stall, with a table t.
+type replicated struct{ databasetest.Replicated }
 
 func startReplicated(t *testing.T) replicated {
 	t.Helper()
-	dir, err := pglocal.TempDir("pgcommit-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"),
-		Settings: []string{"synchronous_standby_names=ANY 1 (s1)", "synchronous_commit=on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := primary.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Kill)
-	standby, link, err := primary.StandbyVia(filepath.Join(dir, "s1"), "s1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { link.Close(); standby.Kill() })
+	r := databasetest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := primary.WaitStreaming(ctx, 1); err != nil {
+	if err := r.Primary.Exec(ctx, "postgres", "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := primary.Exec(ctx, "postgres", "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	return replicated{primary, standby, link}
+	return replicated{r}
 }
 
 func (r replicated) open(t *testing.T, query string, clock func() time.Time) *database.DB {
 	t.Helper()
-	db, err := database.Open(context.Background(), r.primary.URL("postgres")+query, database.Options{Wait: 10 * time.Second, Clock: clock})
+	db, err := database.Open(context.Background(), r.URL()+query, database.Options{Wait: 10 * time.Second, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +41,7 @@ func (r replicated) open(t *testing.T, query string, clock func() time.Time) *da
 func (r replicated) rows(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, r.primary.URL("postgres"))
+	c, err := pgx.Connect(ctx, r.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +69,7 @@ func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
 		},
 		func(ctx context.Context) error { _, err := db.Exec(ctx, "INSERT INTO t VALUES (2)"); return err },
 	} {
-		r.link.Stall()
+		r.Link.Stall()
 		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 		err := write(ctx)
 		cancel()
@@ -110,7 +84,7 @@ func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
 			t.Errorf("Confirm with the standby stalled: %v", err)
 		}
 		cancel()
-		r.link.Resume()
+		r.Link.Resume()
 		deadline := time.Now().Add(10 * time.Second)
 		for r.rows(t) != i+1 {
 			if time.Now().After(deadline) {

@@ -57,9 +57,10 @@ func scanSession(row database.Row) (Record, error) {
 	return r, err
 }
 
-// Get reads a session.
+// Get reads a session, confirmed on the standby (an answer rests on it).
 func (s *DBStore) Get(ctx context.Context, id string) (Record, error) {
-	return scanSession(s.db.QueryRow(ctx, `SELECT `+sessionColumns+` FROM consent_sessions WHERE id = $1`, id))
+	r, err := scanSession(s.db.QueryRow(ctx, `SELECT `+sessionColumns+` FROM consent_sessions WHERE id = $1`, id))
+	return r, s.db.ReadBack(ctx, err)
 }
 
 // Mint records a as its session's current attempt: every earlier link of

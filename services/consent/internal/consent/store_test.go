@@ -3,12 +3,34 @@ package consent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/database/databasetest"
 )
+
+// No answer rests on a row the standby lacks (DESIGN §6): a session's
+// read, which its status answers from, waits until the synchronous standby
+// has what it read.
+func TestASessionReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
+	r := databasetest.StartReplicated(t)
+	s := NewStore(databasetest.Open(t, r.URL(), Migrations))
+	at := time.Now().UTC()
+	if err := s.Create(context.Background(), Record{ID: "cs_1", Owner: "acme", AccountID: "acc_1", ProviderCustomerID: "cus_1",
+		State: StatePending, CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	r.ReadsOnlyWhatTheStandbyHas(t, `UPDATE consent_sessions SET state = 'returned', result = 'accepted', returned_at = now() WHERE id = 'cs_1'`,
+		func(ctx context.Context) error {
+			got, err := s.Get(ctx, "cs_1")
+			if err == nil && got.State != StateReturned {
+				err = fmt.Errorf("session state %q, want %q", got.State, StateReturned)
+			}
+			return err
+		})
+}
 
 // The schema holds a session's rules itself: returned is final, an
 // attempt is redeemed once, and only while it is its session's current one.

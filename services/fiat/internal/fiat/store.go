@@ -59,9 +59,11 @@ func scanAccount(row database.Row) (AccountRecord, error) {
 	return r, notFound(err)
 }
 
-// Account reads an account.
+// Account reads an account, confirmed on the standby (an answer rests on
+// it).
 func (s *DBStore) Account(ctx context.Context, id string) (AccountRecord, error) {
-	return scanAccount(s.db.QueryRow(ctx, `SELECT `+accountColumns+` FROM fiat_accounts WHERE id = $1`, id))
+	r, err := scanAccount(s.db.QueryRow(ctx, `SELECT `+accountColumns+` FROM fiat_accounts WHERE id = $1`, id))
+	return r, s.db.ReadBack(ctx, err)
 }
 
 // SetAccountStatus keeps the provider's newest word on an account.
@@ -108,9 +110,10 @@ func scanVirtualAccount(row database.Row) (VirtualAccountRecord, error) {
 	return r, notFound(err)
 }
 
-// VirtualAccount reads a virtual account.
+// VirtualAccount reads a virtual account, confirmed on the standby.
 func (s *DBStore) VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error) {
-	return scanVirtualAccount(s.db.QueryRow(ctx, `SELECT `+vaColumns+` FROM fiat_virtual_accounts WHERE id = $1`, id))
+	r, err := scanVirtualAccount(s.db.QueryRow(ctx, `SELECT `+vaColumns+` FROM fiat_virtual_accounts WHERE id = $1`, id))
+	return r, s.db.ReadBack(ctx, err)
 }
 
 // CreateDeposit writes a one-off deposit and keeps answer with it.
@@ -143,9 +146,10 @@ func scanDeposit(row database.Row) (DepositRecord, error) {
 	return r, notFound(err)
 }
 
-// Deposit reads a one-off deposit.
+// Deposit reads a one-off deposit, confirmed on the standby.
 func (s *DBStore) Deposit(ctx context.Context, id string) (DepositRecord, error) {
-	return scanDeposit(s.db.QueryRow(ctx, `SELECT `+depositColumns+` FROM fiat_deposits WHERE id = $1`, id))
+	r, err := scanDeposit(s.db.QueryRow(ctx, `SELECT `+depositColumns+` FROM fiat_deposits WHERE id = $1`, id))
+	return r, s.db.ReadBack(ctx, err)
 }
 
 // SetDepositFunded records that a deposit's money settled (once: the

@@ -58,9 +58,10 @@ func scan(row database.Row) (Record, error) {
 	return r, err
 }
 
-// Get reads an order.
+// Get reads an order, confirmed on the standby (an answer rests on it).
 func (s *DBStore) Get(ctx context.Context, id string) (Record, error) {
-	return scan(s.db.QueryRow(ctx, `SELECT `+columns+` FROM orders WHERE id = $1`, id))
+	r, err := scan(s.db.QueryRow(ctx, `SELECT `+columns+` FROM orders WHERE id = $1`, id))
+	return r, s.db.ReadBack(ctx, err)
 }
 
 // Expire moves an order still awaiting its payment or deposit at now past

@@ -3,12 +3,35 @@ package orders
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/database/databasetest"
 )
+
+// No answer rests on a row the standby lacks (DESIGN §6): an order's read,
+// which its status and its hosted page answer from, waits until the
+// synchronous standby has what it read.
+func TestAnOrderReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
+	r := databasetest.StartReplicated(t)
+	s := NewStore(databasetest.Open(t, r.URL(), Migrations))
+	at := time.Now().UTC()
+	if err := s.Create(context.Background(), Record{ID: "ord_1", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment,
+		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet,
+		ExpiresAt: at.Add(OrderTTL), CreatedAt: at}, Order{}); err != nil {
+		t.Fatal(err)
+	}
+	r.ReadsOnlyWhatTheStandbyHas(t, `UPDATE orders SET status = 'processing', payment_method = 'card' WHERE id = 'ord_1'`,
+		func(ctx context.Context) error {
+			got, err := s.Get(ctx, "ord_1")
+			if err == nil && got.Status != StatusProcessing {
+				err = fmt.Errorf("order status %q, want %q", got.Status, StatusProcessing)
+			}
+			return err
+		})
+}
 
 // The schema holds an order's rules itself, on both engines: its terms
 // never change, its status moves only forward, and completed, failed and
