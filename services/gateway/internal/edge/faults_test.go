@@ -2,7 +2,7 @@ package edge
 
 import (
 	"bytes"
-	"github.com/partnerpay/api/services/gateway/internal/apikey"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -11,12 +11,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/pkg/upstream"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
 const internalBody = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
@@ -377,6 +379,9 @@ func TestReferenceReadsNeedNoService(t *testing.T) {
 	}
 }
 
+// A call whose connection is refused (the service is not up yet) is tried
+// again, with its whole body, and answered. The service comes up the moment
+// the call's first try is refused, before the retry: no clock decides it.
 func TestARefusedConnectionIsRetried(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -384,29 +389,56 @@ func TestARefusedConnectionIsRetried(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connections are refused
+	var mu sync.Mutex
 	var bodies []string
-	go func() {
-		time.Sleep(20 * time.Millisecond) // the service comes up between the first try and the retry
-		ln2, err := net.Listen("tcp", addr)
+	up := func() {
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
+			t.Errorf("the service could not come up: %v", err)
 			return
 		}
-		http.Serve(ln2, asService(func(w http.ResponseWriter, r *http.Request) {
+		srv := &http.Server{Handler: asService(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
 			bodies = append(bodies, string(b))
+			mu.Unlock()
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Environment", "sandbox")
 			io.WriteString(w, `{"quoted":true}`)
-		}))
-	}()
-	g := newGatewayTo(t, "http://"+addr, quiet())
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+	tr := &upOnRefusal{next: testTransport(t), path: "/v1/bank/payout/quote", up: up}
+	g := newGatewayVia(t, "http://"+addr, tr, quiet())
 	w := serveOne(g, "POST", "/v1/bank/payout/quote", `{"chain":84532}`)
 	if w.Code != 200 || w.Body.String() != `{"environment":"sandbox","quoted":true}` {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if len(bodies) != 1 || bodies[0] != `{"chain":84532}` {
-		t.Errorf("the upstream got %q: the retry must send the body once, whole", bodies)
+	mu.Lock()
+	defer mu.Unlock()
+	if tr.refused.Load() != 1 || len(bodies) != 1 || bodies[0] != `{"chain":84532}` {
+		t.Errorf("refused %d times, then the upstream got %q: the retry must send the body once, whole", tr.refused.Load(), bodies)
 	}
+}
+
+// upOnRefusal is a transport that calls up, once, when a call to path is
+// refused, before the refusal returns.
+type upOnRefusal struct {
+	next    http.RoundTripper
+	path    string
+	up      func()
+	once    sync.Once
+	refused atomic.Int32
+}
+
+func (u *upOnRefusal) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := u.next.RoundTrip(r)
+	if errors.Is(err, syscall.ECONNREFUSED) && r.URL.Path == u.path {
+		u.refused.Add(1)
+		u.once.Do(u.up)
+	}
+	return resp, err
 }
 
 // A POST with an Idempotency-Key whose connection breaks after it went out
