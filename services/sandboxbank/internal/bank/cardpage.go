@@ -1,43 +1,26 @@
 package bank
 
-import (
-	"html/template"
-	"net/http"
-)
+import "net/http"
 
 // The card provider's hosted card page (for browsers); its API is in
 // NewHandler's table.
 
-// The hosted card page: plain HTML forms, no script, usable with a
-// keyboard and a screen reader. A mistake is shown with the form empty
-// again: what was typed is never written back into a page.
-var cardTemplate = template.Must(template.New("card").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{if .Problem}}Link not usable{{else if .Challenge}}Confirm it's you{{else if eq .Direction "sell"}}Get paid to your card{{else}}Pay by card{{end}} — Sandbox Provider</title>
-<style>
-body{font:16px/1.5 system-ui,sans-serif;color:#1d2330;max-width:30rem;margin:3rem auto;padding:0 1rem}
-.sandbox{background:#fff4ce;border:1px solid #e0c36c;padding:.5rem .75rem;border-radius:6px;font-size:14px}
+// The hosted card page (the frame is layout's). A mistake is shown with
+// the form empty again: what was typed is never written back into a page.
+var cardTemplate = hostedPage(`
+{{define "title"}}{{if .Challenge}}Confirm it's you{{else if eq .Direction "sell"}}Get paid to your card{{else}}Pay by card{{end}}{{end}}
+{{define "brand"}}Sandbox Provider{{end}}
+{{define "style"}}
+body{max-width:30rem}
 .error{background:#fde8e8;border:1px solid #e08a8a;padding:.5rem .75rem;border-radius:6px}
 label{display:block;margin-top:1rem;font-weight:600}
 input{font:inherit;width:100%;box-sizing:border-box;padding:.5rem;border:1px solid #8a93a6;border-radius:6px}
 .row{display:flex;gap:1rem}.row>div{flex:1}
-.actions{display:flex;gap:1rem;margin-top:1.5rem}
-button{font:inherit;padding:.6rem 1.4rem;border-radius:6px;border:2px solid #1d2330;background:#fff;cursor:pointer}
-button.primary{background:#1f6feb;border-color:#1f6feb;color:#fff}
 button.apple-pay{background:#000;border-color:#000;color:#fff;width:100%;margin-top:1.5rem}
-button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}
-</style>
-</head>
-<body>
-<main>
-<p class="sandbox" role="note">Sandbox Provider — test mode. No card is charged and no money moves. Use a test card: 4242 4242 4242 4242, any future expiry, any CVC.</p>
-{{if .Problem}}
-<h1>This link can't be used</h1>
-<p>{{.Problem}}</p>
-{{else if .Challenge}}
+{{end}}
+{{define "note"}}Sandbox Provider — test mode. No card is charged and no money moves. Use a test card: 4242 4242 4242 4242, any future expiry, any CVC.{{end}}
+{{define "content"}}
+{{if .Challenge}}
 <h1>Confirm it's you</h1>
 <p>Your bank asks you to confirm this payment of {{.Amount}} (3-D Secure, simulated).</p>
 {{if .FormError}}<p class="error" role="alert">{{.FormError}}</p>{{end}}
@@ -79,10 +62,7 @@ button:focus-visible,input:focus-visible{outline:3px solid #f59e0b;outline-offse
 </div>
 </form>
 {{end}}
-</main>
-</body>
-</html>
-`))
+{{end}}`)
 
 func (h *handler) renderCard(w http.ResponseWriter, p CardPage) {
 	writeHTML(w, p.Status, cardTemplate, p)

@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"html/template"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -191,61 +190,27 @@ func decode(r *http.Request, dst any) *Failure {
 	return nil
 }
 
-// The hosted consent page: plain HTML, no script, usable with a keyboard and
-// a screen reader.
-var pageTemplate = template.Must(template.New("consent").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{if .Problem}}Link not usable{{else}}Review and accept the terms{{end}} — Sandbox Bank</title>
-<style>
-body{font:16px/1.5 system-ui,sans-serif;color:#1d2330;max-width:36rem;margin:3rem auto;padding:0 1rem}
-.sandbox{background:#fff4ce;border:1px solid #e0c36c;padding:.5rem .75rem;border-radius:6px;font-size:14px}
-.actions{display:flex;gap:1rem;margin-top:1.5rem}
-button{font:inherit;padding:.6rem 1.4rem;border-radius:6px;border:2px solid #1d2330;background:#fff;cursor:pointer}
-button.accept{background:#1f6feb;border-color:#1f6feb;color:#fff}
-button:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}
-</style>
-</head>
-<body>
-<main>
-<p class="sandbox" role="note">Sandbox Bank — test mode. No real account is opened and no money moves.</p>
-{{if .Problem}}
-<h1>This link can't be used</h1>
-<p>{{.Problem}}</p>
-{{else}}
+// The hosted consent page (the frame is layout's).
+var pageTemplate = hostedPage(`
+{{define "title"}}Review and accept the terms{{end}}
+{{define "brand"}}Sandbox Bank{{end}}
+{{define "style"}}{{end}}
+{{define "note"}}Sandbox Bank — test mode. No real account is opened and no money moves.{{end}}
+{{define "content"}}
 <h1>Review and accept the terms</h1>
 <p>{{.CustomerName}}, to open an account that receives bank transfers and converts them to stablecoins,
 Sandbox Bank needs your consent to its terms of service and privacy notice, and to share your
 account details with the app that sent you here.</p>
 <form method="post" action="/consent/{{.SessionID}}">
 <div class="actions">
-<button type="submit" name="decision" value="accept" class="accept">Accept</button>
+<button type="submit" name="decision" value="accept" class="accept primary">Accept</button>
 <button type="submit" name="decision" value="decline">Decline</button>
 </div>
 </form>
-{{end}}
-</main>
-</body>
-</html>
-`))
+{{end}}`)
 
 func (h *handler) renderPage(w http.ResponseWriter, st PageState) {
 	writeHTML(w, st.Status, pageTemplate, st)
-}
-
-// writeHTML answers a hosted page: not cached, never framed, no script, no
-// referrer. No form-action: browsers apply it to the redirect after the
-// submit too, and that goes to the partner's gateway, whose address varies.
-func writeHTML(w http.ResponseWriter, status int, t *template.Template, data any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	_ = t.Execute(w, data)
 }
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
