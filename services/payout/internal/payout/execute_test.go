@@ -299,9 +299,9 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 //	database:   the payout and its history row committed (one statement);
 //	statement:  that statement from pgbench, PostgreSQL's own share.
 //
-// In one run here (2 cores, PostgreSQL on tmpfs, fsync off): quote-book
-// p50 0.4 ms, database 1.7 ms, statement 1.4 ms; pgbench's one-row
-// commit 0.36 ms. Of PostgreSQL's time in the statement (perf, after
+// In three runs here (2 cores, PostgreSQL on tmpfs, fsync off): quote-book
+// p50 0.6 ms, database 1.2-1.35 ms, statement 1.2-1.4 ms; pgbench's
+// one-row commit 0.34-0.46 ms. Of PostgreSQL's time in the statement (perf, after
 // migration 00005 moved the CHECK constraints into the rules trigger): the
 // history trigger and its row's foreign key about a fifth, the five
 // indexes a sixth, the rules trigger a tenth.
