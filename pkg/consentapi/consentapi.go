@@ -17,6 +17,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
@@ -120,9 +122,18 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, out
 	if err != nil {
 		return fmt.Errorf("consent service: %s: %w", method, err)
 	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound && resp.Header.Get(partner.HeaderErrorCode) != "not_found":
+	switch code := resp.Header.Get(partner.HeaderErrorCode); {
+	case resp.StatusCode == http.StatusNotFound && code != "not_found":
 		return ErrNotFound
+	case resp.StatusCode == http.StatusConflict && code == string(envelope.CodeIdempotencyInProgress):
+		// Not known yet (a session not yet on the standby, or a creation
+		// whose commit has not reported): the caller answers the same,
+		// 409 in progress, rather than 500.
+		inDoubt := database.ErrNotConfirmed
+		if method != http.MethodGet {
+			inDoubt = database.ErrOutcomeUnknown
+		}
+		return fmt.Errorf("consent service: %s %s: %w", method, req.URL.Path, inDoubt)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("consent service: %s %s: status %d, code %q", method, req.URL.Path, resp.StatusCode, resp.Header.Get(partner.HeaderErrorCode))
 	}
