@@ -10898,6 +10898,7 @@ type ConsentLinkResponse408Headers struct {
 type ConsentLinkResponse409Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
+	RetryAfter      *string
 	XRequestId      string
 }
 
@@ -11085,6 +11086,14 @@ type ConsentStatusResponse408Headers struct {
 	XRequestId string
 }
 
+// ConsentStatusResponse409Headers the declared response headers of an HTTP 409 response for ConsentStatus
+type ConsentStatusResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
 // ConsentStatusResponse413Headers the declared response headers of an HTTP 413 response for ConsentStatus
 type ConsentStatusResponse413Headers struct {
 	RateLimit       string
@@ -11120,6 +11129,8 @@ type ConsentStatusResponse struct {
 	JSON404 *ConsentSessionNotFound
 	// JSON408 the response for an HTTP 408 `application/json` response
 	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11138,6 +11149,8 @@ type ConsentStatusResponse struct {
 	Headers404 *ConsentStatusResponse404Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *ConsentStatusResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ConsentStatusResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *ConsentStatusResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -11174,6 +11187,11 @@ func (r ConsentStatusResponse) GetJSON404() *ConsentSessionNotFound {
 // GetJSON408 returns the response for an HTTP 408 `application/json` response
 func (r ConsentStatusResponse) GetJSON408() *RequestTimeout {
 	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ConsentStatusResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -11632,6 +11650,7 @@ type FiatStatusResponse408Headers struct {
 type FiatStatusResponse409Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
+	RetryAfter      *string
 	XRequestId      string
 }
 
@@ -12667,6 +12686,7 @@ type OrderLinkResponse408Headers struct {
 type OrderLinkResponse409Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
+	RetryAfter      *string
 	XRequestId      string
 }
 
@@ -12854,6 +12874,14 @@ type OrderStatusResponse408Headers struct {
 	XRequestId string
 }
 
+// OrderStatusResponse409Headers the declared response headers of an HTTP 409 response for OrderStatus
+type OrderStatusResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
 // OrderStatusResponse413Headers the declared response headers of an HTTP 413 response for OrderStatus
 type OrderStatusResponse413Headers struct {
 	RateLimit       string
@@ -12889,6 +12917,8 @@ type OrderStatusResponse struct {
 	JSON404 *OrderNotFound
 	// JSON408 the response for an HTTP 408 `application/json` response
 	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -12907,6 +12937,8 @@ type OrderStatusResponse struct {
 	Headers404 *OrderStatusResponse404Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *OrderStatusResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *OrderStatusResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *OrderStatusResponse413Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -12943,6 +12975,11 @@ func (r OrderStatusResponse) GetJSON404() *OrderNotFound {
 // GetJSON408 returns the response for an HTTP 408 `application/json` response
 func (r OrderStatusResponse) GetJSON408() *RequestTimeout {
 	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r OrderStatusResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -13253,6 +13290,7 @@ type SandboxIdentityResponse408Headers struct {
 type SandboxIdentityResponse409Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
+	RetryAfter      *string
 	XRequestId      string
 }
 
@@ -13444,6 +13482,7 @@ type SandboxOrderDepositResponse408Headers struct {
 type SandboxOrderDepositResponse409Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
+	RetryAfter      *string
 	XRequestId      string
 }
 
@@ -18099,6 +18138,13 @@ func ParseConsentLinkResponse(rsp *http.Response) (*ConsentLinkResponse, error) 
 			}
 			headers.RateLimitPolicy = value
 		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -18232,6 +18278,13 @@ func ParseConsentStatusResponse(rsp *http.Response) (*ConsentStatusResponse, err
 			return nil, err
 		}
 		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
@@ -18387,6 +18440,37 @@ func ParseConsentStatusResponse(rsp *http.Response) (*ConsentStatusResponse, err
 			headers.XRequestId = value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers ConsentStatusResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers ConsentStatusResponse413Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -19294,6 +19378,13 @@ func ParseFiatStatusResponse(rsp *http.Response) (*FiatStatusResponse, error) {
 				return nil, err
 			}
 			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -20951,6 +21042,13 @@ func ParseOrderLinkResponse(rsp *http.Response) (*OrderLinkResponse, error) {
 			}
 			headers.RateLimitPolicy = value
 		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -21084,6 +21182,13 @@ func ParseOrderStatusResponse(rsp *http.Response) (*OrderStatusResponse, error) 
 			return nil, err
 		}
 		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
@@ -21239,6 +21344,37 @@ func ParseOrderStatusResponse(rsp *http.Response) (*OrderStatusResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers OrderStatusResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers OrderStatusResponse413Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -21840,6 +21976,13 @@ func ParseSandboxIdentityResponse(rsp *http.Response) (*SandboxIdentityResponse,
 			}
 			headers.RateLimitPolicy = value
 		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -22150,6 +22293,13 @@ func ParseSandboxOrderDepositResponse(rsp *http.Response) (*SandboxOrderDepositR
 				return nil, err
 			}
 			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string

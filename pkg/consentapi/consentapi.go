@@ -135,7 +135,7 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, out
 		}
 		return fmt.Errorf("consent service: %s %s: %w", method, req.URL.Path, inDoubt)
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("consent service: %s %s: status %d, code %q", method, req.URL.Path, resp.StatusCode, resp.Header.Get(partner.HeaderErrorCode))
+		return fmt.Errorf("consent service: %s %s: status %d, code %q", method, req.URL.Path, resp.StatusCode, code)
 	}
 	return json.Unmarshal(b, out)
 }

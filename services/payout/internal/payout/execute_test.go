@@ -301,10 +301,10 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 //
 // In three runs here (2 cores, PostgreSQL on tmpfs, fsync off): quote-book
 // p50 0.6 ms, database 1.2-1.35 ms, statement 1.2-1.4 ms; pgbench's
-// one-row commit 0.34-0.46 ms. Of PostgreSQL's time in the statement (perf, after
-// migration 00005 moved the CHECK constraints into the rules trigger): the
-// history trigger and its row's foreign key about a fifth, the five
-// indexes a sixth, the rules trigger a tenth.
+// one-row commit 0.34-0.46 ms. Of PostgreSQL's time in the statement
+// (perf, after migration 00005 moved the CHECK constraints into the rules
+// trigger): the history trigger and its row's foreign key about a fifth,
+// the five indexes a sixth, the rules trigger a tenth.
 func BenchmarkExecuteParts(b *testing.B) {
 	url := databasetest.PostgresURL(b)
 	db := databasetest.Open(b, url, Migrations)

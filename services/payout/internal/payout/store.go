@@ -97,13 +97,7 @@ func scanPayout(row database.Row) (StoredPayout, error) {
 // wait for the standby was cut short, and an answer rests on it.
 func (s *Store) ByQuote(ctx context.Context, quoteID string) (StoredPayout, error) {
 	p, err := byQuote(ctx, s.db, quoteID)
-	if err != nil {
-		return p, err
-	}
-	if err := s.db.Confirm(ctx); err != nil {
-		return StoredPayout{}, err
-	}
-	return p, nil
+	return p, s.db.ReadBack(ctx, err)
 }
 
 func byQuote(ctx context.Context, q database.Querier, quoteID string) (StoredPayout, error) {
