@@ -69,6 +69,15 @@ func TestTheDatabaseClusterPassesTheOperatorsCRDSchema(t *testing.T) {
 					t.Errorf("%s: the Cluster breaks the CRD's schema: %v", values, e)
 				}
 			}
+			// DESIGN §6: promote only a standby with every acknowledged
+			// commit (quorum-based failover), and never acknowledge a
+			// commit no standby has.
+			spec, _ := doc["spec"].(map[string]any)
+			pg, _ := spec["postgresql"].(map[string]any)
+			sync, _ := pg["synchronous"].(map[string]any)
+			if sync["failoverQuorum"] != true || sync["dataDurability"] != "required" {
+				t.Errorf("%s: the Cluster's synchronous replication is %v, want failoverQuorum true and dataDurability required", values, sync)
+			}
 			opts := structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}
 			if unknown := pruning.PruneWithOptions(doc, structural, true, opts); len(unknown) > 0 {
 				t.Errorf("%s: fields the CRD's schema does not know (the API server would drop them): %v", values, unknown)

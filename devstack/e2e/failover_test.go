@@ -405,15 +405,20 @@ func TestPayoutsSurviveAPostgreSQLFailover(t *testing.T) {
 	l.report(t, "one standby stalled, then the primary SIGKILLed and the other standby promoted", executePath, killed, promoted, lost, duplicated)
 }
 
-// The hole a Jepsen-style run found (issue 36): both standbys stall, a
-// payout's commit waits for them, its caller's time runs out, the caller
-// retries; the primary dies and a standby without that WAL is promoted.
-// No 200 rested on the lost row, and nobody but the first beneficiary
-// ever gets a 200 for the quote.
+// The hole a Jepsen-style run found (issue 36), and the two it left
+// (issue 46): both standbys stall, a payout's commit (or a keyed request's
+// claim) waits for them, its caller is told "in progress, retry shortly";
+// the primary dies and a standby without that WAL is promoted. No 200
+// rested on the lost row; nobody but the first beneficiary ever gets a 200
+// for the quote, whether the first beneficiary's retry comes before or
+// after anyone else's call; and every read whose answer rests on rows read
+// back answers 409 idempotency_in_progress with Retry-After within its
+// budget while the standbys stall, never a 500, never late.
 func TestNoAcknowledgementRestsOnARowTheStandbyLacks(t *testing.T) {
 	c := startPGCluster(t)
 	s := startStack(t, func(o *devstack.Options) { o.DatabaseURL = c.url })
-	key := s.issue("seq", "--products", "bank", "--source-chains", "84532", "--rate", "1000", "--max-execution-usd", "1000000")
+	key := s.issue("seq", "--products", "bank,fiat,card", "--source-chains", "84532", "--destination-chains", "84532",
+		"--tokens", "84532:"+baseSepoliaUSDC, "--rate", "1000", "--max-execution-usd", "1000000")
 	quoteOf := func(amount string) string {
 		r := s.post("/v1/bank/payout/quote", key, eur(amount))
 		if r.Status != 200 {
@@ -421,7 +426,37 @@ func TestNoAcknowledgementRestsOnARowTheStandbyLacks(t *testing.T) {
 		}
 		return quoteIDIn.FindStringSubmatch(r.Body)[1]
 	}
-	q, qKeyed := quoteOf("10.00"), quoteOf("11.00")
+	// A's quote (no key), B's two keyed quotes: one B retries before Eve
+	// tries it, one Eve tries first.
+	q, qKeyed, qKeyedEveFirst := quoteOf("10.00"), quoteOf("11.00"), quoteOf("11.50")
+
+	// What the reads read: records committed, and on the standbys, before
+	// the stall.
+	first := s.post(executePath, key, ada.execute(quoteOf("9.00")))
+	paid := payoutOf(first.Body)
+	if first.Status != 200 || paid == "" {
+		t.Fatalf("a payout before the stall: %d %s", first.Status, first.Body)
+	}
+	order := decodeOK(t, s.post("/v1/orders", key, `{"direction":"buy","cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100","walletAddress":"`+orderWallet+`"}`))["orderId"].(string)
+	acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("ada@example.com")))
+	accountID, sessionID := acc["accountId"].(string), acc["consentSessionId"].(string)
+	reads := []struct{ name, method, path, body string }{
+		{"payout status", "POST", "/v1/bank/payout/status", `{"payoutId":"` + paid + `"}`},
+		{"payouts list", "GET", "/v1/bank/payouts", ""},
+		{"order status", "POST", "/v1/orders/status", `{"orderId":"` + order + `"}`},
+		{"orders list", "GET", "/v1/orders", ""},
+		{"consent status", "POST", "/v1/fiat/consent/status", `{"consentSessionId":"` + sessionID + `"}`},
+		{"accounts list", "GET", "/v1/fiat/accounts", ""},
+		{"virtual accounts list", "GET", "/v1/fiat/virtual-accounts", ""},
+		{"deposits list", "GET", "/v1/fiat/deposits", ""},
+		{"funding status", "POST", "/v1/fiat/status", `{"accountId":"` + accountID + `","depositId":"dep_00000000000000000000000000000000"}`},
+	}
+	for _, r := range reads {
+		if got := s.do(r.method, r.path, key, r.body); got.Status != 200 && !(r.name == "funding status" && got.Status == 404) {
+			t.Fatalf("%s before the stall: %d %s", r.name, got.Status, got.Body)
+		}
+	}
+
 	var acked []ack // every 200 A or B got
 	call := func(who string, b beneficiary, quoteID, idemKey string) response {
 		start := time.Now()
@@ -444,18 +479,34 @@ func TestNoAcknowledgementRestsOnARowTheStandbyLacks(t *testing.T) {
 
 	c.links[0].Stall()
 	c.links[1].Stall()
+	for _, r := range reads {
+		start := time.Now()
+		got := s.do(r.method, r.path, key, r.body)
+		took := time.Since(start)
+		t.Logf("%s, both standbys stalled: %d in %.2fs", r.name, got.Status, took.Seconds())
+		if got.Status != 409 || !strings.Contains(got.Body, inProgress) || got.Header.Get("Retry-After") == "" {
+			t.Errorf("%s, both standbys stalled: %d %s, want 409 idempotency_in_progress with Retry-After", r.name, got.Status, got.Body)
+		}
+		if took > 4*time.Second {
+			t.Errorf("%s, both standbys stalled: answered after %.2fs, want within its budget (2 s, and the route's time to reach it)", r.name, took.Seconds())
+		}
+	}
 	for _, attempt := range []string{"A's call, both standbys stalled", "A's retry, both standbys stalled"} {
 		if r := call(attempt, ada, q, ""); r.Status != 409 || !strings.Contains(r.Body, inProgress) || r.Header.Get("Retry-After") == "" {
 			t.Errorf("%s: %d %s, want 409 idempotency_in_progress with Retry-After", attempt, r.Status, r.Body)
 		}
 	}
-	for _, attempt := range []string{"B's keyed call, both standbys stalled", "B's keyed retry, both standbys stalled"} {
-		if r := call(attempt, charles, qKeyed, "seq-b"); r.Status != 409 || !strings.Contains(r.Body, inProgress) {
-			t.Errorf("%s: %d %s, want 409 idempotency_in_progress", attempt, r.Status, r.Body)
+	for _, b := range []struct{ quote, idem string }{{qKeyed, "seq-b"}, {qKeyedEveFirst, "seq-b2"}} {
+		for _, attempt := range []string{"B's keyed call, both standbys stalled", "B's keyed retry, both standbys stalled"} {
+			if r := call(attempt, charles, b.quote, b.idem); r.Status != 409 || !strings.Contains(r.Body, inProgress) {
+				t.Errorf("%s: %d %s, want 409 idempotency_in_progress", attempt, r.Status, r.Body)
+			}
 		}
 	}
-	if r := call("Eve on A's quote, both standbys stalled", eve, q, ""); r.Status == 200 {
-		t.Errorf("Eve was paid A's quote")
+	for _, quote := range []string{q, qKeyedEveFirst} {
+		if r := call("Eve, both standbys stalled", eve, quote, ""); r.Status == 200 {
+			t.Errorf("Eve was paid %s, told to A or B as in progress", quote)
+		}
 	}
 
 	c.failover(t)
@@ -471,14 +522,26 @@ func TestNoAcknowledgementRestsOnARowTheStandbyLacks(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A's quote began executing for A before the fault: nobody else is
-	// ever paid it, whether or not A's payout survived.
-	if r := call("Eve on A's quote after the failover", eve, q, ""); r.Status == 200 {
-		t.Errorf("Eve on A's quote after the failover: 200 %s: the quote was paid to another beneficiary", r.Body)
+	// A's and B's quotes began executing for them before the fault: nobody
+	// else is ever paid them, whether or not their payouts survived, and
+	// whether the first beneficiary's retry comes first or last.
+	alreadyExecuted := `"code":"quote_already_executed"`
+	if r := call("Eve on A's quote after the failover", eve, q, ""); r.Status != 409 || !strings.Contains(r.Body, alreadyExecuted) {
+		t.Errorf("Eve on A's quote after the failover: %d %s, want 409 quote_already_executed", r.Status, r.Body)
 	}
 	call("A's retry after the failover", ada, q, "")
-	call("B's keyed retry after the failover", charles, qKeyed, "seq-b")
-	call("Eve on B's quote after the failover", eve, qKeyed, "")
+	if r := call("B's keyed retry after the failover, before Eve", charles, qKeyed, "seq-b"); r.Status != 200 {
+		t.Errorf("B's keyed retry after the failover: %d %s, want B's payout", r.Status, r.Body)
+	}
+	if r := call("Eve on B's quote after B's retry", eve, qKeyed, ""); r.Status != 409 || !strings.Contains(r.Body, alreadyExecuted) {
+		t.Errorf("Eve on B's quote after B's retry: %d %s, want 409 quote_already_executed", r.Status, r.Body)
+	}
+	if r := call("Eve on B's second quote, before B's retry", eve, qKeyedEveFirst, ""); r.Status != 409 || !strings.Contains(r.Body, alreadyExecuted) {
+		t.Errorf("Eve on B's second quote before B's retry: %d %s, want 409 quote_already_executed", r.Status, r.Body)
+	}
+	if r := call("B's keyed retry on its second quote, after Eve", charles, qKeyedEveFirst, "seq-b2"); r.Status != 200 {
+		t.Errorf("B's keyed retry after Eve's call: %d %s, want B's payout", r.Status, r.Body)
+	}
 	// Whatever 200 came is there, the same, and still nobody else's; no
 	// quote was paid to two beneficiaries.
 	paidTo := map[string]ack{}

@@ -51,21 +51,23 @@ func ForBinary(ctx context.Context, cfg Config, env environment.Name, log *slog.
 		}
 		return nil
 	})
-	kit.Registry.MustRegister(newCollector(db))
+	kit.Registry.MustRegister(NewCollector(db))
 	return db, nil
 }
 
 // collector reports the pool's state at each scrape: what an SRE reads
 // when payouts slow down (waits for a connection) or fail (the database is
-// not writable).
+// not writable), and how far the database's clock is from this process's.
 type collector struct {
 	db                                   *DB
 	writable, conns, maxConns            *prometheus.Desc
 	acquires, waits, waitSeconds, failed *prometheus.Desc
-	unknown                              *prometheus.Desc
+	unknown, clockOffset                 *prometheus.Desc
 }
 
-func newCollector(db *DB) *collector {
+// NewCollector is db's metrics (ForBinary registers them): the pool, the
+// commits answered as in progress, and the database clock's offset.
+func NewCollector(db *DB) prometheus.Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(obs.Namespace+"_db_"+name, help, labels, nil)
 	}
@@ -79,11 +81,12 @@ func newCollector(db *DB) *collector {
 		waitSeconds: d("acquire_wait_seconds_total", "Time spent waiting for a connection."),
 		failed:      d("acquire_failures_total", "Connection waits that ended without one (cancelled or the database unreachable)."),
 		unknown:     d("commit_outcome_unknown_total", "Commits whose caller was answered before they reported back (the synchronous standby did not confirm in time) or that failed without saying whether they committed: answered 409 idempotency_in_progress, never 200."),
+		clockOffset: d("clock_offset_seconds", "PostgreSQL's clock minus this process's, as last measured (at start, then every 10 s): quote expiry, deposit windows and createdAt are read on PostgreSQL's clock, so a wrong one shows in every answer."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.writable, c.conns, c.maxConns, c.acquires, c.waits, c.waitSeconds, c.failed, c.unknown} {
+	for _, d := range []*prometheus.Desc{c.writable, c.conns, c.maxConns, c.acquires, c.waits, c.waitSeconds, c.failed, c.unknown, c.clockOffset} {
 		ch <- d
 	}
 }
@@ -97,6 +100,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(c.unknown, prometheus.CounterValue, float64(c.db.OutcomesUnknown()))
+	ch <- prometheus.MustNewConstMetric(c.clockOffset, prometheus.GaugeValue, c.db.ClockOffset().Seconds())
 	p := c.db.Pool()
 	if p == nil {
 		return

@@ -14,14 +14,23 @@ import (
 // between its clock and ours is measured instead, at Open and then every
 // clockResync, and Now is our clock plus that offset (to within half a
 // round trip: tens of microseconds on a local network). The last word on
-// a payout's expiry is PostgreSQL's own now(), in its schema.
+// a payout's expiry is PostgreSQL's own now(), in its schema. The offset
+// is also the operators' gauge (partnerapi_db_clock_offset_seconds), whose
+// alerts say which clock is wrong.
 
-const clockResync = 10 * time.Second
+// DefaultClockEvery is how often the offset is measured again.
+const DefaultClockEvery = 10 * time.Second
 
 type clock struct {
 	local  func() time.Time
+	every  time.Duration
 	offset atomic.Int64 // nanoseconds: the database's clock minus ours
 }
+
+// ClockOffset is the database's clock minus this process's, as last
+// measured: what the operators' gauge shows (a wrong clock on either side
+// moves every expiry and creation time a partner reads).
+func (db *DB) ClockOffset() time.Duration { return time.Duration(db.clock.offset.Load()) }
 
 // Now is the database's clock: PostgreSQL's, as last measured; on the
 // embedded engine, which has no clock of its own, the process's.
@@ -60,7 +69,7 @@ func (db *DB) syncClock(ctx context.Context) error {
 
 // keepClock resyncs until stop is closed.
 func (db *DB) keepClock(stop <-chan struct{}) {
-	t := time.NewTicker(clockResync)
+	t := time.NewTicker(db.clock.every)
 	defer t.Stop()
 	for {
 		select {

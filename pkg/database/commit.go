@@ -180,8 +180,12 @@ func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...a
 
 // Confirm returns once every row this process has read so far is on a
 // synchronous standby (at once where there is none, and on the embedded
-// engine), or ErrNotConfirmed when ctx ends first. An answer that rests on
-// a row read back calls it before it is sent.
+// engine), or ErrNotConfirmed when ctx ends first or ConfirmWait has
+// passed, whichever comes first. An answer that rests on a row read back
+// calls it before it is sent; ErrNotConfirmed is answered 409
+// idempotency_in_progress with Retry-After (kithttp), so a read held back
+// by stalled standbys answers within ConfirmWait, well inside its route's
+// timeout, never with a 500 (DESIGN §6).
 //
 // It commits a transaction of its own that waits for the standby: one
 // that writes WAL under a transaction id (a transactional logical decoding
@@ -194,7 +198,11 @@ func (db *DB) Confirm(ctx context.Context) error {
 		return nil
 	}
 	r := db.barrier.join(db)
+	wait := time.NewTimer(db.confirmWait)
+	defer wait.Stop()
 	select {
+	case <-wait.C:
+		return fmt.Errorf("%w: not within %s", ErrNotConfirmed, db.confirmWait)
 	case <-r.done:
 		if r.err != nil {
 			return fmt.Errorf("%w: %w", ErrNotConfirmed, r.err)

@@ -106,11 +106,12 @@ type DB struct {
 	sdb    *sql.DB       // SQLite
 	desc   string
 
-	clock   clock
-	cancels syncCancels  // commits whose wait for the standby was cancelled
-	barrier barrier      // Confirm's rounds
-	unknown atomic.Int64 // commits answered as ErrOutcomeUnknown
-	stop    chan struct{}
+	clock       clock
+	confirmWait time.Duration
+	cancels     syncCancels  // commits whose wait for the standby was cancelled
+	barrier     barrier      // Confirm's rounds
+	unknown     atomic.Int64 // commits answered as ErrOutcomeUnknown
+	stop        chan struct{}
 }
 
 var _ Querier = (*DB)(nil)
@@ -126,7 +127,19 @@ type Options struct {
 	// Clock is this process's clock (nil: time.Now); Now adds the offset
 	// of the database's to it. Tests skew it.
 	Clock func() time.Time
+	// ClockEvery is how often the database clock's offset is measured
+	// again. Zero: DefaultClockEvery.
+	ClockEvery time.Duration
+	// ConfirmWait bounds Confirm: how long an answer that rests on a row
+	// read back waits for the synchronous standby before it is answered
+	// as in progress. Zero: DefaultConfirmWait.
+	ConfirmWait time.Duration
 }
+
+// DefaultConfirmWait is Confirm's budget: a second or two, shorter than
+// every route's timeout (the shortest is 5 s), longer than a healthy
+// standby's confirmation under load (milliseconds).
+const DefaultConfirmWait = 2 * time.Second
 
 // Open connects to url (a libpq URL or key/value string for PostgreSQL,
 // sqlite:/path for the embedded engine), waits until it answers and is
@@ -147,6 +160,14 @@ func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*D
 	}
 	if err != nil {
 		return nil, err
+	}
+	db.confirmWait = opts.ConfirmWait
+	if db.confirmWait <= 0 {
+		db.confirmWait = DefaultConfirmWait
+	}
+	db.clock.every = opts.ClockEvery
+	if db.clock.every <= 0 {
+		db.clock.every = DefaultClockEvery
 	}
 	db.clock.local = opts.Clock
 	if db.clock.local == nil {

@@ -81,7 +81,8 @@ const claimWait = 2 * time.Second
 
 // Middleware returns the layer every creating route of a service sits
 // behind, with or without the header: the request runs detached from its
-// caller, within opts.Budget.
+// caller, within opts.Budget. A route that is a Holder holds what it must
+// before a keyed request's claim.
 func Middleware(store *Store, opts Options, log *slog.Logger) func(http.Handler) http.Handler {
 	if opts.Budget == 0 {
 		opts.Budget = 30 * time.Second
@@ -90,8 +91,28 @@ func Middleware(store *Store, opts Options, log *slog.Logger) func(http.Handler)
 		opts.Lease = DefaultLease
 	}
 	return func(next http.Handler) http.Handler {
-		return &handler{store: store, opts: opts, log: log, next: next}
+		h := &handler{store: store, opts: opts, log: log, next: next}
+		if holder, ok := next.(Holder); ok {
+			h.hold = holder.Hold
+		}
+		return h
 	}
+}
+
+// Holder is a creating route whose request must hold something before its
+// Idempotency-Key is claimed. The claim is a commit that waits for the
+// synchronous standby; from the moment it is sent, the request may be
+// answered 409 idempotency_in_progress ("retry shortly"), a promise that
+// the retry, and nobody else, gets the request's outcome, through any
+// single failure (DESIGN §6), even one that loses the claim itself. What
+// makes the request's effect its own (a payout's quote bound to its
+// beneficiary) is therefore held before the claim, as a request without a
+// key holds it before its first write.
+type Holder interface {
+	http.Handler
+	// Hold is called with the request, its body readable, before its claim
+	// is taken; not when the key already answers another request (422).
+	Hold(r *http.Request)
 }
 
 type handler struct {
@@ -99,6 +120,7 @@ type handler struct {
 	opts  Options
 	log   *slog.Logger
 	next  http.Handler
+	hold  func(*http.Request) // the route's Holder, or nil
 }
 
 var (
@@ -152,8 +174,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	fp := Fingerprint(r.Method, r.URL.Path, body)
+	keyHash := KeyHash(values[0])
+	if h.hold != nil && h.mayHold(ctx, keyID, keyHash, fp) {
+		h.hold(r.WithContext(ctx))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	cctx, cancel := context.WithTimeout(ctx, claimWait)
-	claim, existing, err := h.store.claim(cctx, keyID, KeyHash(values[0]), fp, h.opts.Lease)
+	claim, existing, err := h.store.claim(cctx, keyID, keyHash, fp, h.opts.Lease)
 	cancel()
 	if err != nil {
 		h.storeFailed(ctx, w, r, keyID, err)
@@ -180,6 +207,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.run(ctx, w, r, claim, keyID)
+}
+
+// mayHold reports whether the request may hold before its claim: unless
+// its key answers another request (which is 422 and must change nothing).
+// A record that cannot be read is no reason not to hold: the request is
+// served, or fails, as it would have.
+func (h *handler) mayHold(ctx context.Context, keyID, keyHash, fp string) bool {
+	cctx, cancel := context.WithTimeout(ctx, claimWait)
+	defer cancel()
+	rec, _, err := h.store.read(cctx, keyID, keyHash)
+	if err != nil {
+		return true
+	}
+	return rec.Fingerprint == fp || (rec.released && !rec.Finished)
 }
 
 // storeFailed answers a request whose claim or replay the store could not

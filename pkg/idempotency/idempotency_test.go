@@ -402,3 +402,47 @@ func TestConcurrentRequestsWithOneKeyRunOnce(t *testing.T) {
 		}
 	})
 }
+
+// holding is a Holder route: Hold notes the body it was given and whether
+// the request's claim existed yet.
+type holding struct {
+	*counting
+	store   *Store
+	held    []string
+	claimed []bool
+}
+
+func (h *holding) Hold(r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	_, _, err := h.store.read(r.Context(), r.Header.Get(partner.HeaderKeyID), KeyHash(r.Header.Get(partner.HeaderIdempotencyKey)))
+	h.held = append(h.held, string(body))
+	h.claimed = append(h.claimed, err == nil)
+}
+
+// A route that holds (a payout's quote bound to its beneficiary) holds
+// before its request claims its key, as a request without a key holds
+// before its first write: the claim may leave the request in doubt, and
+// nobody else may take what it holds meanwhile. The route still reads the
+// whole body. A key that answers another request (422) holds nothing.
+func TestAHolderHoldsBeforeTheClaim(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, fx fixture) {
+		route := &holding{counting: &counting{status: 200}, store: fx.store}
+		h := fx.handler(route)
+		if r := send(h, "acme", "k-1", "/v1/x", `{"a":1}`); r.Code != 200 || r.Body.String() != `{"call":1,"echo":{"a":1}}` {
+			t.Fatalf("first: %d %s", r.Code, r.Body)
+		}
+		if len(route.held) != 1 || route.held[0] != `{"a":1}` || route.claimed[0] {
+			t.Fatalf("held %q (claimed first: %v), want the body, held before its claim", route.held, route.claimed)
+		}
+		if r := send(h, "acme", "k-1", "/v1/x", `{"a":2}`); r.Code != 422 {
+			t.Fatalf("another request under the key: %d %s", r.Code, r.Body)
+		}
+		if len(route.held) != 1 {
+			t.Errorf("a request refused as idempotency_key_reused held %q", route.held[1:])
+		}
+		if r := send(h, "acme", "", "/v1/x", `{"a":3}`); r.Code != 200 || len(route.held) != 1 {
+			t.Errorf("without a key the route holds for itself: %d, held %d times", r.Code, len(route.held))
+		}
+	})
+}

@@ -1,9 +1,12 @@
 package payout
 
 import (
+	"context"
+
 	"github.com/go-kit/kit/endpoint"
 
 	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/partner"
 )
 
 // Endpoints are the service's operations as go-kit endpoints, each logged
@@ -11,6 +14,7 @@ import (
 type Endpoints struct {
 	Quote          endpoint.Endpoint
 	Execute        endpoint.Endpoint
+	Hold           endpoint.Endpoint
 	Status         endpoint.Endpoint
 	SandboxDeposit endpoint.Endpoint
 	List           endpoint.Endpoint
@@ -21,6 +25,11 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 	return Endpoints{
 		Quote:   o.Op("quote", kithttp.Endpoint(s.Quote)),
 		Execute: o.Op("payout", kithttp.Endpoint(s.Execute)),
+		// Part of an execution, before its claim: not an operation of its own.
+		Hold: kithttp.Endpoint(func(ctx context.Context, caller partner.Caller, req ExecuteRequest) (struct{}, error) {
+			s.Hold(ctx, caller, req)
+			return struct{}{}, nil
+		}),
 		Status:  o.Op("payout_status", kithttp.Endpoint(s.Status)),
 		// A sandbox deposit moves a payout: logged like the rest.
 		SandboxDeposit: o.Op("sandbox_payout_deposit", kithttp.Endpoint(s.SandboxDeposit)),

@@ -111,52 +111,18 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 }
 
 func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
-	if err := validateExecution(req); err != nil {
+	a, err := s.prepare(ctx, caller, req)
+	if err != nil {
 		return Payout{}, err
 	}
-	if s.env == environment.Production {
-		// The quote is a mock: nothing real may be paid from it, and no
-		// payout is acknowledged that will not happen.
-		return Payout{}, errUnavailable
-	}
-	id, ok := BankPayout.Parse(req.QuoteID)
-	if !ok {
-		return Payout{}, errQuoteNotFound
-	}
-	found, err := s.book.Find(ctx, id, caller.KeyID)
-	var refusal error = errQuoteNotFound
-	if err != nil {
-		// Without Redis (down, failing over) no payout can start, but an
-		// executed quote still answers from the system of record.
-		refusal = err
-	}
-	switch found.State {
-	case quote.Expired:
-		refusal = errQuoteExpired
-	case quote.Open:
-		var q StoredQuote
-		if err := json.Unmarshal(found.Record, &q); err != nil {
-			return Payout{}, fmt.Errorf("stored quote: %w", err)
-		}
-		if !s.now().Before(q.ExpiresAt) {
-			refusal = errQuoteExpired
-			break
-		}
-		payee, err := beneficiary.Check(q.Rail, q.Country, req.Beneficiary)
-		if err != nil {
-			refusal = err // unless the quote was executed: then it is 409
-			break
-		}
-		if refusal = checkCeiling(q, caller.Grants.MaxExecutionUSD); refusal != nil {
-			break
-		}
-		p, err := s.execute(ctx, caller, q, payee, req.Reference)
+	if a.open {
+		p, err := s.execute(ctx, caller, a.quote, a.payee, req.Reference)
 		if !errors.Is(err, ErrExpired) {
 			return p, err
 		}
-		refusal = errQuoteExpired // on PostgreSQL's clock, a moment after ours
+		a.refusal = errQuoteExpired // on PostgreSQL's clock, a moment after ours
 	}
-	switch done, err := s.payouts.ByQuote(ctx, id.String()); {
+	switch done, err := s.payouts.ByQuote(ctx, a.id.String()); {
 	case err == nil && done.KeyID == caller.KeyID:
 		payee, err := beneficiary.Check(done.Rail, done.Country, req.Beneficiary)
 		if err != nil {
@@ -166,7 +132,81 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return Payout{}, fmt.Errorf("read payout: %w", err)
 	}
-	return Payout{}, refusal
+	return Payout{}, a.refusal
+}
+
+// attempt is what an execution learns of its quote before anything is
+// written: whether it may execute it for payee now (open), and otherwise
+// why not (refusal), unless the quote turns out to have been executed for
+// this beneficiary, which the system of record says.
+type attempt struct {
+	id      quote.ID
+	quote   StoredQuote
+	payee   beneficiary.Checked
+	open    bool
+	refusal error
+}
+
+// prepare runs execution's checks up to the write: the body, the
+// deployment, the quote's id, its offer (unknown, another key's, expired),
+// the beneficiary against its rail and the key's ceiling. An error is a
+// refusal of the request as sent, answered at once.
+func (s *service) prepare(ctx context.Context, caller partner.Caller, req ExecuteRequest) (attempt, error) {
+	if err := validateExecution(req); err != nil {
+		return attempt{}, err
+	}
+	if s.env == environment.Production {
+		// The quote is a mock: nothing real may be paid from it, and no
+		// payout is acknowledged that will not happen.
+		return attempt{}, errUnavailable
+	}
+	id, ok := BankPayout.Parse(req.QuoteID)
+	if !ok {
+		return attempt{}, errQuoteNotFound
+	}
+	a := attempt{id: id, refusal: errQuoteNotFound}
+	found, err := s.book.Find(ctx, id, caller.KeyID)
+	if err != nil {
+		// Without Redis (down, failing over) no payout can start, but an
+		// executed quote still answers from the system of record.
+		a.refusal = err
+	}
+	switch found.State {
+	case quote.Expired:
+		a.refusal = errQuoteExpired
+	case quote.Open:
+		if err := json.Unmarshal(found.Record, &a.quote); err != nil {
+			return attempt{}, fmt.Errorf("stored quote: %w", err)
+		}
+		if !s.now().Before(a.quote.ExpiresAt) {
+			a.refusal = errQuoteExpired
+			break
+		}
+		if a.payee, err = beneficiary.Check(a.quote.Rail, a.quote.Country, req.Beneficiary); err != nil {
+			a.refusal = err // unless the quote was executed: then it is 409
+			break
+		}
+		if a.refusal = checkCeiling(a.quote, caller.Grants.MaxExecutionUSD); a.refusal == nil {
+			a.open = true
+		}
+	}
+	return a, nil
+}
+
+// Hold binds an open quote to the request's beneficiary, as execution's
+// first write does, before a request with an Idempotency-Key claims its
+// key (idempotency.Holder). The claim is a commit that waits for the
+// synchronous standby, and may answer 409 idempotency_in_progress: from
+// then on the request's outcome is in doubt, and nobody else may execute
+// its quote, even when the claim is lost in a failover (DESIGN §6). A
+// request that would be refused does nothing here, and nor does a failure:
+// execution closes the offer itself, and refuses what it must.
+func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest) {
+	a, err := s.prepare(ctx, caller, req)
+	if err != nil || !a.open {
+		return
+	}
+	_, _ = s.book.Close(ctx, a.id, digest(a.payee.Fields))
 }
 
 // execute commits the payout of an open quote, or answers the one it was

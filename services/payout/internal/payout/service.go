@@ -27,6 +27,9 @@ const MockMoney = "1234567.89"
 type Service interface {
 	Quote(ctx context.Context, caller partner.Caller, req QuoteRequest) (Quote, error)
 	Execute(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error)
+	// Hold binds the execution's quote to its beneficiary before a keyed
+	// request claims its Idempotency-Key (execute.go).
+	Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
 	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
 	// List answers GET /v1/bank/payouts: its query string, checked here.

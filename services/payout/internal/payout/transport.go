@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/go-kit/kit/endpoint"
+
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 )
 
@@ -11,8 +14,27 @@ import (
 // creating routes (payout execution, and the sandbox deposit that moves one).
 func Routes(mux *http.ServeMux, e Endpoints, idempotent func(http.Handler) http.Handler, log *slog.Logger) {
 	mux.Handle("POST /v1/bank/payout/quote", kithttp.Server(e.Quote, kithttp.Decode[QuoteRequest], log))
-	mux.Handle("POST /v1/bank/payout", idempotent(kithttp.Server(e.Execute, kithttp.Decode[ExecuteRequest], log)))
+	mux.Handle("POST /v1/bank/payout", idempotent(holding{kithttp.Server(e.Execute, kithttp.Decode[ExecuteRequest], log), e.Hold}))
 	mux.Handle("POST /v1/bank/payout/status", kithttp.Server(e.Status, kithttp.Decode[StatusRequest], log))
 	mux.Handle("GET /v1/bank/payouts", kithttp.Server(e.List, kithttp.DecodeQuery, log))
 	mux.Handle("POST /v1/sandbox/payouts/deposit", idempotent(kithttp.Server(e.SandboxDeposit, kithttp.Decode[DepositRequest], log)))
+}
+
+// holding is the execution route: before a keyed execution claims its
+// Idempotency-Key, its quote is bound to its beneficiary (Service.Hold).
+type holding struct {
+	http.Handler
+	hold endpoint.Endpoint
+}
+
+var _ idempotency.Holder = holding{}
+
+// Hold decodes the execution as the route does; a body the route would
+// refuse holds nothing.
+func (h holding) Hold(r *http.Request) {
+	req, err := kithttp.Decode[ExecuteRequest](r.Context(), r)
+	if err != nil {
+		return
+	}
+	_, _ = h.hold(r.Context(), req)
 }
