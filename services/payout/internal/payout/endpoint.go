@@ -30,7 +30,7 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 			s.Hold(ctx, caller, req)
 			return struct{}{}, nil
 		}),
-		Status:  o.Op("payout_status", kithttp.Endpoint(s.Status)),
+		Status: o.Op("payout_status", kithttp.Endpoint(s.Status)),
 		// A sandbox deposit moves a payout: logged like the rest.
 		SandboxDeposit: o.Op("sandbox_payout_deposit", kithttp.Endpoint(s.SandboxDeposit)),
 		// A list's query (a partner's reference, dates) is never logged:
