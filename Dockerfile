@@ -14,6 +14,9 @@ RUN test -n "${SERVICE}" || (echo "build with --build-arg SERVICE=<name>" && fal
 WORKDIR /src
 # Module files first: the dependency download is cached until they change.
 COPY pkg/go.mod pkg/go.sum pkg/
+# The test-support module is required by the tests only; its go.mod is part
+# of the module graph all the same.
+COPY testkit/go.mod testkit/go.sum testkit/
 COPY services/${SERVICE}/go.mod services/${SERVICE}/go.sum services/${SERVICE}/
 RUN cd services/${SERVICE} && GOWORK=off go mod download
 COPY pkg/ pkg/

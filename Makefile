@@ -1,7 +1,7 @@
 # The partner payments API. `make run` starts the sandbox stack locally;
 # `make test` is what CI runs.
 SHELL := /bin/bash
-MODULES := pkg clients/go services/gateway services/payout services/fiat services/consent services/orders services/sandboxbank devstack
+MODULES := pkg testkit clients/go services/gateway services/payout services/fiat services/consent services/orders services/sandboxbank devstack
 SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
 GO ?= go
@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest
+.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -34,8 +34,12 @@ space := $(empty) $(empty)
 
 # Every module, with the race detector. The end-to-end tests build the
 # binaries themselves and start them with a real redis-server; the browser
-# tests use Debian's chromium.
-test: lint deploy-check build
+# tests use Debian's chromium. The last line says how long it all took.
+test:
+	@start=$$(date +%s); $(MAKE) --no-print-directory test-all; status=$$?; \
+		echo "== make test: $$(( $$(date +%s) - start )) s wall time$$( [ $$status -eq 0 ] || echo ", FAILED" )"; exit $$status
+
+test-all: lint deploy-check build
 	@echo "== devstack/e2e's real-Prometheus pages test starts, beside everything below (it mostly waits for alerts)"
 	@rm -f $(BIN)/e2e-pages.status; (cd devstack && $(GO) test -race -count=1 -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
 		echo $$? > ../$(BIN)/e2e-pages.status) & \
@@ -140,6 +144,15 @@ generate:
 	@cd services/gateway/internal/apidocs && $(GO) generate .
 	@cd devstack && $(GO) tool oapi-codegen -config ../clients/go/oapi-codegen.yaml \
 		-o ../clients/go/partnerapi.gen.go ../services/gateway/internal/apidocs/openapi.yaml
+
+# Regenerate each database service's schema.sql from its migrations (a
+# test holds the file to them; make test fails when they differ).
+DATABASE_SERVICES := payout fiat consent orders
+schema:
+	@for s in $(DATABASE_SERVICES); do \
+		(cd services/$$s && UPDATE_SCHEMA=1 $(GO) test -count=1 -run '^TestTheSchemaFileIsWhatTheMigrationsMake$$' ./internal/$$s/ >/dev/null) || exit 1; \
+		echo "services/$$s/schema.sql"; \
+	done
 
 # Regenerate the Grafana dashboard from its generator.
 dashboards:

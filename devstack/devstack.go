@@ -1,6 +1,6 @@
 // Package devstack starts the whole stack as local processes: the system
-// of record (the given DATABASE_URL, a PostgreSQL under the state
-// directory, or embedded SQLite files), Redis (the given one, a
+// of record (the given DATABASE_URL, or a PostgreSQL under the state
+// directory), Redis (the given one, a
 // redis-server, or an in-process one), every service binary from a bin
 // directory, and a first sandbox key when there is no keys file. It backs
 // `make run` and the end-to-end tests, so both run the same stack.
@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"net"
 	"net/http"
@@ -28,8 +27,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/partnerpay/api/pkg/pglocal"
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/pkg/config"
+	"github.com/partnerpay/api/testkit/pglocal"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 // Service is one binary of the stack.
@@ -46,8 +46,9 @@ type Options struct {
 	KeysFile        string            // GATEWAY_KEYS_FILE
 	RedisURL        string            // REDIS_URL; empty (and no cluster): start one
 	RedisClusterURL string            // REDIS_CLUSTER_URL: a Redis Cluster instead
-	DatabaseURL     string            // DATABASE_URL; empty: a local PostgreSQL, or embedded files without one
-	Embedded        bool              // with no DatabaseURL: embedded files even where PostgreSQL is installed
+	DatabaseURL     string            // DATABASE_URL; empty: a local PostgreSQL (startDatabase)
+	PostgresSearch  []string          // where a local PostgreSQL's server binaries are looked for; empty: pglocal's places
+	Installer       Installer         // installs PostgreSQL where none is found; nil: none (the caller says what to run)
 	GatewayAddr     string            // GATEWAY_ADDR
 	Ports           map[string]string // per-service "addr" overrides, e.g. "payout": "127.0.0.1:0"
 	Env             map[string]string // extra environment for every service (QUOTE_TTL, …)
@@ -61,7 +62,7 @@ type Stack struct {
 	SandboxKey    string // set when the stack issued a first key
 	InternalToken string // the services' shared X-Internal-Token
 	RedisURL      string
-	DatabaseURL   string // the services' DATABASE_URL ("" when each has an embedded file)
+	DatabaseURL   string // the services' DATABASE_URL
 	Services      map[string]*Process
 
 	opts     Options
@@ -69,7 +70,6 @@ type Stack struct {
 	mini     *miniredis.Miniredis
 	redisPr  *Process
 	postgres *pglocal.Server
-	embedded map[string]string // service → its DATABASE_URL, on the embedded engine
 }
 
 // Process is one running binary.
@@ -266,14 +266,15 @@ func (s *Stack) issueSandboxKey(ctx context.Context) (string, error) {
 
 func (s *Stack) startProcess(svc Service) (*Process, error) {
 	p := &Process{Service: svc, stack: s, env: s.env}
-	if url, ok := s.embedded[svc.Name]; ok {
-		p.env = append(append([]string{}, s.env...), "DATABASE_URL="+url)
-	}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
+
+// Environ is the environment the process runs with: what its container
+// gives a subcommand run beside it (healthcheck).
+func (p *Process) Environ() []string { return append([]string{}, p.env...) }
 
 // Start (re)starts the process with the stack's environment.
 func (p *Process) Start() error {
@@ -398,60 +399,62 @@ func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Proc
 	return p, nil
 }
 
-// startDatabase picks the system of record: DatabaseURL; else a local
-// PostgreSQL under the state directory (initdb on first use, fsync on,
-// stopped with the stack); else, without PostgreSQL installed, an embedded
-// file per service under the state directory, said so.
+// startDatabase picks the system of record (DESIGN §6): DatabaseURL; else
+// a local PostgreSQL's server binaries run under the state directory
+// (initdb on first use, fsync on, stopped with the stack); else, as root
+// on Debian or Ubuntu, Debian's postgresql installed now, said so; else it
+// stops at once, with the one line to run.
 func (s *Stack) startDatabase(ctx context.Context) error {
 	if s.opts.DatabaseURL != "" {
 		s.DatabaseURL = s.opts.DatabaseURL
 		fmt.Fprintf(s.opts.Out, "database: %s\n", config.Redacted(s.opts.DatabaseURL))
 		return nil
 	}
-	if !s.opts.Embedded && pglocal.Available() {
-		dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "pg"))
-		if err != nil {
-			return err
+	bin, err := pglocal.BinIn(s.opts.PostgresSearch...)
+	if err != nil {
+		switch install := s.opts.Installer; {
+		case install == nil || !install.Possible():
+			return errNoPostgres
+		default:
+			fmt.Fprintf(s.opts.Out, "database: no DATABASE_URL and no PostgreSQL installed; installing Debian's postgresql now (apt-get install postgresql), as .ci/run does…\n")
+			if err := install.Install(ctx, s.opts.Logs); err != nil {
+				return fmt.Errorf("installing postgresql: %w\n%w", err, errNoPostgres)
+			}
+			if bin, err = pglocal.BinIn(s.opts.PostgresSearch...); err != nil {
+				return fmt.Errorf("postgresql installed, but %w", err)
+			}
 		}
-		addrs, err := FreeAddrs(1)
-		if err != nil {
-			return err
-		}
-		_, port, _ := net.SplitHostPort(addrs[0])
-		n, _ := strconv.Atoi(port)
-		pg, err := pglocal.New(pglocal.Options{Dir: dir, Port: n, Fsync: true,
-			Log: &prefixWriter{prefix: fmt.Sprintf("%-8s| ", "postgres"), w: s.opts.Logs}})
-		if err != nil {
-			return fmt.Errorf("postgresql under %s: %w", dir, err)
-		}
-		if err := pg.Start(); err != nil {
-			return err
-		}
-		s.postgres = pg
-		if err := pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi"); err != nil && !strings.Contains(err.Error(), "already exists") {
-			return fmt.Errorf("create database: %w", err)
-		}
-		s.DatabaseURL = pg.URL("partnerapi")
-		fmt.Fprintf(s.opts.Out, "database: PostgreSQL on %s, data in %s\n", pg.Addr(), dir)
-		return nil
 	}
-	dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "db"))
+	dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "pg"))
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	addrs, err := FreeAddrs(1)
+	if err != nil {
 		return err
 	}
-	s.embedded = map[string]string{}
-	for _, b := range Binaries {
-		if b.Database {
-			s.embedded[b.Name] = "sqlite:" + filepath.Join(dir, b.Name+".db")
-		}
+	_, port, _ := net.SplitHostPort(addrs[0])
+	n, _ := strconv.Atoi(port)
+	pg, err := pglocal.New(pglocal.Options{Bin: bin, Dir: dir, Port: n, Fsync: true,
+		Log: &prefixWriter{prefix: fmt.Sprintf("%-8s| ", "postgres"), w: s.opts.Logs}})
+	if err != nil {
+		return fmt.Errorf("postgresql under %s: %w", dir, err)
 	}
-	fmt.Fprintf(s.opts.Out, "database: no DATABASE_URL and no PostgreSQL installed; using embedded SQLite files in %s.\n"+
-		"          They are for a first look only: one file per service, no standby, no failover. Install postgresql for real work.\n", dir)
+	if err := pg.Start(); err != nil {
+		return err
+	}
+	s.postgres = pg
+	if err := pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi"); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("create database: %w", err)
+	}
+	s.DatabaseURL = pg.URL("partnerapi")
+	fmt.Fprintf(s.opts.Out, "database: PostgreSQL (%s) on %s, data in %s\n", bin, pg.Addr(), dir)
 	return nil
 }
+
+// errNoPostgres is what a machine without PostgreSQL is told: the one line
+// to run.
+var errNoPostgres = errors.New("no PostgreSQL here, and the stack keeps every record in it. Install it and run make run again:\n\n    sudo apt-get install postgresql      (Debian, Ubuntu; or brew install postgresql@15 on macOS)\n\nor point DATABASE_URL at one (postgres://user:password@host:5432/db)")
 
 // Postgres is the PostgreSQL server the stack started (nil when it
 // started none).

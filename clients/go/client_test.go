@@ -10,6 +10,7 @@ import (
 // TestAnErrorIsReadWhole: a client reads code, message and fields of any
 // error status, typed, and the request id to quote.
 func TestAnErrorIsReadWhole(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer pk_test" {
 			t.Errorf("Authorization %q", r.Header.Get("Authorization"))

@@ -19,7 +19,7 @@ import (
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/idempotency"
-	"github.com/partnerpay/api/pkg/pglocal"
+	"github.com/partnerpay/api/testkit/pglocal"
 )
 
 // The payout load of the failover tests: workers quote distinct amounts

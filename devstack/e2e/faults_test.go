@@ -187,7 +187,19 @@ func TestHugeClientInputMakesNoHugeLogLine(t *testing.T) {
 func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
 	s := startStack(t)
 	busy := s.issue("busy", "--products", "bank", "--source-chains", "84532", "--rate", "100000")
-	slow := s.issue("slow", "--products", "bank", "--source-chains", "84532", "--rate", "5")
+	// A 5/s key of its own for each fault: its bucket untouched by the
+	// other's burst.
+	slow := map[string]string{
+		"SIGKILL": s.issue("slow-kill", "--products", "bank", "--source-chains", "84532", "--rate", "5"),
+		"SIGSTOP": s.issue("slow-stop", "--products", "bank", "--source-chains", "84532", "--rate", "5"),
+	}
+	fallback := func(on bool) func() bool {
+		want := "partnerapi_gateway_ratelimit_fallback_active 0"
+		if on {
+			want = "partnerapi_gateway_ratelimit_fallback_active 1"
+		}
+		return func() bool { return strings.Contains(s.metrics("gateway"), want) }
+	}
 	for _, fault := range []struct {
 		name        string
 		start, stop func()
@@ -205,19 +217,29 @@ func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
 					failed.Add(1)
 				}
 			})
-			time.Sleep(300 * time.Millisecond)
+			more := func(n int32) func() bool {
+				from := sent.Load()
+				return func() bool { return sent.Load() >= from+n }
+			}
+			wait := func(what string, cond func() bool) {
+				t.Helper()
+				if !eventually(10*time.Second, cond) {
+					t.Fatalf("%s: not within 10 s", what)
+				}
+			}
+			wait("the load runs", more(10))
 			fault.start()
-			time.Sleep(700 * time.Millisecond)
-			time.Sleep(1100 * time.Millisecond) // a fresh second for the slow key's bucket
+			wait("the gateway limits in-process", fallback(true))
 			passed := 0
-			for _, r := range s.burst(20, slow) {
+			for _, r := range s.burst(20, slow[fault.name]) {
 				if r.Status == 200 {
 					passed++
 				}
 			}
-			time.Sleep(500 * time.Millisecond)
+			wait("the load goes on through the fault", more(20))
 			fault.stop()
-			time.Sleep(500 * time.Millisecond)
+			wait("Redis answers the gateway again", fallback(false))
+			wait("the load goes on after it", more(10))
 			close(stop)
 			wg.Wait()
 			if failed.Load() != 0 || sent.Load() < 50 {

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/devstack"
-	"github.com/partnerpay/api/pkg/database/databasetest"
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/testkit/pgtest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 var binDir string
@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	} else {
 		code = m.Run()
 	}
-	databasetest.Cleanup()
+	pgtest.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -137,7 +137,7 @@ func startStack(t *testing.T, opts ...stackOption) *stack {
 		rs, o.RedisURL = single{n}, n.URL()
 	}
 	// Each stack gets a database of its own on the run's PostgreSQL.
-	o.DatabaseURL = databasetest.PostgresURL(t)
+	o.DatabaseURL = pgtest.URL(t)
 	addrs := freeAddrs(t, 2*len(services))
 	for i, svc := range services {
 		o.Ports[svc] = addrs[2*i]

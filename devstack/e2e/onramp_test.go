@@ -73,16 +73,10 @@ func (s *stack) consentEdited(link, decision string, edit func(string) string) *
 	return ret
 }
 
-// The whole on-ramp, on PostgreSQL and on the embedded engine make run
-// falls back to where PostgreSQL is not installed.
+// The whole on-ramp, from onboarding to funded.
 func TestOnRampFromNothingToFunded(t *testing.T) {
-	t.Run("postgresql", func(t *testing.T) { onRampFromNothingToFunded(t, startStack(t)) })
-	t.Run("embedded", func(t *testing.T) { onRampFromNothingToFunded(t, startStack(t, embedded)) })
+	onRampFromNothingToFunded(t, startStack(t))
 }
-
-// embedded runs the stack on embedded SQLite files instead of PostgreSQL,
-// as make run does without PostgreSQL installed.
-func embedded(o *devstackOptions) { o.DatabaseURL, o.Embedded = "", true }
 
 func onRampFromNothingToFunded(t *testing.T, s *stack) {
 	key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")

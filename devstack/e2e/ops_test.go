@@ -184,18 +184,26 @@ func TestTheProfilerIsOnTheAdminAddressOnly(t *testing.T) {
 	}
 }
 
+// Each binary's healthcheck subcommand probes its own address, run with
+// the binary's environment (as its container's HEALTHCHECK runs it: the
+// configuration is loaded once, whole, for serving and for the probe).
 func TestEveryBinaryHasAHealthcheckSubcommand(t *testing.T) {
 	s := startStack(t)
 	dead := freeAddrs(t, 1)[0]
+	// without is env less the variable name.
+	without := func(env []string, name string) []string {
+		return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	}
 	for _, svc := range services {
-		env := strings.ToUpper(svc) + "_ADDR"
+		name := strings.ToUpper(svc) + "_ADDR"
+		env := without(s.Services[svc].Environ(), name)
 		ok := exec.Command(filepath.Join(binDir, svc), "healthcheck")
-		ok.Env = []string{env + "=" + s.Services[svc].Addr}
+		ok.Env = append(env, name+"="+s.Services[svc].Addr)
 		if out, err := ok.CombinedOutput(); err != nil {
 			t.Errorf("%s healthcheck of a healthy service: %v %s", svc, err, out)
 		}
 		bad := exec.Command(filepath.Join(binDir, svc), "healthcheck")
-		bad.Env = []string{env + "=" + dead}
+		bad.Env = append(env, name+"="+dead)
 		if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "healthcheck") {
 			t.Errorf("%s healthcheck of nothing: %v %q, want a failure that says why", svc, err, out)
 		}
@@ -203,7 +211,9 @@ func TestEveryBinaryHasAHealthcheckSubcommand(t *testing.T) {
 	// The local stack's registry (devstack.Binaries) says what each binary
 	// declares of itself: its default address and its grace.
 	for _, b := range devstack.Binaries {
-		if out, err := exec.Command(filepath.Join(binDir, b.Name), "healthcheck").CombinedOutput(); err != nil && !strings.Contains(string(out), b.Addr) {
+		cmd := exec.Command(filepath.Join(binDir, b.Name), "healthcheck")
+		cmd.Env = without(s.Services[b.Name].Environ(), strings.ToUpper(b.Name)+"_ADDR")
+		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), b.Addr) {
 			t.Errorf("%s healthcheck with no %s_ADDR: %q, want its default address %s", b.Name, strings.ToUpper(b.Name), out, b.Addr)
 		}
 		want := `"grace":"` + b.Grace.String() + `"`

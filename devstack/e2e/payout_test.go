@@ -197,11 +197,9 @@ func TestExpiredQuoteIsRefusedNeverRepriced(t *testing.T) {
 }
 
 // A second, identical payout is a new quote and a new payout, never the
-// first one again; and an executed quote is bound to its beneficiary. On
-// PostgreSQL and on the embedded engine.
+// first one again; and an executed quote is bound to its beneficiary.
 func TestASecondIdenticalPayoutIsNotMergedIntoTheFirst(t *testing.T) {
-	t.Run("postgresql", func(t *testing.T) { secondIdenticalPayout(t, startStack(t)) })
-	t.Run("embedded", func(t *testing.T) { secondIdenticalPayout(t, startStack(t, embedded)) })
+	secondIdenticalPayout(t, startStack(t))
 }
 
 func secondIdenticalPayout(t *testing.T, s *stack) {

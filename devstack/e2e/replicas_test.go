@@ -43,7 +43,20 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 		{300, 855, 900 + 2*8 + 15}, // ratelimit.MaxHeld(300) is 8
 	} {
 		key := s.issue(fmt.Sprintf("acme%d", c.rate), "--products", "bank", "--source-chains", "84532", "--rate", strconv.Itoa(c.rate))
-		time.Sleep(1100 * time.Millisecond) // the key loaded
+		// issue waited for the first gateway to take the key; the second
+		// reloads the same file on its own.
+		if !eventually(5*time.Second, func() bool {
+			req, _ := http.NewRequest("GET", "http://"+addrs[0]+"/v1/currencies", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := client.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode != http.StatusUnauthorized
+		}) {
+			t.Fatalf("the second gateway did not take the %d/s key within 5 s", c.rate)
+		}
 		var mu sync.Mutex
 		ok := map[string]int{}
 		limitedInWarmUp := 0

@@ -20,6 +20,7 @@ func label(err error) string {
 // Boston, JPMorgan Chase and Bank of America; the CLABE of Banxico's
 // example; CPF and CNPJ numbers used in Receita Federal's documentation.
 func TestChecksums(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		rule, in, want string
 	}{
@@ -74,6 +75,7 @@ func TestChecksums(t *testing.T) {
 }
 
 func TestPixKeys(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ in, kind, want string }{
 		{"52998224725", PixTaxID, ""},
 		{"11222333000181", PixTaxID, ""},
@@ -96,6 +98,7 @@ func TestPixKeys(t *testing.T) {
 }
 
 func TestSortCodeAndBIC(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{"601613", "60-16-13", "60 16 13"} {
 		if got, err := SortCode(in); err != nil || got != "601613" {
 			t.Errorf("SortCode(%q) = %q, %v", in, got, err)

@@ -17,6 +17,7 @@ import (
 // operation and outcome, a retry counted as such, a refusal apart from a
 // failure.
 func TestEveryAttemptIsMeasured(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -70,6 +71,7 @@ func TestEveryAttemptIsMeasured(t *testing.T) {
 // TestATimedOutAttemptIsATimeout: a provider that does not answer is
 // counted as a timeout, not as an error of ours.
 func TestATimedOutAttemptIsATimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {

@@ -72,6 +72,7 @@ var samples = []sample{
 // country refuses, and refuses every sample of the wrong shape; Check takes
 // the valid ones only, with a message naming the field.
 func TestTheServedSchemaAndTheEnforcedRulesAgree(t *testing.T) {
+	t.Parallel()
 	compiled := map[string]*jsonschema.Schema{}
 	for _, rail := range []string{"sepa", "sepa_instant", "faster_payments", "ach", "wire", "spei", "pix", "swift"} {
 		b, err := json.Marshal(SchemaOf(rail))
@@ -124,6 +125,7 @@ func TestTheServedSchemaAndTheEnforcedRulesAgree(t *testing.T) {
 // The canonical form is what is stored and compared: codes and numbers as
 // the rail writes them, whatever form they were typed in.
 func TestCanonicalFormsAndMasks(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ rail, country, body, fields, masked string }{
 		{"sepa", "DE", `{"name":"Ada","iban":"de89 3704 0044 0532 0130 00"}`, `{"name":"Ada","iban":"DE89370400440532013000"}`, `{"name":"Ada","account":"3000"}`},
 		{"faster_payments", "GB", `{"accountNumber":"31926819","sortCode":"60 16 13","name":"Ada"}`, `{"name":"Ada","sortCode":"601613","accountNumber":"31926819"}`, `{"name":"Ada","account":"6819"}`},

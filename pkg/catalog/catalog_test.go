@@ -11,6 +11,7 @@ import (
 )
 
 func TestResolveRail(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, currency, country, forced, amount string
 		want                                    string // the rail, or the no_route message
@@ -59,6 +60,7 @@ func TestResolveRail(t *testing.T) {
 }
 
 func TestConvert(t *testing.T) {
+	t.Parallel()
 	got, ok := Convert(mustRat("108"), "USD", "EUR")
 	if !ok || got.Cmp(mustRat("100")) != 0 {
 		t.Errorf("108 USD = %v EUR, want 100", got)
@@ -69,6 +71,7 @@ func TestConvert(t *testing.T) {
 }
 
 func TestChainsFor(t *testing.T) {
+	t.Parallel()
 	sb := ChainsFor(environment.Sandbox)
 	ch, ok := sb.Chain(84532)
 	if !ok || !ch.Testnet {
@@ -95,6 +98,7 @@ func TestChainsFor(t *testing.T) {
 }
 
 func TestUSDValue(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ amount, currency, want string }{
 		{"100", "USD", "100"},
 		{"100", "EUR", "108"},
@@ -113,6 +117,7 @@ func TestUSDValue(t *testing.T) {
 }
 
 func TestCheckCeiling(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		amount, currency, ceiling string
 		capped                    bool
@@ -148,6 +153,7 @@ func mustRat(s string) *big.Rat {
 // Every token address is written in its EIP-55 checksummed form: the
 // deposit quote echoes addresses checksummed and compares them.
 func TestTokenAddressesAreChecksummed(t *testing.T) {
+	t.Parallel()
 	for _, env := range []environment.Name{environment.Sandbox, environment.Production} {
 		for _, ch := range ChainsFor(env).List {
 			for _, tok := range ch.Tokens {
@@ -163,6 +169,7 @@ func TestTokenAddressesAreChecksummed(t *testing.T) {
 // country and direction, or a no_route that says which is missing; the
 // per-order limits hold at both ends.
 func TestCardCorridors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		direction, currency, country string
 		message                      string

@@ -22,6 +22,7 @@ func (s sample) Validate() error {
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestLoadReadsDefaultsAndPresetValues(t *testing.T) {
+	t.Parallel()
 	c := sample{Addr: "127.0.0.1:8081"} // a binary's own default
 	if err := Load(env(map[string]string{"S": "a-secret-of-its-own-0123", "DELAY": ""}), &c); err != nil {
 		t.Fatal(err)
@@ -38,6 +39,7 @@ func TestLoadReadsDefaultsAndPresetValues(t *testing.T) {
 }
 
 func TestLoadRefusesWhatItCannotUse(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -105,6 +107,7 @@ func (l limits) Validate() error {
 // A package's part of a binary's config, named or embedded, is read,
 // checked, masked and searched for known defaults with the rest.
 func TestPartsCountAsTheirBinarysConfig(t *testing.T) {
+	t.Parallel()
 	var c binary
 	if err := Load(env(nil), &c); err == nil || !strings.Contains(err.Error(), "missing required value: STORE_URL") {
 		t.Errorf("a missing part's variable: %v", err)
@@ -139,6 +142,7 @@ func TestPartsCountAsTheirBinarysConfig(t *testing.T) {
 }
 
 func TestKnownDefaultsAreRefusedInProduction(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"dev-quote-secret-change-me", "MY-CHANGEME-TOKEN-0000", "internal-token-0123456789"} {
 		if !KnownDefault(s) {
 			t.Errorf("%s is not known", s)

@@ -16,6 +16,7 @@ import (
 // progress too, not 500: a read not yet confirmed on the standby, a
 // creation whose outcome is unknown. Another 409 stays an error.
 func TestInProgressIsPassedOnAsDoubt(t *testing.T) {
+	t.Parallel()
 	code := "idempotency_in_progress"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(partner.HeaderErrorCode, code)

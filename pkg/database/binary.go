@@ -2,7 +2,6 @@ package database
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/config"
-	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
 )
 
@@ -19,7 +17,6 @@ import (
 type Config struct {
 	// The PostgreSQL system of record:
 	// postgres://user:password@host1:5432,host2:5432/db?target_session_attrs=read-write
-	// (or an embedded file, sqlite:PATH, outside production).
 	URL string `env:"DATABASE_URL, required"`
 	// How long a starting binary waits for the database to take writes.
 	StartTimeout time.Duration `env:"DATABASE_START_TIMEOUT, default=60s"`
@@ -28,23 +25,15 @@ type Config struct {
 // Validate checks the wait.
 func (c Config) Validate() error { return config.Positive("DATABASE_START_TIMEOUT", c.StartTimeout) }
 
-// ForBinary opens the system of record of a service binary in environment
-// env: cfg's DATABASE_URL (in production a PostgreSQL one), with sets
-// applied. The binary's readiness (kit) then fails while the database
-// takes no writes, and its metrics include the pool's.
-func ForBinary(ctx context.Context, cfg Config, env environment.Name, log *slog.Logger, kit *obs.Kit, sets ...Migrations) (*DB, error) {
-	embedded := len(cfg.URL) >= len(EmbeddedScheme) && cfg.URL[:len(EmbeddedScheme)] == EmbeddedScheme
-	if embedded && env == environment.Production {
-		return nil, errors.New("DATABASE_URL names an embedded database file; production needs PostgreSQL")
-	}
+// ForBinary opens the system of record of a service binary: cfg's
+// DATABASE_URL, with sets applied. The binary's readiness (kit) then fails
+// while the database takes no writes, and its metrics include the pool's.
+func ForBinary(ctx context.Context, cfg Config, log *slog.Logger, kit *obs.Kit, sets ...Migrations) (*DB, error) {
 	db, err := Open(ctx, cfg.URL, Options{Wait: cfg.StartTimeout, Log: log}, sets...)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("database", "target", db.String())
-	if embedded {
-		log.Warn("the system of record is an embedded SQLite file: for a first look only, with no standby and no failover; use PostgreSQL (DATABASE_URL) for real work")
-	}
 	kit.ReadyWhen(func(ctx context.Context) error {
 		if err := db.Writable(ctx); err != nil {
 			return fmt.Errorf("database not writable: %w", err)
@@ -101,11 +90,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(c.unknown, prometheus.CounterValue, float64(c.db.OutcomesUnknown()))
 	ch <- prometheus.MustNewConstMetric(c.clockOffset, prometheus.GaugeValue, c.db.ClockOffset().Seconds())
-	p := c.db.Pool()
-	if p == nil {
-		return
-	}
-	st := p.Stat()
+	st := c.db.Pool().Stat()
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.AcquiredConns()), "acquired")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.IdleConns()), "idle")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.ConstructingConns()), "constructing")

@@ -32,8 +32,7 @@ type clock struct {
 // moves every expiry and creation time a partner reads).
 func (db *DB) ClockOffset() time.Duration { return time.Duration(db.clock.offset.Load()) }
 
-// Now is the database's clock: PostgreSQL's, as last measured; on the
-// embedded engine, which has no clock of its own, the process's.
+// Now is the database's clock: PostgreSQL's, as last measured.
 func (db *DB) Now() time.Time {
 	return db.clock.local().Add(time.Duration(db.clock.offset.Load()))
 }
@@ -41,9 +40,6 @@ func (db *DB) Now() time.Time {
 // syncClock measures the offset: of a few tries, the one with the
 // shortest round trip, its server time taken as read at the midpoint.
 func (db *DB) syncClock(ctx context.Context) error {
-	if db.engine != Postgres {
-		return nil
-	}
 	best := time.Duration(-1)
 	var offset time.Duration
 	var err error

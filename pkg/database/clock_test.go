@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 // The operators' gauge of the database clock's offset follows a clock
@@ -22,7 +22,7 @@ import (
 func TestTheClockGaugeFollowsTheDatabasesClock(t *testing.T) {
 	t.Parallel()
 	var skew atomic.Int64
-	db, err := database.Open(context.Background(), databasetest.PostgresURL(t), database.Options{Wait: 10 * time.Second,
+	db, err := database.Open(context.Background(), pgtest.URL(t), database.Options{Wait: 10 * time.Second,
 		ClockEvery: 50 * time.Millisecond, Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)

@@ -117,38 +117,27 @@ func outcome(err error) error {
 // IsOutcomeUnknown reports whether err leaves a write's outcome unknown.
 func IsOutcomeUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
 
-// pgTxRun runs fn in a transaction whose COMMIT is detached (above).
-func (db *DB) pgTxRun(ctx context.Context, fn func(tx Querier) error) error {
-	tx, err := db.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := fn(pgTx{tx}); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-		return err
-	}
-	return db.detached(ctx, tx.Conn().PgConn(), tx.Commit, nil)
-}
+// IsNotConfirmed reports whether err is a read held back because what it
+// read is not yet known to be on a synchronous standby (Confirm).
+func IsNotConfirmed(err error) bool { return errors.Is(err, ErrNotConfirmed) }
 
-// pgExecDetached runs a statement that commits on its own (outside a
+// execDetached runs a statement that commits on its own (outside a
 // transaction) detached from ctx, like a COMMIT.
-func (db *DB) pgExecDetached(ctx context.Context, query string, args []any) (int64, error) {
+func (db *DB) execDetached(ctx context.Context, query string, args []any) (pgconn.CommandTag, error) {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
-		return 0, err
+		return pgconn.CommandTag{}, err
 	}
-	var n int64
+	var tag pgconn.CommandTag
 	err = db.detached(ctx, c.Conn().PgConn(), func(ctx context.Context) error {
-		tag, err := c.Exec(ctx, query, args...)
-		n = tag.RowsAffected()
+		var err error
+		tag, err = c.Exec(ctx, query, args...)
 		return err
 	}, c.Release)
 	if err != nil {
-		return 0, err
+		return pgconn.CommandTag{}, err
 	}
-	return n, nil
+	return tag, nil
 }
 
 // CommitRow runs one statement that commits on its own and returns a row
@@ -157,16 +146,13 @@ func (db *DB) pgExecDetached(ctx context.Context, query string, args []any) (int
 // NOTHING that found the row there). One round trip for a write that
 // needs no transaction around it.
 func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...any) error {
-	if db.engine == SQLite {
-		return db.QueryRow(ctx, query, args...).Scan(dest...)
-	}
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	var scanErr error
 	err = db.detached(ctx, c.Conn().PgConn(), func(ctx context.Context) error {
-		scanErr = pgRow{c.QueryRow(ctx, query, args...)}.Scan(dest...)
+		scanErr = c.QueryRow(ctx, query, args...).Scan(dest...)
 		if errors.Is(scanErr, ErrNoRows) {
 			return nil
 		}
@@ -179,8 +165,7 @@ func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...a
 }
 
 // Confirm returns once every row this process has read so far is on a
-// synchronous standby (at once where there is none, and on the embedded
-// engine), or ErrNotConfirmed when ctx ends first or ConfirmWait has
+// synchronous standby (at once where there is none), or ErrNotConfirmed when ctx ends first or ConfirmWait has
 // passed, whichever comes first. An answer that rests on a row read back
 // calls it before it is sent; ErrNotConfirmed is answered 409
 // idempotency_in_progress with Retry-After (kithttp), so a read held back
@@ -194,9 +179,6 @@ func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...a
 // such commit, and a caller joins the next one to start, never one already
 // running (which may have begun before its read).
 func (db *DB) Confirm(ctx context.Context) error {
-	if db.engine != Postgres {
-		return nil
-	}
 	r := db.barrier.join(db)
 	wait := time.NewTimer(db.confirmWait)
 	defer wait.Stop()

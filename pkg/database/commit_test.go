@@ -9,16 +9,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 // replicated is a primary whose commits wait for one synchronous standby
 // reached through a link the test can stall, with a table t.
-type replicated struct{ databasetest.Replicated }
+type replicated struct{ pgtest.Replicated }
 
 func startReplicated(t *testing.T) replicated {
 	t.Helper()
-	r := databasetest.StartReplicated(t)
+	r := pgtest.StartReplicated(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := r.Primary.Exec(ctx, "postgres", "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
@@ -58,11 +58,12 @@ func (r replicated) rows(t *testing.T) int {
 // the outcome is unknown, the row stays invisible (not committed on the
 // primary alone), and it commits once the standby has it.
 func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
+	t.Parallel()
 	r := startReplicated(t)
 	db := r.open(t, "&statement_timeout=100", nil)
 	for i, write := range []func(ctx context.Context) error{
 		func(ctx context.Context) error {
-			return db.Tx(ctx, func(tx database.Querier) error {
+			return db.Tx(ctx, func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, "INSERT INTO t VALUES (1)")
 				return err
 			})
@@ -103,6 +104,7 @@ func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
 
 // A commit the server refused is a refusal, not an unknown outcome.
 func TestARefusedCommitIsNotUnknown(t *testing.T) {
+	t.Parallel()
 	r := startReplicated(t)
 	db := r.open(t, "", nil)
 	if _, err := db.Exec(context.Background(), "INSERT INTO t VALUES (1)"); err != nil {
@@ -116,6 +118,7 @@ func TestARefusedCommitIsNotUnknown(t *testing.T) {
 
 // Now is PostgreSQL's clock, whatever this process's reads.
 func TestNowIsTheDatabasesClock(t *testing.T) {
+	t.Parallel()
 	r := startReplicated(t)
 	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute} {
 		db := r.open(t, "", func() time.Time { return time.Now().Add(skew) })

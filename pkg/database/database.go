@@ -1,25 +1,27 @@
-// Package database is the connection to the system of record: PostgreSQL
-// through one pgxpool.Pool per process, or, for a first look on a machine
-// without PostgreSQL, an embedded SQLite file driven by the same store code.
+// Package database is the connection to the system of record, PostgreSQL,
+// through one pgxpool.Pool per process, and what every store shares: the
+// migrations, the commit that is never cancelled (commit.go), the
+// confirmation on a synchronous standby, and the database's clock.
 //
-// Stores write their SQL once, with $1-style placeholders and the subset
-// both engines speak (INSERT … ON CONFLICT … DO NOTHING RETURNING, COALESCE,
-// no FOR UPDATE, no server clock in shared SQL: times come from the caller,
-// read on the database's clock, DB.Now). Each module's
-// schema is a set of versioned migrations (goose) with one directory per
-// engine; Open applies every set before the binary serves, on PostgreSQL
-// under a session advisory lock so that replicas starting together apply
-// each migration once.
+// Stores speak pgx: their statements, pgx.Tx in DB.Tx, pgx.CollectRows on
+// the rows. PostgreSQL is the only engine (DESIGN §6), so a store says
+// what it means in PostgreSQL's own terms (now(), FOR UPDATE SKIP LOCKED,
+// ON CONFLICT … RETURNING). Each module's schema is a set of versioned
+// migrations (goose), applied by Open before the binary serves, under a
+// session advisory lock so that replicas starting together apply each
+// migration once; the schema they make is committed beside them
+// (schema.sql) and held to them by a test.
 //
 // The money rules live in those schemas, so they hold whatever the code
-// does: a quote id executes once (a unique constraint), a status moves only
-// forward (a trigger), an idempotency record commits in the transaction of
-// the record it answers for.
+// does: a quote id executes once (UNIQUE), a payout's row is consistent
+// (named CHECK constraints), a status moves only along its arrows and an
+// executed payout never changes (triggers, for what a declaration cannot
+// say), and an idempotency record commits in the transaction of the
+// record it answers for.
 package database
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,83 +30,54 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Engine is the database behind a DB.
-type Engine string
+// ErrNoRows is a query that found nothing (pgx's).
+var ErrNoRows = pgx.ErrNoRows
 
-// The engines.
-const (
-	Postgres Engine = "postgres"
-	SQLite   Engine = "sqlite"
-)
-
-// EmbeddedScheme starts a DATABASE_URL naming an embedded SQLite file:
-// sqlite:/path/to/file.db. It is for a first look only (make run on a
-// machine without PostgreSQL); production refuses it.
-const EmbeddedScheme = "sqlite:"
-
-// ErrNoRows is a query that found nothing, on either engine.
-var ErrNoRows = errors.New("database: no rows")
-
-// Querier runs statements: a DB (each statement on its own) or a
-// transaction (Tx).
+// Querier runs statements: the DB (each statement on its own, a write
+// detached from its caller like a commit) or a transaction (pgx.Tx). A
+// store's function that runs either way takes one.
 type Querier interface {
-	// Exec runs a statement and returns the number of rows it affected.
-	Exec(ctx context.Context, query string, args ...any) (int64, error)
-	// QueryRow runs a query that returns at most one row; its Scan
-	// returns ErrNoRows when there is none.
-	QueryRow(ctx context.Context, query string, args ...any) Row
-	// Query runs a query that returns rows.
-	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Row is one row of a result.
-type Row interface{ Scan(dest ...any) error }
-
-// Rows is a result being read.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close()
-}
+var (
+	_ Querier = (*DB)(nil)
+	_ Querier = pgx.Tx(nil)
+)
 
 // Migrations is one module's schema: versioned goose migrations
-// (NNNNN_name.sql), one directory per engine, tracked in the table
-// schema_<Name> so that modules evolve their schemas independently.
+// (NNNNN_name.sql), tracked in the table schema_<Name> so that modules
+// evolve their schemas independently.
 type Migrations struct {
-	Name     string
-	Postgres fs.FS
-	SQLite   fs.FS
+	Name string
+	FS   fs.FS
 }
 
 // MigrationsIn is the schema named name kept in fsys (a module's embedded
-// migrations directory) under migrations/postgres and migrations/sqlite.
+// tree) under migrations/.
 func MigrationsIn(name string, fsys fs.FS) Migrations {
-	sub := func(dir string) fs.FS {
-		f, err := fs.Sub(fsys, "migrations/"+dir)
-		if err != nil {
-			panic(err) // a constant path in an embedded tree
-		}
-		return f
+	f, err := fs.Sub(fsys, "migrations")
+	if err != nil {
+		panic(err) // a constant path in an embedded tree
 	}
-	return Migrations{Name: name, Postgres: sub("postgres"), SQLite: sub("sqlite")}
+	return Migrations{Name: name, FS: f}
 }
 
 // DB is the system of record.
 type DB struct {
-	engine Engine
-	pool   *pgxpool.Pool // Postgres
-	sdb    *sql.DB       // SQLite
-	desc   string
+	pool *pgxpool.Pool
+	desc string
 
 	clock       clock
 	confirmWait time.Duration
@@ -113,8 +86,6 @@ type DB struct {
 	unknown     atomic.Int64 // commits answered as ErrOutcomeUnknown
 	stop        chan struct{}
 }
-
-var _ Querier = (*DB)(nil)
 
 // Options tune Open.
 type Options struct {
@@ -141,9 +112,8 @@ type Options struct {
 // standby's confirmation under load (milliseconds).
 const DefaultConfirmWait = 2 * time.Second
 
-// Open connects to url (a libpq URL or key/value string for PostgreSQL,
-// sqlite:/path for the embedded engine), waits until it answers and is
-// writable, and applies every set of migrations.
+// Open connects to url (a libpq URL or key/value string), waits until the
+// database answers and is writable, and applies every set of migrations.
 func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*DB, error) {
 	if opts.Wait == 0 {
 		opts.Wait = 60 * time.Second
@@ -151,24 +121,12 @@ func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*D
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	var db *DB
-	var err error
-	if path, ok := strings.CutPrefix(url, EmbeddedScheme); ok {
-		db, err = openSQLite(path)
-	} else {
-		db, err = openPostgres(url)
-	}
+	db, err := connect(url)
 	if err != nil {
 		return nil, err
 	}
-	db.confirmWait = opts.ConfirmWait
-	if db.confirmWait <= 0 {
-		db.confirmWait = DefaultConfirmWait
-	}
-	db.clock.every = opts.ClockEvery
-	if db.clock.every <= 0 {
-		db.clock.every = DefaultClockEvery
-	}
+	db.confirmWait = cmp(opts.ConfirmWait, DefaultConfirmWait)
+	db.clock.every = cmp(opts.ClockEvery, DefaultClockEvery)
 	db.clock.local = opts.Clock
 	if db.clock.local == nil {
 		db.clock.local = time.Now
@@ -186,13 +144,19 @@ func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*D
 		db.Close()
 		return nil, fmt.Errorf("database %s: reading its clock: %w", db.desc, err)
 	}
-	if db.engine == Postgres {
-		go db.keepClock(db.stop)
-	}
+	go db.keepClock(db.stop)
 	return db, nil
 }
 
-func openPostgres(url string) (*DB, error) {
+// cmp is d, or def when d is not positive.
+func cmp(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func connect(url string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's message can quote the URL, password included: say only what is wrong.
@@ -217,7 +181,14 @@ func openPostgres(url string) (*DB, error) {
 	// commit's wait for the synchronous standby, leaving the row committed
 	// on the primary alone (commit.go): it is off on our connections.
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
-	db := &DB{engine: Postgres}
+	// Times read back in UTC, as the API writes them (pgx reads
+	// timestamptz in the process's zone otherwise).
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		return nil
+	}
+	db := &DB{}
 	cfg.ConnConfig.OnNotice = db.cancels.onNotice
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -230,23 +201,6 @@ func openPostgres(url string) (*DB, error) {
 	}
 	db.pool, db.desc = pool, "postgresql "+strings.Join(hosts, ",")+"/"+cfg.ConnConfig.Database
 	return db, nil
-}
-
-func openSQLite(path string) (*DB, error) {
-	if path == "" {
-		return nil, errors.New("DATABASE_URL sqlite: needs a file path (sqlite:/path/to/file.db)")
-	}
-	// WAL lets readers run beside the writer; synchronous=FULL fsyncs each
-	// commit; busy_timeout waits for another connection's write instead of
-	// failing. One connection: SQLite has one writer at a time anyway, and a
-	// single connection cannot deadlock upgrading a read to a write.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
-	sdb, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("database: %w", err)
-	}
-	sdb.SetMaxOpenConns(1)
-	return &DB{engine: SQLite, sdb: sdb, desc: "embedded sqlite " + path}, nil
 }
 
 // waitWritable waits until the database answers and takes writes.
@@ -275,9 +229,6 @@ var ErrReadOnly = errors.New("database: connected to a read-only server (a stand
 // Writable reports whether the database answers and takes writes: the
 // readiness of every binary that keeps records.
 func (db *DB) Writable(ctx context.Context) error {
-	if db.engine == SQLite {
-		return db.sdb.PingContext(ctx)
-	}
 	var recovering bool
 	if err := db.pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&recovering); err != nil {
 		return err
@@ -289,29 +240,17 @@ func (db *DB) Writable(ctx context.Context) error {
 }
 
 func (db *DB) migrate(ctx context.Context, log *slog.Logger, sets []Migrations) error {
-	var sdb *sql.DB
-	var dialect goose.Dialect
-	var opts []goose.ProviderOption
-	switch db.engine {
-	case Postgres:
-		sdb, dialect = stdlib.OpenDBFromPool(db.pool), goose.DialectPostgres
-		defer sdb.Close()
-		// One lock for every set: replicas and services starting together
-		// take turns, and each migration is applied once.
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 120))
-		if err != nil {
-			return err
-		}
-		opts = append(opts, goose.WithSessionLocker(locker))
-	case SQLite:
-		sdb, dialect = db.sdb, goose.DialectSQLite3
+	sdb := stdlib.OpenDBFromPool(db.pool)
+	defer sdb.Close()
+	// One lock for every set: replicas and services starting together
+	// take turns, and each migration is applied once.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 120))
+	if err != nil {
+		return err
 	}
 	for _, set := range sets {
-		dir := set.Postgres
-		if db.engine == SQLite {
-			dir = set.SQLite
-		}
-		p, err := goose.NewProvider(dialect, sdb, dir, append(opts, goose.WithTableName("schema_"+set.Name))...)
+		p, err := goose.NewProvider(goose.DialectPostgres, sdb, set.FS,
+			goose.WithSessionLocker(locker), goose.WithTableName("schema_"+set.Name))
 		if err != nil {
 			return fmt.Errorf("migrations %s: %w", set.Name, err)
 		}
@@ -328,14 +267,10 @@ func (db *DB) migrate(ctx context.Context, log *slog.Logger, sets []Migrations) 
 	return nil
 }
 
-// Engine is the engine behind db.
-func (db *DB) Engine() Engine { return db.engine }
-
 // String says what db is connected to, without credentials.
 func (db *DB) String() string { return db.desc }
 
-// Pool is the PostgreSQL pool (nil on the embedded engine): for its
-// statistics.
+// Pool is the pool: for its statistics, and for a store's reads.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Close closes every connection.
@@ -347,60 +282,45 @@ func (db *DB) Close() {
 			close(db.stop)
 		}
 	}
-	if db.pool != nil {
-		db.pool.Close()
-	}
-	if db.sdb != nil {
-		db.sdb.Close()
-	}
+	db.pool.Close()
 }
 
 // Exec runs one statement on its own: it commits on its own, so, like a
 // COMMIT, it runs to its end whatever happens to ctx, and ctx ending first
 // is ErrOutcomeUnknown (commit.go).
-func (db *DB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	if db.engine == SQLite {
-		return sqliteExec(ctx, db.sdb, query, args)
-	}
-	return db.pgExecDetached(ctx, query, args)
+func (db *DB) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	return db.execDetached(ctx, query, args)
 }
 
 // QueryRow runs a one-row query on its own.
-func (db *DB) QueryRow(ctx context.Context, query string, args ...any) Row {
-	if db.engine == SQLite {
-		return sqliteRow{db.sdb.QueryRowContext(ctx, query, sqliteArgs(args)...)}
-	}
-	return pgRow{db.pool.QueryRow(ctx, query, args...)}
+func (db *DB) QueryRow(ctx context.Context, query string, args ...any) pgx.Row {
+	return db.pool.QueryRow(ctx, query, args...)
 }
 
 // Query runs a query on its own.
-func (db *DB) Query(ctx context.Context, query string, args ...any) (Rows, error) {
-	if db.engine == SQLite {
-		return sqliteQuery(ctx, db.sdb, query, args)
-	}
-	return pgQuery(ctx, db.pool, query, args)
+func (db *DB) Query(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
+	return db.pool.Query(ctx, query, args...)
 }
 
 // Tx runs fn in a transaction: committed when fn returns nil, rolled back
 // otherwise (its error is returned as it is). The commit is the moment
-// the records fn wrote exist; on PostgreSQL with a synchronous standby it
-// returns only once the standby has them too. ctx limits fn's work; the
-// COMMIT runs to its end whatever happens to ctx, and when ctx ends first,
-// or the commit fails without the server saying it rolled back, Tx
-// returns ErrOutcomeUnknown: the records may exist.
-func (db *DB) Tx(ctx context.Context, fn func(tx Querier) error) error {
-	if db.engine == SQLite {
-		tx, err := db.sdb.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(sqliteTx{tx}); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+// the records fn wrote exist; with a synchronous standby it returns only
+// once the standby has them too. ctx limits fn's work; the COMMIT runs to
+// its end whatever happens to ctx, and when ctx ends first, or the commit
+// fails without the server saying it rolled back, Tx returns
+// ErrOutcomeUnknown: the records may exist.
+func (db *DB) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return err
 	}
-	return db.pgTxRun(ctx, fn)
+	if err := fn(tx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		return err
+	}
+	return db.detached(ctx, tx.Conn().PgConn(), tx.Commit, nil)
 }
 
 // OutcomesUnknown counts the commits answered as ErrOutcomeUnknown.
@@ -410,14 +330,7 @@ func (db *DB) OutcomesUnknown() int64 { return db.unknown.Load() }
 // constraint refusing a second row.
 func IsUniqueViolation(err error) bool {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "23505"
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
-	}
-	return false
+	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // IsRuleViolation reports whether err is the schema refusing a write that
@@ -425,26 +338,15 @@ func IsUniqueViolation(err error) bool {
 // status moves only forward".
 func IsRuleViolation(err error) bool {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "23514" || pe.Code == "P0001"
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqlite3.SQLITE_CONSTRAINT_CHECK || se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER
-	}
-	return false
+	return errors.As(err, &pe) && (pe.Code == "23514" || pe.Code == "P0001")
 }
 
 // Violates reports whether err is the schema refusing a write by its
-// constraint or trigger named name (the names are the same on both
-// engines).
+// constraint or trigger named name.
 func Violates(err error, name string) bool {
-	if !IsRuleViolation(err) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || !IsRuleViolation(err) {
 		return false
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.ConstraintName == name || strings.Contains(pe.Message, name)
-	}
-	return strings.Contains(err.Error(), name)
+	return pe.ConstraintName == name || strings.Contains(pe.Message, name)
 }

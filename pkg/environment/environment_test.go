@@ -3,6 +3,7 @@ package environment
 import "testing"
 
 func TestDerive(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		upstreams []string
@@ -39,6 +40,7 @@ func TestDerive(t *testing.T) {
 }
 
 func TestConfigDerivesFromEveryUpstream(t *testing.T) {
+	t.Parallel()
 	got, err := Config{BankProviderURL: "https://api.bank-provider.com", PayoutProviderURL: "http://127.0.0.1:1"}.Derive()
 	if err != nil || got != Sandbox {
 		t.Fatalf("Derive = %q, %v; want sandbox (payout upstream is local)", got, err)

@@ -3,6 +3,7 @@ package format
 import "testing"
 
 func TestChecksummed(t *testing.T) {
+	t.Parallel()
 	// EIP-55's own examples, and the all-lower and all-upper forms of one.
 	for in, want := range map[string]string{
 		"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCanonicalCountry(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string
@@ -29,6 +30,7 @@ func TestCanonicalCountry(t *testing.T) {
 }
 
 func TestCanonicalCurrency(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"eur": "EUR", "Usd": "USD", "JPY": "JPY"} {
 		if got, ok := CanonicalCurrency(in); !ok || got != want {
 			t.Errorf("CanonicalCurrency(%q) = %q,%v", in, got, ok)
@@ -50,6 +52,7 @@ func msg(err error) string {
 }
 
 func TestFieldChecks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error
@@ -90,6 +93,7 @@ func TestFieldChecks(t *testing.T) {
 func second(_ string, err error) error { return err }
 
 func TestCanonicalDecimal(t *testing.T) {
+	t.Parallel()
 	good := map[string]string{"100": "100", "100.50": "100.5", "0100.00": "100", "0.01": "0.01", "0": "0", "000": "0"}
 	for in, want := range good {
 		if got, ok := CanonicalDecimal(in); !ok || got != want {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestReturnURLRule(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		env  environment.Name
 		raw  string
@@ -36,6 +37,7 @@ func TestReturnURLRule(t *testing.T) {
 }
 
 func TestStateCannotBeForgedOrOutlived(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	s := Signer{Secret: []byte("0123456789abcdef0123456789abcdef"), Now: func() time.Time { return now }}
 	state := s.Sign("att_1")
@@ -55,6 +57,7 @@ func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 }
 
 func TestWithQueryKeepsThePartnersParameters(t *testing.T) {
+	t.Parallel()
 	got := WithQuery("https://partner.example/back?session=9&result=forged", "orderId", "ord_1", "result", "completed")
 	if got != "https://partner.example/back?orderId=ord_1&result=completed&session=9" {
 		t.Errorf("got %s", got)
@@ -62,6 +65,7 @@ func TestWithQueryKeepsThePartnersParameters(t *testing.T) {
 }
 
 func TestPageIsInertAndUncached(t *testing.T) {
+	t.Parallel()
 	w := httptest.NewRecorder()
 	_ = WritePage(w, 410, "Gone <b>", "a <script>")
 	if w.Code != 410 || w.Header().Get("Cache-Control") != "no-store" || !strings.Contains(w.Header().Get("Content-Security-Policy"), "default-src 'none'") ||

@@ -11,6 +11,7 @@ import (
 // current one; a return is taken once, only for the current link, with
 // the outcome the service reads back; each refusal is the page's own.
 func TestALinkIsReturnedOnceWhileCurrent(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	links := map[string]Link{}
 	lc := &Lifecycle{Env: "sandbox", Signer: Signer{Secret: []byte("0123456789abcdef0123456789abcdef"), Now: func() time.Time { return now }},

@@ -6,6 +6,7 @@ import (
 )
 
 func TestValidatesRegistryExamples(t *testing.T) {
+	t.Parallel()
 	// The SWIFT IBAN Registry's example IBAN of each of these countries.
 	for _, s := range []string{
 		"DE89370400440532013000", "GB82WEST12345698765432", "FR1420041010050500013M02606", "NL91ABNA0417164300",
@@ -22,6 +23,7 @@ func TestValidatesRegistryExamples(t *testing.T) {
 }
 
 func TestRefusalsCarryALabel(t *testing.T) {
+	t.Parallel()
 	tests := map[string]string{
 		"":                            Required,
 		"   ":                         Required,
@@ -44,12 +46,14 @@ func TestRefusalsCarryALabel(t *testing.T) {
 }
 
 func TestCheckDigitsBuildValidIBANs(t *testing.T) {
+	t.Parallel()
 	if got := CheckDigits("DE", "370400440532013000"); got != "89" {
 		t.Fatalf("CheckDigits = %s, want 89", got)
 	}
 }
 
 func TestEveryRegistryLengthIsConsistent(t *testing.T) {
+	t.Parallel()
 	for country, structure := range bban {
 		// A BBAN of all digits or all letters must fit the declared structure's length.
 		n := 0

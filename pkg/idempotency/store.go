@@ -73,13 +73,13 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 		claimed := func(seed string) *Claim {
 			return &Claim{store: s, keyID: keyID, keyHash: keyHash, seed: seed, owner: owner, lease: lease}
 		}
-		n, err := s.db.Exec(ctx, `INSERT INTO idempotency_keys (key_id, key_hash, fingerprint, seed, created_at, locked_until, owner)
+		tag, err := s.db.Exec(ctx, `INSERT INTO idempotency_keys (key_id, key_hash, fingerprint, seed, created_at, locked_until, owner)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key_id, key_hash) DO NOTHING`,
 			keyID, keyHash, fingerprint, seed, now, until, owner)
 		if err != nil {
 			return nil, nil, fmt.Errorf("idempotency claim: %w", err)
 		}
-		if n == 1 {
+		if tag.RowsAffected() == 1 {
 			return claimed(seed), nil, nil
 		}
 		rec, created, err := s.read(ctx, keyID, keyHash)
@@ -100,13 +100,13 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 		case rec.released && !rec.Finished && rec.Fingerprint != fingerprint:
 			// A released key sent with another request (a typo fixed, say):
 			// that request starts afresh, with a seed of its own.
-			n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET fingerprint = $4, seed = $5, created_at = $6, released_at = NULL, locked_until = $7, owner = $8
+			tag, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET fingerprint = $4, seed = $5, created_at = $6, released_at = NULL, locked_until = $7, owner = $8
 				WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
 				keyID, keyHash, rec.lockedUntil, fingerprint, seed, now, until, owner)
 			if err != nil {
 				return nil, nil, fmt.Errorf("idempotency reclaim: %w", err)
 			}
-			if n == 1 {
+			if tag.RowsAffected() == 1 {
 				return claimed(seed), nil, nil
 			}
 			continue
@@ -114,13 +114,13 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 			return nil, rec, nil
 		}
 		// A lapsed or released claim of the same request: take it over.
-		n, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = NULL, owner = $5
+		tag, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4, released_at = NULL, owner = $5
 			WHERE key_id = $1 AND key_hash = $2 AND finished_at IS NULL AND locked_until = $3`,
 			keyID, keyHash, rec.lockedUntil, until, owner)
 		if err != nil {
 			return nil, nil, fmt.Errorf("idempotency take over: %w", err)
 		}
-		if n == 1 {
+		if tag.RowsAffected() == 1 {
 			return claimed(rec.seed), nil, nil
 		}
 	}
@@ -157,11 +157,11 @@ func (s *Store) finish(ctx context.Context, q database.Querier, c *Claim, status
 	if body == nil {
 		body = []byte{}
 	}
-	n, err := q.Exec(ctx, finishSQL, c.keyID, c.keyHash, c.owner, s.now().UTC(), status, body)
+	tag, err := q.Exec(ctx, finishSQL, c.keyID, c.keyHash, c.owner, s.now().UTC(), status, body)
 	if err != nil {
 		return fmt.Errorf("idempotency finish: %w", err)
 	}
-	if n != 1 {
+	if tag.RowsAffected() != 1 {
 		return errClaimLost
 	}
 	return nil
@@ -184,12 +184,12 @@ func (s *Store) release(ctx context.Context, c *Claim) error {
 // when it was taken over (its lease ran out first).
 func (s *Store) renew(ctx context.Context, c *Claim) error {
 	until := s.now().UTC().Truncate(time.Microsecond).Add(c.lease)
-	n, err := s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4
+	tag, err := s.db.Exec(ctx, `UPDATE idempotency_keys SET locked_until = $4
 		WHERE key_id = $1 AND key_hash = $2 AND owner = $3 AND finished_at IS NULL`, c.keyID, c.keyHash, c.owner, until)
 	if err != nil {
 		return err
 	}
-	if n != 1 {
+	if tag.RowsAffected() != 1 {
 		return errClaimLost
 	}
 	return nil
@@ -202,9 +202,10 @@ func (s *Store) Confirm(ctx context.Context) error { return s.db.Confirm(ctx) }
 // Sweep deletes up to a batch of records older than Retention and reports
 // how many; Janitor calls it until none are left.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
-	return s.db.Exec(ctx, `DELETE FROM idempotency_keys WHERE (key_id, key_hash) IN
+	tag, err := s.db.Exec(ctx, `DELETE FROM idempotency_keys WHERE (key_id, key_hash) IN
 		(SELECT key_id, key_hash FROM idempotency_keys WHERE created_at < $1 LIMIT 1000)`,
 		s.now().UTC().Add(-Retention))
+	return tag.RowsAffected(), err
 }
 
 // Janitor sweeps expired records every interval until ctx ends. Every

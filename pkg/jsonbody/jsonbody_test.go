@@ -18,6 +18,7 @@ type sample struct {
 }
 
 func TestDecode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, contentType, body string
 		status                  int
@@ -78,6 +79,7 @@ func TestDecode(t *testing.T) {
 // A member's name is quoted in a message, cut to 64 characters, invalid
 // UTF-8 replaced: a 900 KiB name is not echoed.
 func TestQuoteIsShort(t *testing.T) {
+	t.Parallel()
 	if got := quote("memo"); got != `"memo"` {
 		t.Errorf("quote(memo) = %s", got)
 	}

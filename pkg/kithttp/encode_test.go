@@ -9,6 +9,7 @@ import (
 // TestAnswersDoNotEscapeForHTML: a partner reads "Antigua & Barbuda", not
 // "Antigua \u0026 Barbuda" (answers are JSON, never HTML).
 func TestAnswersDoNotEscapeForHTML(t *testing.T) {
+	t.Parallel()
 	w := httptest.NewRecorder()
 	if err := EncodeJSON(context.Background(), w, map[string]string{"name": "Antigua & Barbuda <AG>"}); err != nil {
 		t.Fatal(err)

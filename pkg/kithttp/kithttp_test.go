@@ -36,6 +36,7 @@ func (s *syncBuffer) String() string {
 // recovering upstream filled the logs with broken pipes and "superfluous
 // WriteHeader" lines for requests nobody waited for).
 func TestAnAbandonedRequestIsNotAnError(t *testing.T) {
+	t.Parallel()
 	var logs, serverLog syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	done := make(chan struct{})
@@ -82,6 +83,7 @@ func (f *failingWriter) Write([]byte) (int, error) { return 0, errors.New("broke
 // TestAFailedWriteIsNotAnsweredTwice: a write that fails after the header
 // is not turned into a second (error) answer.
 func TestAFailedWriteIsNotAnsweredTwice(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	h := Server(func(context.Context, any) (any, error) { return map[string]string{"ok": "yes"}, nil },
 		func(context.Context, *http.Request) (any, error) { return struct{}{}, nil },

@@ -13,6 +13,7 @@ var payouts = Lister{Name: "payouts", Statuses: []string{"awaiting_deposit", "co
 
 // Every parameter, and its 400 naming it.
 func TestParameters(t *testing.T) {
+	t.Parallel()
 	good := payouts.Encode(Cursor{CreatedAt: time.Date(2026, 11, 26, 12, 0, 0, 123456000, time.UTC), ID: "bpo_1"}, "acme")
 	for _, tt := range []struct {
 		query, want string
@@ -55,6 +56,7 @@ func TestParameters(t *testing.T) {
 // A cursor reads back as it was made, for its own key and list only; an
 // edited one is refused.
 func TestCursors(t *testing.T) {
+	t.Parallel()
 	c := Cursor{CreatedAt: time.Date(2026, 11, 26, 12, 0, 0, 123456000, time.UTC), ID: "bpo_0f4c"}
 	s := payouts.Encode(c, "acme")
 	if got, ok := payouts.decode(s, "acme"); !ok || got != c {
@@ -76,6 +78,7 @@ func TestCursors(t *testing.T) {
 }
 
 func TestWhere(t *testing.T) {
+	t.Parallel()
 	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	p := Params{Limit: 5, Status: "completed", Reference: "inv", CreatedFrom: &from, After: &Cursor{CreatedAt: from, ID: "x"}}
 	where, args := p.Where("acme")

@@ -13,6 +13,7 @@ import (
 // attributes, in groups and in errors; a line still over 4 KiB is
 // replaced by one that says so.
 func TestLogLinesAreCapped(t *testing.T) {
+	t.Parallel()
 	var out, plain bytes.Buffer
 	log := NewLogger(&out, "gateway")
 	log.Info("request", "route", "GET /v1/config", "status", 200, "duration_us", int64(812))

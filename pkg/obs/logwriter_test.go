@@ -28,6 +28,7 @@ func (b *blockedWriter) Write(p []byte) (int, error) {
 // does not fit is dropped and counted; the rest arrives, whole, in order,
 // in fewer writes than lines, and Close flushes it.
 func TestALogLineNeverWaits(t *testing.T) {
+	t.Parallel()
 	out := &blockedWriter{release: make(chan struct{})}
 	l := NewLogWriter(out, 1000)
 	line := []byte(strings.Repeat("x", 99) + "\n") // 100 bytes
@@ -104,6 +105,7 @@ func (c *lineCounter) waitLines(t *testing.T, n int) []string {
 // written once everything has been flushed is flushed too (only the first
 // line after a flush wakes the writer's goroutine).
 func TestEveryLineArrivesWithoutAClose(t *testing.T) {
+	t.Parallel()
 	out := &lineCounter{wrote: make(chan struct{}, 1)}
 	l := NewLogWriter(out, LogBuffer)
 	defer l.Close()

@@ -14,6 +14,7 @@ import (
 
 // LogLine writes what LogAttrs writes, at the logger's level and above.
 func TestLogLineWritesWhatLogAttrsWrites(t *testing.T) {
+	t.Parallel()
 	var viaLine, viaAttrs bytes.Buffer
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {
@@ -35,6 +36,7 @@ func TestLogLineWritesWhatLogAttrsWrites(t *testing.T) {
 }
 
 func TestLogCallEndsWithTheCallsOutcome(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&out, nil))
 	ctx := context.WithValue(context.Background(), requestIDKey{}, "req-1")

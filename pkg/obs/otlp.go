@@ -2,15 +2,20 @@ package obs
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	// It links google.golang.org/grpc into every binary, for its retry's
+	// status codes, though it speaks HTTP: open-telemetry/opentelemetry-go#2579.
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -21,8 +26,10 @@ import (
 //
 // It takes the exporter variables a deployment sets:
 // OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION
-// (gzip or none) and _PROTOCOL (http/protobuf only: a grpc or http/json
+// (gzip or none), _PROTOCOL (http/protobuf only: a grpc or http/json
 // setting is refused at boot rather than exported to in the wrong form),
+// _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY (a collector behind
+// its own CA, or one that asks for our certificate),
 // and checks them at boot (a header's value is never repeated in an
 // error: it may be a credential). A batch the collector refuses for the
 // moment (429, 502, 503, 504, or no connection) is sent again by the
@@ -95,8 +102,15 @@ func newOTLPExporter(cfg Config) (*otlpExporter, error) {
 	default:
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION: want gzip or none, not %q", v)
 	}
+	tlsConfig, err := otlpTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Our own client (the exporter then reads none of the TLS variables
+	// itself: otlpTLS does): no redirects, a bounded pool.
 	client := &http.Client{
-		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, ForceAttemptHTTP2: true},
+		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, ForceAttemptHTTP2: true,
+			TLSClientConfig: tlsConfig},
 		// A collector that redirects is misconfigured; following could send
 		// the headers somewhere else.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -114,6 +128,41 @@ func newOTLPExporter(cfg Config) (*otlpExporter, error) {
 	}
 	secret, _ := u.User.Password()
 	return &otlpExporter{SpanExporter: exp, url: u.Redacted(), secret: secret}, nil
+}
+
+// otlpTLS is the TLS configuration of OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE
+// (the collector's CA), _CLIENT_CERTIFICATE and _CLIENT_KEY (ours, for
+// mutual TLS), as the exporter specification defines them; nil when none
+// is set (the system's roots, no client certificate).
+func otlpTLS(cfg Config) (*tls.Config, error) {
+	ca := pick(cfg.TracesCertificate, cfg.Certificate)
+	cert, key := pick(cfg.TracesClientCertificate, cfg.ClientCertificate), pick(cfg.TracesClientKey, cfg.ClientKey)
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_CERTIFICATE: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_CERTIFICATE: %s holds no PEM certificate", ca)
+		}
+	}
+	if (cert == "") != (key == "") {
+		return nil, errors.New("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both, or neither")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			// The key file's content never reaches the message.
+			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _CLIENT_KEY (%s, %s) do not load as a key pair", cert, key)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
 }
 
 // ExportSpans sends one batch (the batch span processor calls it, one batch

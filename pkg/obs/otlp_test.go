@@ -36,6 +36,7 @@ import (
 // What the exporter sends is what the OpenTelemetry protocol says: the
 // official types decode it to every field of the spans.
 func TestOTLPExportDecodesWithTheOfficialTypes(t *testing.T) {
+	t.Parallel()
 	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
 	ts, _ := trace.ParseTraceState("vendor=x")
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
@@ -205,6 +206,7 @@ func oneSpan() []sdktrace.ReadOnlySpan {
 }
 
 func TestOTLPExporterPostsToTheCollectorAsConfigured(t *testing.T) {
+	t.Parallel()
 	c := newCollector(t)
 	e, err := newOTLPExporter(env(map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT":    c.URL + "/", // a base: /v1/traces is added
@@ -242,6 +244,7 @@ func TestOTLPExporterPostsToTheCollectorAsConfigured(t *testing.T) {
 }
 
 func TestOTLPExporterRetriesOnlyWhatMaySucceedLater(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		answers  []int
 		requests int
@@ -268,6 +271,7 @@ func TestOTLPExporterRetriesOnlyWhatMaySucceedLater(t *testing.T) {
 }
 
 func TestOTLPExporterGivesUpWithinItsTimeout(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +306,7 @@ partnerapi_trace_spans_exported_total 0
 }
 
 func TestOTLPExporterRefusesAMisconfiguration(t *testing.T) {
+	t.Parallel()
 	for _, vars := range []map[string]string{
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, // no scheme
 		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "grpc://collector:4317"},

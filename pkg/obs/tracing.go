@@ -48,6 +48,15 @@ type Config struct {
 	TracesCompression string         `env:"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"`
 	Protocol          string         `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
 	TracesProtocol    string         `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"`
+	// PEM files: the CA the collector's certificate is checked against
+	// (instead of the system's), and this process's client certificate and
+	// key, for a collector that asks for one (mutual TLS).
+	Certificate             string `env:"OTEL_EXPORTER_OTLP_CERTIFICATE"`
+	TracesCertificate       string `env:"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"`
+	ClientCertificate       string `env:"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"`
+	TracesClientCertificate string `env:"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"`
+	ClientKey               string `env:"OTEL_EXPORTER_OTLP_CLIENT_KEY"`
+	TracesClientKey         string `env:"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"`
 	// The share of traces recorded, 0 to 1.
 	SamplerArg float64 `env:"OTEL_TRACES_SAMPLER_ARG, default=1"`
 }

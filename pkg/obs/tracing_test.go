@@ -38,6 +38,7 @@ func hop(t *testing.T, tr *Tracing, pattern string, next string) *httptest.Serve
 }
 
 func TestOneTraceSpansEveryHop(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	tr := NewTracingWith(tp)
@@ -108,6 +109,7 @@ func TestOneTraceSpansEveryHop(t *testing.T) {
 }
 
 func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
+	t.Parallel()
 	tr, err := NewTracing(context.Background(), "test", "sandbox", Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +131,7 @@ func TestTracingIsOffWithoutAnEndpoint(t *testing.T) {
 // TestWithoutAnExporterTheContextStillTravels: a service with no exporter
 // makes no span, yet its outgoing calls carry the caller's trace onward.
 func TestWithoutAnExporterTheContextStillTravels(t *testing.T) {
+	t.Parallel()
 	tr, _ := NewTracing(context.Background(), "test", "sandbox", Config{}, nil)
 	h, onward := callsOnward(t, tr)
 	const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -148,6 +151,7 @@ func TestWithoutAnExporterTheContextStillTravels(t *testing.T) {
 // TestSpansCarryWhatAnOperatorSearchesBy: the route, method and status on
 // the server span, the status on the client span, and errors marked.
 func TestSpansCarryWhatAnOperatorSearchesBy(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -196,6 +200,7 @@ func TestSpansCarryWhatAnOperatorSearchesBy(t *testing.T) {
 // sampled; with our share at 0 a sampled caller's is not recorded and goes
 // onward unsampled.
 func TestOurSamplerDecidesNotTheCaller(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		share          float64
 		caller, onward string
@@ -230,6 +235,7 @@ func TestOurSamplerDecidesNotTheCaller(t *testing.T) {
 // route it matched; a call named by its caller after that name (never a
 // path with ids in it).
 func TestClientSpansNameTheirCall(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

@@ -7,6 +7,7 @@ import (
 )
 
 func TestRequireInternalToken(t *testing.T) {
+	t.Parallel()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	h := RequireInternalToken("s3cret", ok, "/health")
 	tests := []struct {
@@ -43,6 +44,7 @@ func TestRequireInternalToken(t *testing.T) {
 }
 
 func TestFromRequest(t *testing.T) {
+	t.Parallel()
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set(HeaderKeyID, "acme")
 	r.Header.Set(HeaderGrants, `{"products":["bank"],"chains":{"source":[84532],"destination":[]},"tokens":{"84532":["0xAbC"]},"maxExecutionUsd":"25000"}`)

@@ -9,10 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 func TestNewTakesOneOfTheTwoURLs(t *testing.T) {
+	t.Parallel()
 	c := Config{URL: "redis://127.0.0.1:1/0", ClusterURL: "redis://127.0.0.1:2?addr=127.0.0.1:3"}
 	if _, _, err := c.New(Tuning{}); err == nil {
 		t.Error("both REDIS_URL and REDIS_CLUSTER_URL were accepted")
@@ -36,6 +37,7 @@ func TestNewTakesOneOfTheTwoURLs(t *testing.T) {
 // TestRedisMetricsSayWhetherItAnswers: at each scrape the collector asks
 // Redis; a stopped Redis reads 0, and the pool's counters are there.
 func TestRedisMetricsSayWhetherItAnswers(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
 	defer rdb.Close()

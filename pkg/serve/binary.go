@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -66,14 +67,19 @@ func (c Config) Validate() error {
 		config.Positive("HTTP_READ_TIMEOUT", c.ReadTimeout))...)
 }
 
-// Settings is a binary's config struct; Serving is its serving part.
+// Settings is a binary's config struct: Serving is its serving part,
+// Listening where it listens.
 type Settings interface {
 	Serving() *Config
+	Listening() *Listen
 }
 
-// listen is where a binary listens: <NAME>_ADDR and <NAME>_ADMIN_ADDR, read
-// on their own, so that the healthcheck subcommand needs nothing else.
-type listen struct {
+// Listen is where a binary listens: <NAME>_ADDR and <NAME>_ADMIN_ADDR, the
+// Binary's Addr and AdminAddr by default. A binary's config struct has it
+// as a field prefixed with its name, which Start checks:
+//
+//	Listen serve.Listen `env:", prefix=PAYOUT_"`
+type Listen struct {
 	Addr      string `env:"ADDR"`
 	AdminAddr string `env:"ADMIN_ADDR"`
 }
@@ -116,16 +122,16 @@ func Start[S Settings](ctx context.Context, b Binary, args []string, getenv func
 			return fmt.Errorf("unknown command %q (want healthcheck, probe URL, install-probe PATH, or nothing to serve)", strings.Join(args, " "))
 		}
 	}
-	l := listen{Addr: b.Addr, AdminAddr: b.AdminAddr}
-	prefix := strings.ToUpper(b.Name) + "_"
-	if err := config.Load(func(k string) string { return getenv(prefix + k) }, &l); err != nil {
+	if err := listenPrefixed(cfg, strings.ToUpper(b.Name)+"_"); err != nil {
+		return err
+	}
+	l := cfg.Listening()
+	l.Addr, l.AdminAddr = b.Addr, b.AdminAddr
+	if err := config.Load(getenv, cfg); err != nil {
 		return err
 	}
 	if len(args) > 0 {
 		return Healthcheck(l.Addr)
-	}
-	if err := config.Load(getenv, cfg); err != nil {
-		return err
 	}
 	sc := cfg.Serving()
 	s := &Setup{addr: l.Addr, admin: l.AdminAddr, serve: *sc, binary: b, Env: b.Environment}
@@ -166,6 +172,26 @@ func Start[S Settings](ctx context.Context, b Binary, args []string, getenv func
 	s.Log.Info("starting", "version", version, "revision", revision, "environment", s.Env,
 		"addr", s.addr, "admin_addr", s.admin, "grace", s.grace().String(), "config", config.Masked(cfg))
 	return run(ctx, s, cfg)
+}
+
+// listenPrefixed checks that cfg's Listen field reads the binary's own
+// variables (prefix: <NAME>_), as its Binary names it.
+func listenPrefixed(cfg any, prefix string) error {
+	t := reflect.TypeOf(cfg)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type != reflect.TypeFor[Listen]() {
+			continue
+		}
+		if got := f.Tag.Get("env"); got != ", prefix="+prefix {
+			return fmt.Errorf("config field %s: tag env:%q, want env:\", prefix=%s\"", f.Name, got, prefix)
+		}
+		return nil
+	}
+	return fmt.Errorf("config struct %s has no serve.Listen field (env:\", prefix=%s\")", t, prefix)
 }
 
 // stdlibLog writes the standard logger's lines as warnings of the log.

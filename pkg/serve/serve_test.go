@@ -11,6 +11,7 @@ import (
 // TestProbe: the healthcheck of a container without a shell answers by
 // exit status what the URL answers.
 func TestProbe(t *testing.T) {
+	t.Parallel()
 	status := http.StatusOK
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
 	defer srv.Close()
@@ -30,6 +31,7 @@ func TestProbe(t *testing.T) {
 // TestInstallProbe copies the running binary, executable, replacing any
 // earlier copy at once.
 func TestInstallProbe(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "probe")
 	if err := os.WriteFile(path, []byte("old"), 0o755); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ require (
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/partnerpay/api/pkg v0.0.0
+	github.com/partnerpay/api/testkit v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -53,3 +54,5 @@ require (
 replace github.com/partnerpay/api/pkg => ../../pkg
 
 replace google.golang.org/genproto => google.golang.org/genproto v0.0.0-20261019180522-ce908d29299b
+
+replace github.com/partnerpay/api/testkit => ../../testkit

@@ -39,3 +39,5 @@ require (
 replace github.com/partnerpay/api/pkg => ../../pkg
 
 replace google.golang.org/genproto => google.golang.org/genproto v0.0.0-20261019180522-ce908d29299b
+
+replace github.com/partnerpay/api/testkit => ../../testkit

@@ -10,36 +10,46 @@ import (
 	"syscall"
 
 	"github.com/partnerpay/api/devstack"
+	"github.com/partnerpay/api/pkg/config"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "devstack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
-	bin := os.Getenv("BIN_DIR")
-	if bin == "" {
-		bin = "bin"
-	}
+// settings is what make run reads of its environment, loaded once
+// (config.Load), as every binary's configuration is.
+type settings struct {
+	BinDir          string `env:"BIN_DIR, default=bin"`
+	KeysFile        string `env:"GATEWAY_KEYS_FILE"`
+	RedisURL        string `env:"REDIS_URL"`
+	RedisClusterURL string `env:"REDIS_CLUSTER_URL"`
+	DatabaseURL     string `env:"DATABASE_URL"`
+	GatewayAddr     string `env:"GATEWAY_ADDR"`
 	// A local stack has no load balancer to drain from: on Ctrl-C each
 	// binary stops at once (after its requests in flight), not 5 s later.
-	env := map[string]string{}
-	if os.Getenv("SHUTDOWN_DRAIN") == "" {
-		env["SHUTDOWN_DRAIN"] = "0s"
+	ShutdownDrain string `env:"SHUTDOWN_DRAIN, default=0s"`
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	var cfg settings
+	if err := config.Load(getenv, &cfg); err != nil {
+		return err
 	}
 	s, err := devstack.Start(ctx, devstack.Options{
-		Env:             env,
-		BinDir:          bin,
-		KeysFile:        os.Getenv("GATEWAY_KEYS_FILE"),
-		RedisURL:        os.Getenv("REDIS_URL"),
-		RedisClusterURL: os.Getenv("REDIS_CLUSTER_URL"),
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		GatewayAddr:     os.Getenv("GATEWAY_ADDR"),
+		Env:             map[string]string{"SHUTDOWN_DRAIN": cfg.ShutdownDrain},
+		BinDir:          cfg.BinDir,
+		KeysFile:        cfg.KeysFile,
+		RedisURL:        cfg.RedisURL,
+		RedisClusterURL: cfg.RedisClusterURL,
+		DatabaseURL:     cfg.DatabaseURL,
+		GatewayAddr:     cfg.GatewayAddr,
+		Installer:       devstack.AptInstaller{},
 		Logs:            os.Stderr,
 		Out:             os.Stdout,
 	})

@@ -30,6 +30,7 @@ func main() {
 // settings is the consent binary's configuration, loaded once (config.Load).
 type settings struct {
 	Serve         serve.Config
+	Listen        serve.Listen  `env:", prefix=CONSENT_"`
 	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's and fiat's calls carry it
 	Database      database.Config
 	Provider      bankprovider.Config
@@ -40,12 +41,15 @@ type settings struct {
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
 
+// Listening is where it listens.
+func (c *settings) Listening() *serve.Listen { return &c.Listen }
+
 func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	provider, err := cfg.Provider.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, consent.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, consent.Migrations)
 	if err != nil {
 		return err
 	}

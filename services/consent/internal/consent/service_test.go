@@ -11,14 +11,14 @@ import (
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
-func TestMain(m *testing.M) { databasetest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // provider is the bank: it remembers the return address of the last link
 // and keeps each terms session's status, which decide sets.
@@ -58,10 +58,9 @@ func setupOn(db *database.DB, env environment.Name) (Service, *provider, *time.T
 	return s, p, &now
 }
 
-// setupIn is the service on a fresh embedded database; the flows that
-// touch every store path run on both engines (TestLinkReturnStatus).
+// setupIn is the service on a fresh database.
 func setupIn(t *testing.T, env environment.Name) (Service, *provider, *time.Time) {
-	return setupOn(databasetest.Open(t, databasetest.SQLiteURL(t), Migrations), env)
+	return setupOn(pgtest.Open(t, Migrations), env)
 }
 
 func setup(t *testing.T) (Service, *provider, *time.Time) { return setupIn(t, environment.Sandbox) }
@@ -93,9 +92,9 @@ func stateOf(t *testing.T, back string) string {
 }
 
 func TestLinkReturnStatus(t *testing.T) {
-	databasetest.Each(t, []database.Migrations{Migrations}, func(t *testing.T, db *database.DB) {
-		testLinkReturnStatus(t, db)
-	})
+	t.Parallel()
+	db := pgtest.Open(t, Migrations)
+	testLinkReturnStatus(t, db)
 }
 
 func testLinkReturnStatus(t *testing.T, db *database.DB) {
@@ -132,6 +131,7 @@ func testLinkReturnStatus(t *testing.T, db *database.DB) {
 // A declined consent stays declined whatever the browser's redirect says:
 // the outcome is read back from the provider.
 func TestTheOutcomeIsTheProvidersWord(t *testing.T) {
+	t.Parallel()
 	s, p, _ := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
@@ -147,6 +147,7 @@ func TestTheOutcomeIsTheProvidersWord(t *testing.T) {
 }
 
 func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
+	t.Parallel()
 	s, p, _ := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
@@ -164,6 +165,7 @@ func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
 }
 
 func TestReturnURLRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tt := range []struct {
 		env environment.Name
@@ -194,6 +196,7 @@ func TestReturnURLRules(t *testing.T) {
 }
 
 func TestStateCannotBeForgedOrOutlived(t *testing.T) {
+	t.Parallel()
 	s, p, now := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "acme", "acc_1", "cus_1")
@@ -214,6 +217,7 @@ func TestStateCannotBeForgedOrOutlived(t *testing.T) {
 	}
 }
 func TestForeignAndMissingSessions(t *testing.T) {
+	t.Parallel()
 	s, _, _ := setup(t)
 	ctx := context.Background()
 	id := create(t, s, "globex", "acc_1", "cus_1")

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -44,7 +45,7 @@ func (s *DBStore) Create(ctx context.Context, r Record) error {
 
 const sessionColumns = `id, key_id, account_id, provider_customer_id, state, COALESCE(result, ''), COALESCE(current_attempt, ''), created_at, returned_at`
 
-func scanSession(row database.Row) (Record, error) {
+func scanSession(row pgx.Row) (Record, error) {
 	var r Record
 	var returned *time.Time
 	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderCustomerID, &r.State, &r.Result, &r.CurrentAttempt, &r.CreatedAt, &returned)
@@ -66,13 +67,13 @@ func (s *DBStore) Get(ctx context.Context, id string) (Record, error) {
 // Mint records a as its session's current attempt: every earlier link of
 // the session stops counting, in the same transaction.
 func (s *DBStore) Mint(ctx context.Context, a Attempt) error {
-	return s.db.Tx(ctx, func(tx database.Querier) error {
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO consent_attempts (id, session_id, provider_session_id, return_url, created_at)
 			VALUES ($1, $2, $3, NULLIF($4, ''), $5)`, a.ID, a.SessionID, a.ProviderSessionID, a.ReturnURL, a.CreatedAt); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
-		n, err := tx.Exec(ctx, `UPDATE consent_sessions SET current_attempt = $2 WHERE id = $1`, a.SessionID, a.ID)
-		if err == nil && n == 0 {
+		tag, err := tx.Exec(ctx, `UPDATE consent_sessions SET current_attempt = $2 WHERE id = $1`, a.SessionID, a.ID)
+		if err == nil && tag.RowsAffected() == 0 {
 			err = ErrNotFound
 		}
 		return err
@@ -97,12 +98,12 @@ func (s *DBStore) Attempt(ctx context.Context, id string) (Attempt, error) {
 // the first return is final. It answers the session as it then is.
 func (s *DBStore) Return(ctx context.Context, a Attempt, result string, at time.Time) (Record, error) {
 	var r Record
-	err := s.db.Tx(ctx, func(tx database.Querier) error {
-		n, err := tx.Exec(ctx, `UPDATE consent_attempts SET used_at = $2 WHERE id = $1 AND used_at IS NULL`, a.ID, at)
+	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE consent_attempts SET used_at = $2 WHERE id = $1 AND used_at IS NULL`, a.ID, at)
 		if err != nil {
 			return fmt.Errorf("redeem attempt: %w", err)
 		}
-		if n == 0 {
+		if tag.RowsAffected() == 0 {
 			return ErrUsed
 		}
 		if r, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionColumns+` FROM consent_sessions WHERE id = $1`, a.SessionID)); err != nil {

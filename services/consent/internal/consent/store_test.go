@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 // No answer rests on a row the standby lacks (DESIGN §6): a session's
 // read, which its status answers from, waits until the synchronous standby
 // has what it read.
 func TestASessionReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
-	r := databasetest.StartReplicated(t)
-	s := NewStore(databasetest.Open(t, r.URL(), Migrations))
+	t.Parallel()
+	r := pgtest.StartReplicated(t)
+	s := NewStore(pgtest.OpenURL(t, r.URL(), Migrations))
 	at := time.Now().UTC()
 	if err := s.Create(context.Background(), Record{ID: "cs_1", Owner: "acme", AccountID: "acc_1", ProviderCustomerID: "cus_1",
 		State: StatePending, CreatedAt: at}); err != nil {
@@ -35,54 +36,54 @@ func TestASessionReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
 // The schema holds a session's rules itself: returned is final, an
 // attempt is redeemed once, and only while it is its session's current one.
 func TestTheSchemaHoldsTheSessionRules(t *testing.T) {
-	databasetest.Each(t, []database.Migrations{Migrations}, func(t *testing.T, db *database.DB) {
-		ctx := context.Background()
-		s := NewStore(db)
-		at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-		if err := s.Create(ctx, Record{ID: "cs_1", Owner: "acme", AccountID: "acc_1", ProviderCustomerID: "cus_1", State: StatePending, CreatedAt: at}); err != nil {
+	t.Parallel()
+	db := pgtest.Open(t, Migrations)
+	ctx := context.Background()
+	s := NewStore(db)
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if err := s.Create(ctx, Record{ID: "cs_1", Owner: "acme", AccountID: "acc_1", ProviderCustomerID: "cus_1", State: StatePending, CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	first := Attempt{ID: "att_1", SessionID: "cs_1", ProviderSessionID: "ts_1", CreatedAt: at}
+	second := Attempt{ID: "att_2", SessionID: "cs_1", ProviderSessionID: "ts_2", ReturnURL: "https://p.test/", CreatedAt: at}
+	for _, a := range []Attempt{first, second} {
+		if err := s.Mint(ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		first := Attempt{ID: "att_1", SessionID: "cs_1", ProviderSessionID: "ts_1", CreatedAt: at}
-		second := Attempt{ID: "att_2", SessionID: "cs_1", ProviderSessionID: "ts_2", ReturnURL: "https://p.test/", CreatedAt: at}
-		for _, a := range []Attempt{first, second} {
-			if err := s.Mint(ctx, a); err != nil {
-				t.Fatal(err)
-			}
+	}
+	if _, err := s.Return(ctx, first, "accepted", at); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("the earlier link's return: %v, want ErrSuperseded", err)
+	}
+	r, err := s.Return(ctx, second, "declined", at.Add(time.Minute))
+	if err != nil || r.State != StateReturned || r.Result != "declined" || !r.ReturnedAt.Equal(at.Add(time.Minute)) {
+		t.Fatalf("return: %+v %v", r, err)
+	}
+	if _, err := s.Return(ctx, second, "accepted", at); !errors.Is(err, ErrUsed) {
+		t.Errorf("a second redemption: %v, want ErrUsed", err)
+	}
+	// A link minted after the return redeems once, and the first
+	// outcome stays: returned is final.
+	third := Attempt{ID: "att_3", SessionID: "cs_1", ProviderSessionID: "ts_3", CreatedAt: at}
+	if err := s.Mint(ctx, third); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Return(ctx, third, "accepted", at); err != nil || r.Result != "declined" {
+		t.Errorf("a later return changed the outcome: %+v %v", r, err)
+	}
+	if got, _ := s.Get(ctx, "cs_1"); got.State != StateReturned || got.Result != "declined" {
+		t.Errorf("the session is now %+v", got)
+	}
+	for _, stmt := range []string{
+		`UPDATE consent_sessions SET state = 'pending', result = NULL, returned_at = NULL`,
+		`UPDATE consent_sessions SET result = 'accepted'`,
+		`UPDATE consent_sessions SET key_id = 'globex'`,
+		`UPDATE consent_attempts SET used_at = NULL WHERE id = 'att_2'`,
+	} {
+		if _, err := db.Exec(ctx, stmt); !database.IsRuleViolation(err) {
+			t.Errorf("%s: %v, want the schema to refuse it", stmt, err)
 		}
-		if _, err := s.Return(ctx, first, "accepted", at); !errors.Is(err, ErrSuperseded) {
-			t.Fatalf("the earlier link's return: %v, want ErrSuperseded", err)
-		}
-		r, err := s.Return(ctx, second, "declined", at.Add(time.Minute))
-		if err != nil || r.State != StateReturned || r.Result != "declined" || !r.ReturnedAt.Equal(at.Add(time.Minute)) {
-			t.Fatalf("return: %+v %v", r, err)
-		}
-		if _, err := s.Return(ctx, second, "accepted", at); !errors.Is(err, ErrUsed) {
-			t.Errorf("a second redemption: %v, want ErrUsed", err)
-		}
-		// A link minted after the return redeems once, and the first
-		// outcome stays: returned is final.
-		third := Attempt{ID: "att_3", SessionID: "cs_1", ProviderSessionID: "ts_3", CreatedAt: at}
-		if err := s.Mint(ctx, third); err != nil {
-			t.Fatal(err)
-		}
-		if r, err := s.Return(ctx, third, "accepted", at); err != nil || r.Result != "declined" {
-			t.Errorf("a later return changed the outcome: %+v %v", r, err)
-		}
-		if got, _ := s.Get(ctx, "cs_1"); got.State != StateReturned || got.Result != "declined" {
-			t.Errorf("the session is now %+v", got)
-		}
-		for _, stmt := range []string{
-			`UPDATE consent_sessions SET state = 'pending', result = NULL, returned_at = NULL`,
-			`UPDATE consent_sessions SET result = 'accepted'`,
-			`UPDATE consent_sessions SET key_id = 'globex'`,
-			`UPDATE consent_attempts SET used_at = NULL WHERE id = 'att_2'`,
-		} {
-			if _, err := db.Exec(ctx, stmt); !database.IsRuleViolation(err) {
-				t.Errorf("%s: %v, want the schema to refuse it", stmt, err)
-			}
-		}
-		if _, err := s.Get(ctx, "cs_unknown"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("unknown session: %v", err)
-		}
-	})
+	}
+	if _, err := s.Get(ctx, "cs_unknown"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
 }

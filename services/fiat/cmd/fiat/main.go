@@ -33,6 +33,7 @@ func main() {
 // settings is the fiat binary's configuration, loaded once (config.Load).
 type settings struct {
 	Serve         serve.Config
+	Listen        serve.Listen  `env:", prefix=FIAT_"`
 	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's calls carry it, and fiat's to consent
 	Database      database.Config
 	Provider      bankprovider.Config
@@ -43,6 +44,9 @@ type settings struct {
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+// Listening is where it listens.
+func (c *settings) Listening() *serve.Listen { return &c.Listen }
 
 func cursorKey(internalToken string) []byte {
 	m := hmac.New(sha256.New, []byte(internalToken))
@@ -63,7 +67,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, idempotency.Migrations, fiat.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, fiat.Migrations)
 	if err != nil {
 		return err
 	}

@@ -175,6 +175,7 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 const wallet = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 
 func TestOnboardingAsksForConsentWhenTheBankDoes(t *testing.T) {
+	t.Parallel()
 	svc, st, bank, cons := newTestService()
 	bank.status = bankprovider.StatusTermsRequired
 	a, err := svc.CreateAccount(context.Background(), acme, AccountRequest{Email: "ada@example.com", FullName: "Ada Lovelace", Country: "de", WalletAddress: wallet, Chain: 84532})
@@ -204,6 +205,7 @@ func TestOnboardingAsksForConsentWhenTheBankDoes(t *testing.T) {
 // A body that is refused changes nothing: no customer at the bank, no
 // record, no consent session.
 func TestOnboardingRefusesABadBodyBeforeTheBank(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		req    AccountRequest
@@ -235,6 +237,7 @@ func TestOnboardingRefusesABadBodyBeforeTheBank(t *testing.T) {
 // account_not_found whatever the other id), answers another key's records
 // as unknown, and refuses ids by their shape without a lookup.
 func TestFundingStatusNamesTheRightUnknownID(t *testing.T) {
+	t.Parallel()
 	svc, st, _, _ := newTestService()
 	id := func(prefix, c string) string { return prefix + strings.Repeat(c, format.IDHexLen) }
 	acc, other, va := id(accountPrefix, "1"), id(accountPrefix, "2"), id(virtualAccountPrefix, "3")
@@ -275,6 +278,7 @@ func TestFundingStatusNamesTheRightUnknownID(t *testing.T) {
 // funding adds up what settled, passes every raw record on, and refuses a
 // settled record without its amounts or hash rather than call it funded.
 func TestFundingAddsUpWhatSettled(t *testing.T) {
+	t.Parallel()
 	raw := func(s string) json.RawMessage { return json.RawMessage(`{"id":"` + s + `"}`) }
 	got, err := funding([]bankprovider.Transaction{
 		{ID: "t1", Type: "deposit", Status: "settled", Amount: "100.50", DeliveredAmount: "100.50", TxHash: "0xaa", Raw: raw("t1")},

@@ -6,16 +6,17 @@ import (
 	"testing"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 // No answer rests on a row the standby lacks (DESIGN §6): an account's, a
 // virtual account's and a deposit's reads, which the status calls answer
 // from, wait until the synchronous standby has what they read.
 func TestFiatReadsAnswerOnlyWhatTheStandbyHas(t *testing.T) {
-	r := databasetest.StartReplicated(t)
-	f := newFiatFixture(databasetest.Open(t, r.URL(), idempotency.Migrations, Migrations))
+	t.Parallel()
+	r := pgtest.StartReplicated(t)
+	f := newFiatFixture(pgtest.OpenURL(t, r.URL(), idempotency.Migrations, Migrations))
 	ctx := context.Background()
 	acc := f.account(t, bankprovider.StatusActive, nil)
 	d, err := f.svc.CreateDeposit(ctx, acme, DepositRequest{AccountID: acc.AccountID, Currency: "EUR", Amount: "10.00"})

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -41,7 +42,7 @@ func notFound(err error) error {
 
 // CreateAccount writes an account and keeps answer with it.
 func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Account) error {
-	return s.db.Tx(ctx, func(tx database.Querier) error {
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at, status, reference)
 			VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), NULLIF($7, '')) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt, r.Status, r.Reference); err != nil {
@@ -53,7 +54,7 @@ func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Acc
 
 const accountColumns = `id, key_id, provider_customer_id, COALESCE(consent_session_id, ''), created_at, COALESCE(status, ''), COALESCE(reference, '')`
 
-func scanAccount(row database.Row) (AccountRecord, error) {
+func scanAccount(row pgx.Row) (AccountRecord, error) {
 	var r AccountRecord
 	err := row.Scan(&r.ID, &r.Owner, &r.ProviderCustomerID, &r.ConsentSessionID, &r.CreatedAt, &r.Status, &r.Reference)
 	return r, notFound(err)
@@ -74,8 +75,8 @@ func (s *DBStore) SetAccountStatus(ctx context.Context, accountID, status string
 
 // SetConsentSession points an account at its newest consent session.
 func (s *DBStore) SetConsentSession(ctx context.Context, accountID, sessionID string) error {
-	n, err := s.db.Exec(ctx, `UPDATE fiat_accounts SET consent_session_id = $2 WHERE id = $1`, accountID, sessionID)
-	if err == nil && n == 0 {
+	tag, err := s.db.Exec(ctx, `UPDATE fiat_accounts SET consent_session_id = $2 WHERE id = $1`, accountID, sessionID)
+	if err == nil && tag.RowsAffected() == 0 {
 		err = ErrNotFound
 	}
 	return err
@@ -86,7 +87,7 @@ func (s *DBStore) SetConsentSession(ctx context.Context, accountID, sessionID st
 // request's answer from the record, kept with it.
 func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord, answer func(VirtualAccountRecord) VirtualAccount) (VirtualAccount, error) {
 	var out VirtualAccount
-	err := s.db.Tx(ctx, func(tx database.Querier) error {
+	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, reference)
 			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, '')) ON CONFLICT (provider_account_id) DO NOTHING`,
 			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt, r.Reference); err != nil {
@@ -104,7 +105,7 @@ func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord,
 
 const vaColumns = `id, key_id, account_id, provider_account_id, currency, created_at, COALESCE(reference, '')`
 
-func scanVirtualAccount(row database.Row) (VirtualAccountRecord, error) {
+func scanVirtualAccount(row pgx.Row) (VirtualAccountRecord, error) {
 	var r VirtualAccountRecord
 	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderAccountID, &r.Currency, &r.CreatedAt, &r.Reference)
 	return r, notFound(err)
@@ -118,7 +119,7 @@ func (s *DBStore) VirtualAccount(ctx context.Context, id string) (VirtualAccount
 
 // CreateDeposit writes a one-off deposit and keeps answer with it.
 func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error {
-	return s.db.Tx(ctx, func(tx database.Querier) error {
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at, status,
 				amount, currency, iban, bic, beneficiary, transfer_reference, expires_at, reference)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULLIF($14, '')) ON CONFLICT (id) DO NOTHING`,
@@ -135,7 +136,7 @@ func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Dep
 const depositColumns = `id, key_id, account_id, provider_instruction_id, created_at, status, COALESCE(amount, ''), COALESCE(currency, ''),
 	COALESCE(iban, ''), COALESCE(bic, ''), COALESCE(beneficiary, ''), COALESCE(transfer_reference, ''), expires_at, COALESCE(reference, '')`
 
-func scanDeposit(row database.Row) (DepositRecord, error) {
+func scanDeposit(row pgx.Row) (DepositRecord, error) {
 	var r DepositRecord
 	var expires *time.Time
 	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderInstructionID, &r.CreatedAt, &r.Status, &r.Amount, &r.Currency,

@@ -48,7 +48,8 @@ var binary = serve.Binary{Name: "gateway", Addr: "127.0.0.1:8080", AdminAddr: "1
 
 // settings is the gateway's configuration, loaded once (config.Load).
 type settings struct {
-	Serve serve.Config
+	Serve  serve.Config
+	Listen serve.Listen `env:", prefix=GATEWAY_"`
 	// The services answer only calls that carry it.
 	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"`
 	// Rate buckets.
@@ -67,6 +68,9 @@ type settings struct {
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+// Listening is where it listens.
+func (c *settings) Listening() *serve.Listen { return &c.Listen }
 
 // Validate checks the limiter's settings.
 func (c *settings) Validate() error {

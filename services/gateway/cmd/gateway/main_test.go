@@ -11,12 +11,14 @@ import (
 // The grace a stopping gateway gives requests in flight is longer than its
 // longest route timeout, so none is cut.
 func TestShutdownGraceExceedsTheLongestRouteTimeout(t *testing.T) {
+	t.Parallel()
 	if binary.Grace <= edge.LongestTimeout {
 		t.Fatalf("grace %s is not above the longest route timeout %s", binary.Grace, edge.LongestTimeout)
 	}
 }
 
 func TestSettingsAreReadOnceWithTheirDefaults(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"INTERNAL_TOKEN": "internal-token-of-this-test", "PAYOUT_URL": "https://payout.internal:8443"}
 	var c settings
 	if err := config.Load(func(k string) string { return env[k] }, &c); err != nil {

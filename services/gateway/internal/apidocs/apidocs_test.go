@@ -15,6 +15,7 @@ import (
 // TestTheServedFormsAreTheSources: the embedded JSON and page are what
 // render makes of openapi.yaml now.
 func TestTheServedFormsAreTheSources(t *testing.T) {
+	t.Parallel()
 	doc, err := render.JSON(Source)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +30,7 @@ func TestTheServedFormsAreTheSources(t *testing.T) {
 }
 
 func TestServesEveryForm(t *testing.T) {
+	t.Parallel()
 	d := New()
 	for path, ct := range map[string]string{"/openapi.yaml": "application/yaml", "/openapi.json": "application/json", "/docs": "text/html; charset=utf-8"} {
 		w := httptest.NewRecorder()
@@ -48,6 +50,7 @@ func TestServesEveryForm(t *testing.T) {
 // Markdown backticks left anywhere), every operation has a curl command
 // that a shell runs as is, and a tag with nothing in it says so.
 func TestTheReferencePageReadsAsText(t *testing.T) {
+	t.Parallel()
 	d := New()
 	w := httptest.NewRecorder()
 	d.Handle(w, httptest.NewRequest("GET", "/docs", nil))

@@ -34,6 +34,7 @@ func load(t *testing.T) *openapi3.T {
 }
 
 func TestDocumentIsValid(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
 		t.Fatalf("the document does not validate: %v", err)
@@ -62,6 +63,7 @@ func TestDocumentIsValid(t *testing.T) {
 }
 
 func TestEveryOperationIsComplete(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	ids := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
@@ -121,6 +123,7 @@ func TestEveryOperationIsComplete(t *testing.T) {
 }
 
 func TestBankPayoutQuoteHasTheSpecsErrorStatuses(t *testing.T) {
+	t.Parallel()
 	op := load(t).Paths.Find("/v1/bank/payout/quote").Post
 	if op.OperationID != "bankPayoutQuote" || op.Tags[0] != "Bank transfers" {
 		t.Fatalf("operation %s under %v", op.OperationID, op.Tags)
@@ -141,6 +144,7 @@ func TestBankPayoutQuoteHasTheSpecsErrorStatuses(t *testing.T) {
 // TestDocumentListsExactlyTheServedRoutes: no endpoint the gateway serves is
 // missing from the document, and the document has no ghost.
 func TestDocumentListsExactlyTheServedRoutes(t *testing.T) {
+	t.Parallel()
 	served := []string{"GET /health"}
 	served = append(served, apidocs.Routes...)
 	served = append(served, edge.PublicRoutes...)
@@ -164,6 +168,7 @@ func TestDocumentListsExactlyTheServedRoutes(t *testing.T) {
 // pkg/envelope: each ErrorNNN schema lists only codes answered with NNN,
 // and every code of the table appears in the document.
 func TestErrorCodesMatchTheTable(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	listed := map[envelope.Code]bool{}
 	for name, ref := range doc.Components.Schemas {
@@ -217,6 +222,7 @@ func codeEnum(s *openapi3.Schema) []string {
 // envelope's shape (no allOf narrowing, which generators turn into an
 // untyped code and lose message and fields).
 func TestErrorSchemasAreWholeObjects(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	n := 0
 	for name, ref := range doc.Components.Schemas {
@@ -252,6 +258,7 @@ func TestErrorSchemasAreWholeObjects(t *testing.T) {
 // several shapes says which by its status, so a generated client can
 // switch on it.
 func TestEveryOneOfAnswerHasADiscriminator(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	for _, name := range []string{"VirtualAccount", "FiatStatus"} {
 		s := doc.Components.Schemas[name].Value
@@ -279,6 +286,7 @@ func TestEveryOneOfAnswerHasADiscriminator(t *testing.T) {
 // TestLinksChainRealOperations: each link names an operation of the
 // document and reads fields its answer has.
 func TestLinksChainRealOperations(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	ops := map[string]*openapi3.Operation{}
 	for _, item := range doc.Paths.Map() {
@@ -337,6 +345,7 @@ func ok200(op *openapi3.Operation) *openapi3.Response { return op.Responses.Valu
 // JSON Schema GET /v1/limits serves for it (pkg/beneficiary), so a client
 // generated from the document and one reading the limits see one contract.
 func TestOneSchemaPerRailIsTheServedOne(t *testing.T) {
+	t.Parallel()
 	doc := load(t)
 	for rail, name := range map[string]string{"sepa": "SepaBeneficiary", "sepa_instant": "SepaBeneficiary", "faster_payments": "FasterPaymentsBeneficiary",
 		"ach": "AchBeneficiary", "wire": "WireBeneficiary", "spei": "SpeiBeneficiary", "pix": "PixBeneficiary", "swift": "SwiftBeneficiary"} {

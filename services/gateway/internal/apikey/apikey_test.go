@@ -13,6 +13,7 @@ import (
 )
 
 func TestGenerateAndFingerprint(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 100 {
 		k, err := Generate()
@@ -37,6 +38,7 @@ func TestGenerateAndFingerprint(t *testing.T) {
 }
 
 func TestFromAuthorization(t *testing.T) {
+	t.Parallel()
 	key := "pk_" + strings.Repeat("a", 43)
 	tests := []struct {
 		header string
@@ -69,6 +71,7 @@ func validKey(id string) Key {
 }
 
 func TestParseRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	dup := validKey("a")
 	dupFP := validKey("b")
 	dupFP.Fingerprint = dup.Fingerprint
@@ -94,6 +97,7 @@ func TestParseRefusesBadFiles(t *testing.T) {
 }
 
 func TestSaveIsAtomicAndPrivate(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	f := &File{Keys: []Key{validKey("a"), validKey("b")}}
 	if err := f.Save(path); err != nil {
@@ -114,6 +118,7 @@ func TestSaveIsAtomicAndPrivate(t *testing.T) {
 }
 
 func TestStoreReload(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	log := slog.New(slog.DiscardHandler)
 	s, err := NewStore(path, log)

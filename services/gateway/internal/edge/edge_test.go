@@ -141,6 +141,7 @@ func serveOne(g http.Handler, method, path, body string, header ...string) *http
 }
 
 func TestSplicesEnvironmentFirst(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, upstream, want string
 	}{
@@ -166,6 +167,7 @@ func TestSplicesEnvironmentFirst(t *testing.T) {
 const internalAnswer = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
 
 func TestRefusesUpstreamAnswersItCannotVouchFor(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		upstream upstreamFunc
@@ -194,6 +196,7 @@ func TestRefusesUpstreamAnswersItCannotVouchFor(t *testing.T) {
 }
 
 func TestForwardsIdentityAndStripsClientHeaders(t *testing.T) {
+	t.Parallel()
 	var got http.Header
 	up := upstreamFunc(func(r *http.Request) *http.Response {
 		got = r.Header.Clone()
@@ -227,6 +230,7 @@ func TestForwardsIdentityAndStripsClientHeaders(t *testing.T) {
 }
 
 func TestStripsInternalResponseHeaders(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, keySet("bank"), answer(400, "sandbox", `{"error":{"code":"invalid_request","message":"m"}}`,
 		"X-Internal-Error-Code", "invalid_request", "X-Request-Id", "from-service"), quiet())
 	w := serveOne(g, "GET", "/v1/config", "", "X-Request-Id", "from-client")
@@ -239,6 +243,7 @@ func TestStripsInternalResponseHeaders(t *testing.T) {
 }
 
 func TestLogsOneLinePerRequestWithoutTheKey(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	g := newGateway(t, keySet("bank"), answer(400, "sandbox", `{"error":{}}`, "X-Internal-Error-Code", "no_route"),
 		slog.New(slog.NewJSONHandler(&logs, nil)))
@@ -261,6 +266,7 @@ func TestLogsOneLinePerRequestWithoutTheKey(t *testing.T) {
 }
 
 func TestUnknownKeyIsRefusedBeforeTheLimiter(t *testing.T) {
+	t.Parallel()
 	var called bool
 	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: limiterFunc(func() { called = true }),
 		Upstreams: upstreams(), Transport: answer(200, "sandbox", `{}`), Log: quiet()})
@@ -287,6 +293,7 @@ func (f limiterFunc) Allow(context.Context, string, int) ratelimit.Decision {
 }
 
 func TestSandboxRoutesDoNotExistInProduction(t *testing.T) {
+	t.Parallel()
 	g, err := New(Config{Env: "production", Keys: keySet("fiat"), Limiter: ratelimit.NewLocal(time.Now),
 		Upstreams: upstreams(), Transport: answer(200, "production", `{}`), Log: quiet()})
 	if err != nil {
@@ -304,6 +311,7 @@ func TestSandboxRoutesDoNotExistInProduction(t *testing.T) {
 }
 
 func TestPublicRoutePassesPagesThroughWithoutAKey(t *testing.T) {
+	t.Parallel()
 	var got http.Header
 	page := upstreamFunc(func(r *http.Request) *http.Response {
 		got = r.Header.Clone()
@@ -331,6 +339,7 @@ func TestPublicRoutePassesPagesThroughWithoutAKey(t *testing.T) {
 }
 
 func TestAnyWebPageMayCall(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, keySet("bank"), answer(200, "sandbox", `{}`), quiet())
 	pre := httptest.NewRequest("OPTIONS", "/v1/bank/payout/quote", nil)
 	pre.Header.Set("Origin", "https://partner.example")
@@ -364,6 +373,7 @@ func TestAnyWebPageMayCall(t *testing.T) {
 }
 
 func TestEveryRouteNeedsItsUpstream(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{Env: "sandbox", Keys: keySet(), Limiter: ratelimit.NewLocal(time.Now), Upstreams: map[string]*url.URL{},
 		Transport: testTransport(t), Log: quiet()})
 	if err == nil || !strings.Contains(err.Error(), `upstream "payout"`) {
@@ -374,6 +384,7 @@ func TestEveryRouteNeedsItsUpstream(t *testing.T) {
 // An upstream URL with a query or a fragment stops the boot (they would be
 // the request's, not the upstream's), rather than failing every request.
 func TestUpstreamURLsHaveNoQuery(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{"ftp://payout.internal", "http://payout.internal/?a=1", "http://payout.internal/#x"} {
 		u := upstreams()
 		u[UpstreamPayout], _ = url.Parse(raw)
@@ -388,6 +399,7 @@ func TestUpstreamURLsHaveNoQuery(t *testing.T) {
 // gateway is given (UPSTREAM_CA_FILE): the gateway reaches it over https,
 // and refuses one whose certificate nothing it trusts signed.
 func TestAServiceOverTLS(t *testing.T) {
+	t.Parallel()
 	svc := httptest.NewTLSServer(asService(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || r.Header.Get("X-Internal-Token") == "" {
 			w.WriteHeader(401)
@@ -469,6 +481,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // other type makes the transport flush the header first: two writes, and
 // two reads at the service, per request).
 func TestAPostReachesItsServiceInOneWrite(t *testing.T) {
+	t.Parallel()
 	svc := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")

@@ -24,6 +24,7 @@ import (
 const internalBody = `{"environment":"sandbox","error":{"code":"internal","message":"Internal error; it has been logged."}}`
 
 func TestRefusesWhatAFrontProxyCouldReadDifferently(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, keySet("bank"), answer(200, "sandbox", `{}`), quiet())
 	for _, tt := range []struct {
 		name   string
@@ -55,6 +56,7 @@ func TestRefusesWhatAFrontProxyCouldReadDifferently(t *testing.T) {
 // request that passes them all hears about its Content-Encoding, with the
 // RateLimit fields of every keyed answer. The connection closes after each.
 func TestAnEncodedBodyIsRefusedInItsPlace(t *testing.T) {
+	t.Parallel()
 	withKeys := newGateway(t, keySet("fiat"), answer(200, "sandbox", `{}`), quiet())
 	noKeys := newGateway(t, staticKeys{apikey.NewSet(&apikey.File{})}, answer(200, "sandbox", `{}`), quiet())
 	encoded := []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}
@@ -126,6 +128,7 @@ func sendRaw(t *testing.T, addr, raw string) (answer string, closed bool) {
 // so nothing framed another way rides behind them. OPTIONS * is answered
 // in the envelope.
 func TestWhatRidesBehindAnAmbiguousRequestIsNeverServed(t *testing.T) {
+	t.Parallel()
 	var got atomic.Int32
 	g := newGateway(t, keySet("bank"), upstreamFunc(func(r *http.Request) *http.Response {
 		got.Add(1)
@@ -187,6 +190,7 @@ func (timeoutErr) Temporary() bool { return true }
 // the connection is closed, read by its Content-Length or chunked; a body
 // cut short is 400 and a chunked one over 1 MiB 413, both closing too.
 func TestASlowBodyIs408InTheEnvelope(t *testing.T) {
+	t.Parallel()
 	g := newGateway(t, keySet("bank"), answer(200, "sandbox", `{}`), quiet())
 	slow := `{"environment":"sandbox","error":{"code":"request_timeout","message":"The request body did not arrive in time; send it again."}}`
 	for _, tc := range []struct {
@@ -234,6 +238,7 @@ func hangsButItsHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
+	t.Parallel()
 	hung := httptest.NewServer(http.HandlerFunc(hangsButItsHealth))
 	defer hung.Close()
 	var logs bytes.Buffer
@@ -267,6 +272,7 @@ func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
 // so callers stop waiting out the route's timeout even if fewer than five
 // calls came; when the service is back, the first good probe closes it.
 func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
+	t.Parallel()
 	var frozen atomic.Bool
 	frozen.Store(true)
 	thaw := make(chan struct{})
@@ -357,6 +363,7 @@ func TestASlowHealthDoesNotOpenAServiceThatAnswers(t *testing.T) {
 // service refusing connections, they answer at once, the config with the
 // key's own grants.
 func TestReferenceReadsNeedNoService(t *testing.T) {
+	t.Parallel()
 	refused, _ := net.Listen("tcp", "127.0.0.1:0")
 	nowhere := "http://" + refused.Addr().String()
 	refused.Close()
@@ -383,6 +390,7 @@ func TestReferenceReadsNeedNoService(t *testing.T) {
 // again, with its whole body, and answered. The service comes up the moment
 // the call's first try is refused, before the retry: no clock decides it.
 func TestARefusedConnectionIsRetried(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -446,6 +454,7 @@ func (u *upOnRefusal) RoundTrip(r *http.Request) (*http.Response, error) {
 // own: the service sees it once, the caller gets 500 and retries with its
 // key. The key reaches the service as X-Partner-Idempotency-Key.
 func TestAKeyedPOSTIsNotResentByTheTransport(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var keyed []string
 	srv := httptest.NewServer(asService(func(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,7 @@ import (
 // key id, and a key removed from the file takes its series with it, so the
 // label set is never larger than the keys file.
 func TestLimitedKeysAreTheKeysFilesKeys(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
 	m.limited("acme")
@@ -52,6 +53,7 @@ func TestLimitedKeysAreTheKeysFilesKeys(t *testing.T) {
 
 // TestA429CountsItsKey: the edge counts the refused key, not the others.
 func TestA429CountsItsKey(t *testing.T) {
+	t.Parallel()
 	keys := keySet("bank")
 	keys.set = apikey.NewSet(&apikey.File{Keys: []apikey.Key{{
 		ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 1,
@@ -74,6 +76,7 @@ func TestA429CountsItsKey(t *testing.T) {
 // TestOpenedConnectionsAreCountedByUpstream: a new connection counts for
 // its upstream, a reused one does not, and every upstream reads 0 first.
 func TestOpenedConnectionsAreCountedByUpstream(t *testing.T) {
+	t.Parallel()
 	u := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") }))
 	defer u.Close()
 	reg := prometheus.NewPedanticRegistry()
@@ -106,6 +109,7 @@ func TestOpenedConnectionsAreCountedByUpstream(t *testing.T) {
 // upstream and status code; a call that failed is not (the error counter
 // has it).
 func TestUpstreamCallsAreTimedByCode(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
 	codes := map[string]int{"/ok": 200, "/missing": 404, "/down": 503}
@@ -166,6 +170,7 @@ func send(t *testing.T, rt http.RoundTripper, method, url string) (string, error
 // service behind it (to hold its page back while that service's own page is
 // firing); every route, keyed or public, has exactly one such series.
 func TestEveryRouteNamesItsService(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
 	g, err := New(Config{Env: "sandbox", Keys: keySet("bank"), Limiter: localLimiter(), Upstreams: upstreams(), Transport: testTransport(t),

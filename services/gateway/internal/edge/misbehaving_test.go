@@ -73,6 +73,7 @@ func own(req *http.Request) string {
 // request's: the first request of each pair misbehaves, the second is
 // served normally, on the gateway's pooled connection if it kept it.
 func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
+	t.Parallel()
 	const bad = 1 // the first request of each round misbehaves
 	for _, tc := range []struct {
 		name string
@@ -166,6 +167,7 @@ func TestTheNextClientGetsItsOwnAnswer(t *testing.T) {
 // forged answer after every other one (or sends a 204 with a body). No
 // client ever gets an answer that is not its own.
 func TestUnderConcurrencyNoAnswerGoesToAnotherRequest(t *testing.T) {
+	t.Parallel()
 	for _, forged := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Environment: sandbox\r\nContent-Length: 16\r\n\r\n{\"for\":\"forged\"}",
 		"HTTP/1.1 204 No Content\r\nX-Environment: sandbox\r\n\r\n",
@@ -216,6 +218,7 @@ func TestUnderConcurrencyNoAnswerGoesToAnotherRequest(t *testing.T) {
 // still carries every header the gateway sets (net/http's ReverseProxy
 // clears the answer's header map after a 1xx).
 func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
+	t.Parallel()
 	u := startMisbehaving(t, func(n int, req *http.Request, c net.Conn) {
 		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"+own(req))
 	})

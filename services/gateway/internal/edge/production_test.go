@@ -17,10 +17,10 @@ import (
 
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 // BenchmarkProductionPath is one request through the gateway as a deployment

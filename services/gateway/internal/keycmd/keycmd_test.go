@@ -21,6 +21,7 @@ func run(t *testing.T, args ...string) (stdout string, err error) {
 }
 
 func TestIssuePrintsTheKeyOnceAndStoresItsFingerprint(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	out, err := run(t, "issue", "--file", path, "--id", "acme", "--products", "bank,fiat", "--source-chains", "84532",
 		"--destination-chains", "84532,11155111", "--tokens", "84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e", "--rate", "7", "--max-execution-usd", "5000")
@@ -48,6 +49,7 @@ func TestIssuePrintsTheKeyOnceAndStoresItsFingerprint(t *testing.T) {
 }
 
 func TestIssueDefaults(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	if _, err := run(t, "issue", "--file", path, "--id", "acme", "--products", "bank,fiat", "--source-chains", "84532,84532,1"); err != nil {
 		t.Fatal(err)
@@ -74,6 +76,7 @@ func TestIssueDefaults(t *testing.T) {
 }
 
 func TestCommandsRefuseMistakes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	if _, err := run(t, "issue", "--file", path, "--id", "acme", "--products", "bank", "--source-chains", "84532"); err != nil {
 		t.Fatal(err)
@@ -105,6 +108,7 @@ func TestCommandsRefuseMistakes(t *testing.T) {
 }
 
 func TestRotateKeepsGrantsAndRevokeRemoves(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	first, _ := run(t, "issue", "--file", path, "--id", "acme", "--products", "bank", "--source-chains", "84532", "--rate", "3")
 	second, err := run(t, "rotate", "--file", path, "--id", "acme")
@@ -130,6 +134,7 @@ func TestRotateKeepsGrantsAndRevokeRemoves(t *testing.T) {
 }
 
 func TestConcurrentIssuesLoseNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.json")
 	var wg sync.WaitGroup
 	for i := range 8 {

@@ -16,7 +16,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 type fakeClock struct{ t time.Time }
@@ -25,6 +25,7 @@ func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func TestLocalGCRA(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	l := NewLocal(c.now)
 	ctx := context.Background()
@@ -56,6 +57,7 @@ func TestLocalGCRA(t *testing.T) {
 }
 
 func TestRetryAfterIsAtLeastOneSecond(t *testing.T) {
+	t.Parallel()
 	d := Decision{RetryAfter: 10 * time.Millisecond}
 	if d.RetryAfterHeader() != "1" {
 		t.Errorf("Retry-After %s", d.RetryAfterHeader())
@@ -89,6 +91,7 @@ func (r *recorder) FallbackChanged(active bool) {
 }
 
 func TestRedisThenFallbackThenRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond})
 	defer rdb.Close()
@@ -135,6 +138,7 @@ func TestRedisThenFallbackThenRedis(t *testing.T) {
 // An idle gateway leaves its fallback when Redis answers again, without
 // waiting for a request: the gauge and its alert follow Redis' health.
 func TestTheFallbackFollowsRedisNotTheNextRequest(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond})
 	defer rdb.Close()
@@ -158,6 +162,7 @@ func TestTheFallbackFollowsRedisNotTheNextRequest(t *testing.T) {
 
 // With N replicas, each limits a key at rate/N while Redis is down.
 func TestTheFallbackSharesTheRateAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	l := New(failingBackend{}, Options{Replicas: 2, Recheck: time.Hour, Now: c.now}, slog.New(slog.DiscardHandler), nil)
 	allowed := 0
@@ -180,6 +185,7 @@ func (b *slowBackend) AllowN(ctx context.Context, _ string, _ redis_rate.Limit, 
 }
 
 func TestAHungRedisCostsOneDeadlineNotOnePerRequest(t *testing.T) {
+	t.Parallel()
 	b := &slowBackend{}
 	l := New(b, Options{Timeout: 20 * time.Millisecond, Recheck: time.Hour}, slog.New(slog.DiscardHandler), nil)
 	start := time.Now()
@@ -203,6 +209,7 @@ func (failingBackend) AllowN(ctx context.Context, _ string, _ redis_rate.Limit, 
 }
 
 func TestAClientThatLeftDoesNotTripTheFallback(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	l := New(failingBackend{}, Options{}, slog.New(slog.DiscardHandler), rec)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -267,6 +274,7 @@ func newRedisLimiter(t *testing.T, rdb *redis.Client, now func() time.Time) (*Li
 // TestAHighRateKeyLeasesItsTokens: a 1000/s key asks Redis once per 20
 // requests; a 2/s and a 99/s key ask for every one, exactly.
 func TestAHighRateKeyLeasesItsTokens(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -296,6 +304,7 @@ func TestAHighRateKeyLeasesItsTokens(t *testing.T) {
 // TestUnspentLeasedTokensAreGivenUp: tokens held longer than LeaseTTL are
 // not spent; the next request asks Redis again.
 func TestUnspentLeasedTokensAreGivenUp(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{t: time.Now()}
 	l, b := newRedisLimiter(t, startRedis(t), c.now)
 	ctx := context.Background()
@@ -315,6 +324,7 @@ func TestUnspentLeasedTokensAreGivenUp(t *testing.T) {
 // 500/s key (leases of 10) admit what the shared bucket allows (a burst of
 // 500, then 500 a second), give or take MaxHeld (14) per replica.
 func TestLeasingOverAdmitsNoMoreThanItsBound(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 32})
 	defer rdb.Close()
@@ -369,6 +379,7 @@ func waitForRefills(l *Limiter, key string) {
 // one is fetched in the background; a Redis that is slow to answer it
 // (paused here) does not hold up the requests that still have tokens.
 func TestARequestDoesNotWaitForTheNextLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer rdb.Close()
@@ -404,6 +415,7 @@ func TestARequestDoesNotWaitForTheNextLease(t *testing.T) {
 // refused a leasing key, requests until the bucket's next token are refused
 // in-process, with the right Retry-After (until the next lease exists).
 func TestAnEmptyBucketIsNotAskedAgainBeforeItsRetryAfter(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{t: time.Now()}
 	l, b := newRedisLimiter(t, startRedis(t), c.now)
 	ctx := context.Background()
@@ -444,6 +456,7 @@ func (b *flakyBackend) AllowN(ctx context.Context, key string, limit redis_rate.
 // answering: the in-process bucket goes on from the shared one's state, at
 // this replica's share of the rate.
 func TestAFallbackGivesNoFreshBurst(t *testing.T) {
+	t.Parallel()
 	for _, rate := range []int{50, 300} {
 		c := &fakeClock{t: time.Now()}
 		b := &flakyBackend{Backend: redis_rate.NewLimiter(startRedis(t))}
@@ -495,6 +508,7 @@ func (b *toggleBackend) AllowN(_ context.Context, _ string, limit redis_rate.Lim
 // a minute (never an ERROR) saying how many more came, and a count of
 // every one for the dashboard and the ticket alert.
 func TestFallbacksAreAWarnLineAMinuteAndEachCounts(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	clock := &fakeClock{t: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
 	rec := &recorder{}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestConfigWithoutBankHasNoBankCorridors(t *testing.T) {
+	t.Parallel()
 	r := New(environment.Sandbox)
 	c := r.Config(partner.Grants{Products: []string{"fiat"}})
 	if len(c.Corridors.Bank) != 0 || c.Crypto.Chains.Source == nil || c.Crypto.Tokens == nil {
@@ -25,6 +26,7 @@ func TestConfigWithoutBankHasNoBankCorridors(t *testing.T) {
 // Every read answers 200, JSON, environment first, not cached by anyone;
 // each list is filled.
 func TestEveryReadAnswersEnvironmentFirst(t *testing.T) {
+	t.Parallel()
 	for _, env := range []environment.Name{environment.Sandbox, environment.Production} {
 		r := New(env)
 		for _, path := range Paths {

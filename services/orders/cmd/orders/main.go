@@ -31,6 +31,7 @@ func main() {
 // settings is the orders binary's configuration, loaded once (config.Load).
 type settings struct {
 	Serve         serve.Config
+	Listen        serve.Listen  `env:", prefix=ORDERS_"`
 	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's calls carry it
 	Database      database.Config
 	// The card provider is the bank provider's card side (DESIGN §7).
@@ -42,12 +43,15 @@ type settings struct {
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
 
+// Listening is where it listens.
+func (c *settings) Listening() *serve.Listen { return &c.Listen }
+
 func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	provider, err := cfg.Provider.Client(s.Kit.Tracing.Transport, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, idempotency.Migrations, orders.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, orders.Migrations)
 	if err != nil {
 		return err
 	}

@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
-	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 var ctx = context.Background()
@@ -41,6 +40,7 @@ func (f fixture) link(t *testing.T, id, returnURL string) string {
 }
 
 func TestTheReturnCarriesTheProvidersWord(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := f.buy(t)
 	state := f.link(t, id, "https://partner.example/done?cart=7")
@@ -62,6 +62,7 @@ func TestTheReturnCarriesTheProvidersWord(t *testing.T) {
 }
 
 func TestADeclineReturnsAsFailedWithItsReason(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := f.buy(t)
 	state := f.link(t, id, "")
@@ -82,6 +83,7 @@ func TestADeclineReturnsAsFailedWithItsReason(t *testing.T) {
 }
 
 func TestAnOlderLinkNoLongerCounts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := f.buy(t)
 	first := f.link(t, id, "")
@@ -102,6 +104,7 @@ func TestAnOlderLinkNoLongerCounts(t *testing.T) {
 }
 
 func TestLinkChecks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := f.buy(t)
 	globex := card
@@ -129,6 +132,7 @@ func TestLinkChecks(t *testing.T) {
 // The provider's word decides, but only in our own shapes: an answer out of
 // them is not kept.
 func TestAProviderAnswerOutOfShapeIsNotKept(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []func(*bankprovider.CardOrder){
 		func(o *bankprovider.CardOrder) { o.Status = "refunded" },
 		func(o *bankprovider.CardOrder) { o.Status = StatusAwaitingDeposit },             // a buy never awaits a deposit
@@ -148,6 +152,7 @@ func TestAProviderAnswerOutOfShapeIsNotKept(t *testing.T) {
 }
 
 func TestAStatusReadSurvivesTheProvidersOutage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := f.buy(t)
 	f.provider.set(id, func(o *bankprovider.CardOrder) { o.Status, o.PaymentMethod = StatusProcessing, "card" })
@@ -174,6 +179,7 @@ func TestAStatusReadSurvivesTheProvidersOutage(t *testing.T) {
 }
 
 func TestASellSettlesOnTheSandboxDeposit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	sell, err := f.svc.Create(ctx, card, CreateRequest{Direction: "sell", CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: ptr("50"), WalletAddress: wallet})
 	if err != nil || sell.DepositAddress != "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" {
@@ -201,12 +207,12 @@ func TestASellSettlesOnTheSandboxDeposit(t *testing.T) {
 }
 
 // Many returns of one link at once (a double click, a replayed address),
-// on both engines: one is redeemed, every other is told the link was used,
+// : one is redeemed, every other is told the link was used,
 // and the order moves once.
 func TestConcurrentReturnsRedeemALinkOnce(t *testing.T) {
-	databasetest.Each(t, []database.Migrations{idempotency.Migrations, Migrations}, func(t *testing.T, db *database.DB) {
-		concurrentReturns(t, newFixtureOn(db))
-	})
+	t.Parallel()
+	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	concurrentReturns(t, newFixtureOn(db))
 }
 
 func concurrentReturns(t *testing.T, f fixture) {
@@ -243,6 +249,7 @@ func concurrentReturns(t *testing.T, f fixture) {
 // our clock: while the provider cannot be reached, the order stays as last
 // known (not expired here), and moves on once the provider answers.
 func TestOurClockNeverExpiresAnOrderTheProviderMayHavePaid(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id := f.buy(t)
 	f.provider.set(id, func(o *bankprovider.CardOrder) { o.Status, o.PaymentMethod = StatusProcessing, "card" })

@@ -12,14 +12,14 @@ import (
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
-func TestMain(m *testing.M) { databasetest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // countingStore is the real store (on the embedded engine) that counts
 // its lookups.
@@ -159,7 +159,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) fixture {
-	return newFixtureOn(databasetest.Open(t, databasetest.SQLiteURL(t), idempotency.Migrations, Migrations))
+	return newFixtureOn(pgtest.Open(t, idempotency.Migrations, Migrations))
 }
 
 // newFixtureOn is the fixture on db (migrated with idempotency.Migrations and Migrations).
@@ -191,6 +191,7 @@ func ptr(s string) *string { return &s }
 // in DESIGN §7's order; each row breaks its check and every later one, so
 // the answer shows which check runs first. Nothing is stored on a refusal.
 func TestOrderChecksRunInContractOrder(t *testing.T) {
+	t.Parallel()
 	good := CreateRequest{Direction: "buy", CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: ptr("100"), WalletAddress: wallet}
 	with := func(f func(*CreateRequest)) CreateRequest { r := good; f(&r); return r }
 	noChain := card
@@ -237,6 +238,7 @@ func TestOrderChecksRunInContractOrder(t *testing.T) {
 }
 
 func TestABuyAndASellOrder(t *testing.T) {
+	t.Parallel()
 	svc, st, c := newTestService(t)
 	buy, err := svc.Create(context.Background(), card, CreateRequest{Direction: "BUY", CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", FiatAmount: ptr("100"), WalletAddress: strings.ToLower(wallet)})
 	if err != nil {
@@ -283,6 +285,7 @@ func equalOrder(a, b Order) bool {
 // Another key's order, an unknown one and an id of the wrong shape all
 // answer order_not_found; the last without a lookup.
 func TestAnotherKeysOrderIsNotFound(t *testing.T) {
+	t.Parallel()
 	svc, st, _ := newTestService(t)
 	o, err := svc.Create(context.Background(), card, CreateRequest{Direction: "buy", CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: ptr("100"), WalletAddress: wallet})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -31,7 +32,7 @@ func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
 // Create writes r and keeps answer with it; a retry after a crash writes
 // the same id (idempotency.NewID) and finds its own row.
 func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
-	return s.db.Tx(ctx, func(tx database.Querier) error {
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, key_id, direction, status, crypto_currency, chain, fiat_currency, country,
 				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at, reference)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15, NULLIF($16, '')) ON CONFLICT (id) DO NOTHING`,
@@ -47,7 +48,7 @@ const columns = `id, key_id, direction, status, crypto_currency, chain, fiat_cur
 	COALESCE(fiat_amount, ''), wallet_address, COALESCE(deposit_address, ''), COALESCE(payment_method, ''), COALESCE(tx_hash, ''),
 	COALESCE(failure_reason, ''), COALESCE(provider_order_id, ''), expires_at, created_at, COALESCE(reference, '')`
 
-func scan(row database.Row) (Record, error) {
+func scan(row pgx.Row) (Record, error) {
 	var r Record
 	err := row.Scan(&r.ID, &r.Owner, &r.Direction, &r.Status, &r.CryptoCurrency, &r.Chain, &r.FiatCurrency, &r.Country,
 		&r.CryptoAmount, &r.FiatAmount, &r.WalletAddress, &r.DepositAddress, &r.PaymentMethod, &r.TxHash, &r.FailureReason,
@@ -107,7 +108,7 @@ func (s *DBStore) Advance(ctx context.Context, id string, p Progress) (Record, e
 // Mint records l as its order's current link: every earlier link of the
 // order stops counting, in the same transaction.
 func (s *DBStore) Mint(ctx context.Context, l LinkRecord) error {
-	return s.db.Tx(ctx, func(tx database.Querier) error {
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE order_links SET is_current = false WHERE order_id = $1 AND is_current`, l.OrderID); err != nil {
 			return fmt.Errorf("supersede links: %w", err)
 		}
@@ -132,8 +133,8 @@ func (s *DBStore) Link(ctx context.Context, id string) (LinkRecord, error) {
 
 // Redeem uses link id once, while it is its order's current one.
 func (s *DBStore) Redeem(ctx context.Context, id string, at time.Time) error {
-	n, err := s.db.Exec(ctx, `UPDATE order_links SET used_at = $2 WHERE id = $1 AND used_at IS NULL AND is_current`, id, at)
-	if err != nil || n == 1 {
+	tag, err := s.db.Exec(ctx, `UPDATE order_links SET used_at = $2 WHERE id = $1 AND used_at IS NULL AND is_current`, id, at)
+	if err != nil || tag.RowsAffected() == 1 {
 		return err
 	}
 	l, err := s.Link(ctx, id)

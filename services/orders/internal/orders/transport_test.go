@@ -38,6 +38,7 @@ func (s *failingStore) Create(ctx context.Context, r Record, answer Order) error
 // answers the order it opened, and the partner gets one order, at the
 // provider and here.
 func TestARetryAfterAFailedSaveOpensNoSecondOrder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	st := &failingStore{countingStore: f.store, failures: 1}
 	f.svc.store = st

@@ -32,6 +32,7 @@ func main() {
 // settings is the payout binary's configuration, loaded once (config.Load).
 type settings struct {
 	Serve         serve.Config
+	Listen        serve.Listen  `env:", prefix=PAYOUT_"`
 	InternalToken config.Secret `env:"INTERNAL_TOKEN, required"` // the gateway's calls carry it
 	Database      database.Config
 	Redis         redisclient.Config
@@ -44,6 +45,9 @@ type settings struct {
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
 
+// Listening is where it listens.
+func (c *settings) Listening() *serve.Listen { return &c.Listen }
+
 // Validate checks the quotes' lifetime.
 func (c *settings) Validate() error { return config.Positive("QUOTE_TTL", c.QuoteTTL) }
 
@@ -52,7 +56,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Env, s.Log, s.Kit, idempotency.Migrations, payout.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, payout.Migrations)
 	if err != nil {
 		return err
 	}

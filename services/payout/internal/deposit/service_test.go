@@ -11,8 +11,8 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 const (
@@ -44,6 +44,7 @@ func req(srcChain int64, srcToken string, dstChain int64, dstToken, amount strin
 }
 
 func TestDepositQuote(t *testing.T) {
+	t.Parallel()
 	svc := newService(t)
 	r := req(84532, "0x036cbd53842c5426634e7929541ec2318f3dcf7e", 11155111, sepoliaUSDC, "1000000")
 	r.Source.Address = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
@@ -70,6 +71,7 @@ func TestDepositQuote(t *testing.T) {
 // Each check of DESIGN §5, in its order: a request that fails several
 // checks gets the first one's answer.
 func TestDepositChecksInOrder(t *testing.T) {
+	t.Parallel()
 	svc := newService(t)
 	noDest := acme
 	noDest.Grants.Chains.Destination = []int64{84532}

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/idempotency"
-	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/testkit/pgtest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 // replica is one payout process: its own clock (skewed by the test), on a
@@ -36,7 +36,8 @@ func replica(t *testing.T, url string, rdb redis.UniversalClient, skew time.Dura
 // executes an expired quote nor refuses a valid one, whichever replica
 // quoted it: expiry is read on PostgreSQL's clock (DESIGN §3).
 func TestAReplicaWithASkewedClockReadsExpiryOnTheDatabases(t *testing.T) {
-	url := databasetest.PostgresURL(t)
+	t.Parallel()
+	url := pgtest.URL(t)
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })

@@ -322,19 +322,11 @@ func validateExecution(req ExecuteRequest) error {
 	return checkReference(req.Reference)
 }
 
-// checkReference checks the partner's own reference: 1 to 64 printable
-// ASCII characters, when sent.
+// checkReference checks the partner's own reference, when sent
+// (listing.Reference: the rule every resource's reference follows).
 func checkReference(ref *string) error {
-	if ref == nil {
-		return nil
-	}
-	if len(*ref) < 1 || len(*ref) > 64 {
+	if ref != nil && !listing.Reference(*ref) {
 		return envelope.InvalidRequest("reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout.")
-	}
-	for i := 0; i < len(*ref); i++ {
-		if (*ref)[i] < 0x20 || (*ref)[i] > 0x7e {
-			return envelope.InvalidRequest("reference, when sent, must be 1 to 64 printable ASCII characters: your own id for the payout.")
-		}
 	}
 	return nil
 }

@@ -23,14 +23,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/pglocal"
+	"github.com/partnerpay/api/testkit/pglocal"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 const goodIBAN = "DE89370400440532013000"
@@ -75,6 +75,7 @@ func payUK(id, name, sortCode, account string) ExecuteRequest {
 }
 
 func TestExecutionCeiling(t *testing.T) {
+	t.Parallel()
 	svc, _ := newTestService(t, time.Minute)
 	tests := []struct {
 		name  string
@@ -102,6 +103,7 @@ func TestExecutionCeiling(t *testing.T) {
 }
 
 func TestExecutionIsBoundToItsBeneficiary(t *testing.T) {
+	t.Parallel()
 	svc, c := newTestService(t, time.Minute)
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: strp("42")}
@@ -172,6 +174,7 @@ func TestAnExpiredQuoteIsRefusedAndNeverRepriced(t *testing.T) {
 }
 
 func TestExecuteValidation(t *testing.T) {
+	t.Parallel()
 	svc, _ := newTestService(t, time.Minute)
 	de := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("77")})
 	ach := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "USD", Country: "US", CryptoAmount: strp("77")})
@@ -209,6 +212,7 @@ func TestExecuteValidation(t *testing.T) {
 // In production nothing is paid from a mock quote, and nothing is
 // recorded: 503 payout_unavailable.
 func TestProductionRefusesPayoutsWhileTheQuoteIsAMock(t *testing.T) {
+	t.Parallel()
 	svc := NewService(Config{Env: environment.Production, TTL: time.Minute, Book: brokenBook{}, Now: time.Now})
 	_, err := svc.Execute(context.Background(), acme, pay("bpq_1_00000000000000000000000000000000", "Ada", goodIBAN))
 	if e, _ := envelope.From(err); e.Code != envelope.CodePayoutUnavailable || e.Status != 503 {
@@ -228,8 +232,8 @@ func TestProductionRefusesPayoutsWhileTheQuoteIsAMock(t *testing.T) {
 //
 //	go test -run '^$' -bench Execute -benchtime 4000x ./internal/payout/
 func BenchmarkExecute(b *testing.B) {
-	url := databasetest.PostgresURL(b)
-	db := databasetest.Open(b, url, Migrations)
+	url := pgtest.URL(b)
+	db := pgtest.OpenURL(b, url, Migrations)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	ids := quotesFor(b, svc, b.N)
 	b.ReportAllocs()
@@ -260,8 +264,8 @@ func BenchmarkExecute(b *testing.B) {
 //
 //	go test -run '^$' -bench ExecuteKeyed -benchtime 4000x ./internal/payout/
 func BenchmarkExecuteKeyed(b *testing.B) {
-	url := databasetest.PostgresURL(b)
-	db := databasetest.Open(b, url, idempotency.Migrations, Migrations)
+	url := pgtest.URL(b)
+	db := pgtest.OpenURL(b, url, idempotency.Migrations, Migrations)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	log := slog.New(slog.DiscardHandler)
 	mux := http.NewServeMux()
@@ -306,8 +310,8 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 // trigger): the history trigger and its row's foreign key about a fifth,
 // the five indexes a sixth, the rules trigger a tenth.
 func BenchmarkExecuteParts(b *testing.B) {
-	url := databasetest.PostgresURL(b)
-	db := databasetest.Open(b, url, Migrations)
+	url := pgtest.URL(b)
+	db := pgtest.OpenURL(b, url, Migrations)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	s := svc.(*service)
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"github.com/jackc/pgx/v5"
 	"net/url"
 	"os"
 	"slices"
@@ -12,8 +13,8 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/listing"
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 // payoutsFor makes n payouts for caller, each with its reference.
@@ -52,74 +53,75 @@ func (f statusFixture) list(t *testing.T, caller, query string) PayoutList {
 // Paging a key's payouts while more are made: every payout there when
 // paging began is listed once, newest first, none skipped; the new ones
 // never shift a later page; another key's never appear, by list or by
-// cursor. On both engines.
+// cursor.
 func TestPagingWhileInsertsRace(t *testing.T) {
-	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
-		f := newStatusFixture(t, db)
-		before := f.payoutsFor(t, "acme", 0, 23)
-		f.payoutsFor(t, "globex", 100, 5)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); f.payoutsFor(t, "acme", 200, 15) }()
-		var listed []string
-		cursor := ""
-		for pages := 0; ; pages++ {
-			q := "limit=4"
-			if cursor != "" {
-				q += "&startingAfter=" + url.QueryEscape(cursor)
-			}
-			page := f.list(t, "acme", q)
-			for _, p := range page.Data {
-				listed = append(listed, p.PayoutID)
-			}
-			if !page.HasMore {
-				break
-			}
-			cursor = page.NextCursor
-			if pages == 0 {
-				// The other key cannot open acme's next page.
-				c := acme
-				c.KeyID = "globex"
-				q, _ := url.ParseQuery("startingAfter=" + url.QueryEscape(cursor))
-				if _, err := f.svc.List(context.Background(), c, q); code(err) != "invalid_request" {
-					t.Errorf("globex with acme's cursor: %v", err)
-				}
+	t.Parallel()
+	db := pgtest.Open(t, migrationSets...)
+	f := newStatusFixture(t, db)
+	before := f.payoutsFor(t, "acme", 0, 23)
+	f.payoutsFor(t, "globex", 100, 5)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); f.payoutsFor(t, "acme", 200, 15) }()
+	var listed []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		q := "limit=4"
+		if cursor != "" {
+			q += "&startingAfter=" + url.QueryEscape(cursor)
+		}
+		page := f.list(t, "acme", q)
+		for _, p := range page.Data {
+			listed = append(listed, p.PayoutID)
+		}
+		if !page.HasMore {
+			break
+		}
+		cursor = page.NextCursor
+		if pages == 0 {
+			// The other key cannot open acme's next page.
+			c := acme
+			c.KeyID = "globex"
+			q, _ := url.ParseQuery("startingAfter=" + url.QueryEscape(cursor))
+			if _, err := f.svc.List(context.Background(), c, q); code(err) != "invalid_request" {
+				t.Errorf("globex with acme's cursor: %v", err)
 			}
 		}
-		wg.Wait()
-		seen := map[string]int{}
-		for _, id := range listed {
-			seen[id]++
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for _, id := range listed {
+		seen[id]++
+	}
+	for _, id := range before {
+		if seen[id] != 1 {
+			t.Errorf("payout %s listed %d times", id, seen[id])
 		}
-		for _, id := range before {
-			if seen[id] != 1 {
-				t.Errorf("payout %s listed %d times", id, seen[id])
+	}
+	// Newest first: the ones made before paging began come in reverse.
+	var old []string
+	for _, id := range listed {
+		for _, b := range before {
+			if id == b {
+				old = append(old, id)
 			}
 		}
-		// Newest first: the ones made before paging began come in reverse.
-		var old []string
-		for _, id := range listed {
-			for _, b := range before {
-				if id == b {
-					old = append(old, id)
-				}
-			}
+	}
+	for i := range old {
+		if old[i] != before[len(before)-1-i] {
+			t.Fatalf("not newest first: %v", old)
 		}
-		for i := range old {
-			if old[i] != before[len(before)-1-i] {
-				t.Fatalf("not newest first: %v", old)
-			}
+	}
+	for _, p := range f.list(t, "globex", "limit=100").Data {
+		if seen[p.PayoutID] > 0 {
+			t.Errorf("globex's payout %s in acme's list", p.PayoutID)
 		}
-		for _, p := range f.list(t, "globex", "limit=100").Data {
-			if seen[p.PayoutID] > 0 {
-				t.Errorf("globex's payout %s in acme's list", p.PayoutID)
-			}
-		}
-	})
+	}
 }
 
 func TestFilters(t *testing.T) {
-	f := newStatusFixture(t, databasetest.Open(t, databasetest.PostgresURL(t), Migrations))
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, Migrations))
 	ids := f.payoutsFor(t, "acme", 0, 9)
 	if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: ids[4]}); err != nil {
 		t.Fatal(err)
@@ -157,7 +159,7 @@ func TestFilters(t *testing.T) {
 func seedPayouts(tb testing.TB, db *database.DB, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	err := db.Tx(ctx, func(tx database.Querier) error {
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
 			return err
 		}
@@ -193,7 +195,7 @@ func BenchmarkList(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("PAYOUT_LIST_ROWS")); err == nil && v > 0 {
 		rows = v
 	}
-	db := databasetest.Open(b, databasetest.PostgresURL(b), Migrations)
+	db := pgtest.Open(b, Migrations)
 	seedPayouts(b, db, rows)
 	f := newStatusFixture(b, db)
 	ctx := context.Background()

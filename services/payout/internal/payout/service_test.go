@@ -11,12 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/testkit/pgtest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 var acme = partner.Caller{KeyID: "acme", Grants: partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"}}
@@ -32,13 +32,13 @@ type clock struct {
 func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
-func TestMain(m *testing.M) { databasetest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // newTestService is the service on a real quote book over a test Redis,
 // and its payouts in PostgreSQL.
 func newTestService(t testing.TB, ttl time.Duration) (Service, *clock) {
 	t.Helper()
-	return newTestServiceOn(t, databasetest.Open(t, databasetest.PostgresURL(t), Migrations), ttl)
+	return newTestServiceOn(t, pgtest.Open(t, Migrations), ttl)
 }
 
 func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service, *clock) {
@@ -62,6 +62,7 @@ func code(err error) string {
 var quoteID = regexp.MustCompile(`^bpq_84532_[0-9a-f]{32}$`)
 
 func TestQuoteAnswer(t *testing.T) {
+	t.Parallel()
 	svc, c := newTestService(t, time.Minute)
 	q, err := svc.Quote(context.Background(), acme, QuoteRequest{
 		CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", CryptoAmount: strp("0100.50"),
@@ -78,6 +79,7 @@ func TestQuoteAnswer(t *testing.T) {
 }
 
 func TestAnOpenQuoteIsAFixedOffer(t *testing.T) {
+	t.Parallel()
 	svc, c := newTestService(t, time.Minute)
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100")}
@@ -103,6 +105,7 @@ func TestAnOpenQuoteIsAFixedOffer(t *testing.T) {
 }
 
 func TestQuoteRefusals(t *testing.T) {
+	t.Parallel()
 	svc, _ := newTestService(t, time.Minute)
 	for _, tt := range []struct {
 		req  QuoteRequest
@@ -124,6 +127,7 @@ func TestQuoteRefusals(t *testing.T) {
 }
 
 func TestRailsHonourTheirLimits(t *testing.T) {
+	t.Parallel()
 	svc, _ := newTestService(t, time.Minute)
 	for _, tt := range []struct {
 		req  QuoteRequest
@@ -150,6 +154,7 @@ func (brokenBook) Open(context.Context, quote.Kind, string, int64, string, time.
 }
 
 func TestStoreFailureIsInternal(t *testing.T) {
+	t.Parallel()
 	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: brokenBook{}, Now: time.Now})
 	_, err := svc.Quote(context.Background(), acme, QuoteRequest{
 		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100"),

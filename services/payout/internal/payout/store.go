@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +78,7 @@ const payoutColumns = `id, quote_id, key_id, beneficiary_name, beneficiary, chai
 	created_at, COALESCE(reference, ''), deposit_address, deposit_expires_at, COALESCE(deposit_tx_hash, ''), completed_at,
 	COALESCE(failure_reason, ''), COALESCE(return_reason, ''), COALESCE(sandbox_outcome, ''), COALESCE(sandbox_reason, ''), status_at`
 
-func scanPayout(row database.Row) (StoredPayout, error) {
+func scanPayout(row pgx.Row) (StoredPayout, error) {
 	var p StoredPayout
 	var fields string
 	err := row.Scan(&p.ID, &p.QuoteID, &p.KeyID, &p.BeneficiaryName, &fields, &p.Chain, &p.CryptoCurrency,
@@ -175,7 +176,7 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredP
 		return answer(stored)
 	}
 	var out Payout
-	err := s.db.Tx(ctx, func(tx database.Querier) error {
+	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		stored, _, err := insertPayout(ctx, tx, p)
 		if err != nil {
 			return err
@@ -246,14 +247,14 @@ type Change struct {
 // not an arrow of DESIGN §3.
 func (s *Store) Move(ctx context.Context, id string, c Change) (bool, error) {
 	var moved bool
-	err := s.db.Tx(ctx, func(tx database.Querier) error {
-		n, err := tx.Exec(ctx, `UPDATE payouts SET status = $3, status_at = $4,
+	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE payouts SET status = $3, status_at = $4,
 				deposit_tx_hash = COALESCE(NULLIF($5, ''), deposit_tx_hash), completed_at = COALESCE($6, completed_at),
 				failure_reason = COALESCE(NULLIF($7, ''), failure_reason), return_reason = COALESCE(NULLIF($8, ''), return_reason),
 				sandbox_outcome = COALESCE(NULLIF($9, ''), sandbox_outcome), sandbox_reason = COALESCE(NULLIF($10, ''), sandbox_reason)
 			WHERE id = $1 AND status = $2`,
 			id, c.From, c.To, c.At, c.DepositTxHash, c.CompletedAt, c.FailureReason, c.ReturnReason, c.SandboxOutcome, c.SandboxReason)
-		moved = n == 1
+		moved = tag.RowsAffected() == 1
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"maps"
 	"reflect"
 	"strings"
@@ -15,10 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/database/databasetest"
 	"github.com/partnerpay/api/pkg/environment"
-	"github.com/partnerpay/api/pkg/redistest"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/testkit/pgtest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 var migrationSets = []database.Migrations{Migrations}
@@ -43,61 +44,65 @@ func answerAny(p StoredPayout) (Payout, error) {
 // The database holds the money rules itself: a quote executes once, never
 // after its expiry, and an executed payout's beneficiary never changes.
 func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
-	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
-		ctx := context.Background()
-		s := NewStore(db)
-		if _, err := s.Execute(ctx, storedPayout("bpo_1", "bpq_1", "Ada"), answerAny); err != nil {
-			t.Fatal(err)
+	t.Parallel()
+	db := pgtest.Open(t, migrationSets...)
+	ctx := context.Background()
+	s := NewStore(db)
+	if _, err := s.Execute(ctx, storedPayout("bpo_1", "bpq_1", "Ada"), answerAny); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p StoredPayout) (Payout, error) {
+		if p.ID != "bpo_1" || p.BeneficiaryName != "Ada" {
+			t.Errorf("the second execution saw %+v, want the first payout", p)
 		}
-		got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p StoredPayout) (Payout, error) {
-			if p.ID != "bpo_1" || p.BeneficiaryName != "Ada" {
-				t.Errorf("the second execution saw %+v, want the first payout", p)
-			}
-			return Payout{}, errOtherPayee
-		})
-		if !errors.Is(err, errOtherPayee) || got.PayoutID != "" {
-			t.Fatalf("a second execution of the quote: %+v %v", got, err)
-		}
-		stored, err := s.ByQuote(ctx, "bpq_1")
-		want := storedPayout("bpo_1", "bpq_1", "Ada")
-		if err != nil || stored.CreatedAt.IsZero() {
-			t.Fatalf("read back %+v %v", stored, err)
-		}
-		stored.CreatedAt = want.CreatedAt
-		if !reflect.DeepEqual(stored, want) {
-			t.Fatalf("read back %+v, want %+v", stored, want)
-		}
-		for _, stmt := range []string{
-			`INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, deposit_address, deposit_expires_at, status_at)
-				SELECT 'bpo_3', 'bpq_1', key_id, 'Eve', beneficiary, chain, crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, deposit_address, deposit_expires_at, status_at FROM payouts`,
-			`UPDATE payouts SET beneficiary_name = 'Eve'`,
-			`UPDATE payouts SET beneficiary = '{"name":"Eve","iban":"FR1420041010050500013M02606"}'`,
-			`UPDATE payouts SET crypto_amount = '1000000'`,
-			`UPDATE payouts SET deposit_address = '0x1111111111111111111111111111111111111111'`,
-			`UPDATE payouts SET status = 'completed', completed_at = created_at`,
-			`UPDATE payouts SET status = 'pending'`,
-		} {
-			if _, err := db.Exec(ctx, stmt); err == nil {
-				t.Errorf("%s: accepted", stmt)
-			}
-		}
-		late := storedPayout("bpo_4", "bpq_4", "Ada")
-		late.QuoteExpiresAt = db.Now().Add(-time.Millisecond)
-		late.CreatedAt = late.QuoteExpiresAt
-		if _, err := s.Execute(ctx, late, answerAny); !errors.Is(err, ErrExpired) {
-			t.Errorf("a payout at its quote's expiry: %v, want the check to refuse it", err)
-		}
-		if _, err := s.ByQuote(ctx, "bpq_4"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("unknown quote: %v", err)
-		}
+		return Payout{}, errOtherPayee
 	})
+	if !errors.Is(err, errOtherPayee) || got.PayoutID != "" {
+		t.Fatalf("a second execution of the quote: %+v %v", got, err)
+	}
+	stored, err := s.ByQuote(ctx, "bpq_1")
+	want := storedPayout("bpo_1", "bpq_1", "Ada")
+	if err != nil || stored.CreatedAt.IsZero() {
+		t.Fatalf("read back %+v %v", stored, err)
+	}
+	stored.CreatedAt = want.CreatedAt
+	if !reflect.DeepEqual(stored, want) {
+		t.Fatalf("read back %+v, want %+v", stored, want)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, deposit_address, deposit_expires_at, status_at)
+			SELECT 'bpo_3', 'bpq_1', key_id, 'Eve', beneficiary, chain, crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, deposit_address, deposit_expires_at, status_at FROM payouts`,
+		`UPDATE payouts SET beneficiary_name = 'Eve'`,
+		`UPDATE payouts SET beneficiary = '{"name":"Eve","iban":"FR1420041010050500013M02606"}'`,
+		`UPDATE payouts SET crypto_amount = '1000000'`,
+		`UPDATE payouts SET deposit_address = '0x1111111111111111111111111111111111111111'`,
+		`UPDATE payouts SET status = 'completed', completed_at = created_at`,
+		`UPDATE payouts SET status = 'pending'`,
+	} {
+		if _, err := db.Exec(ctx, stmt); err == nil {
+			t.Errorf("%s: accepted", stmt)
+		}
+	}
+	late := storedPayout("bpo_4", "bpq_4", "Ada")
+	late.QuoteExpiresAt = db.Now().Add(-time.Millisecond)
+	late.CreatedAt = late.QuoteExpiresAt
+	if _, err := s.Execute(ctx, late, answerAny); !errors.Is(err, ErrExpired) {
+		t.Errorf("a payout at its quote's expiry: %v, want the check to refuse it", err)
+	}
+	if _, err := s.ByQuote(ctx, "bpq_4"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown quote: %v", err)
+	}
 }
 
-// Each rule a payout row keeps is refused by its name, on both engines
-// (CHECK constraints on the embedded one, the payouts_rules trigger on
-// PostgreSQL): a copy of a good row breaking one rule at a time, and the
-// unbroken copy accepted.
+// Each rule a payout row keeps is a named CHECK constraint, refused by
+// its name: a copy of a good row breaking one rule at a time, and the
+// unbroken copy accepted. And because they are declarations, not a
+// trigger's, they hold where triggers do not run: under
+// session_replication_role = replica (pg_restore --disable-triggers,
+// logical replication's apply), a row with both amounts, an unknown status
+// or no deposit hash is refused all the same.
 func TestEachPayoutRuleRefusesByName(t *testing.T) {
+	t.Parallel()
 	columns := []string{"id", "quote_id", "key_id", "beneficiary_name", "beneficiary", "chain", "crypto_currency", "fiat_currency",
 		"country", "crypto_amount", "fiat_amount", "rail", "estimated_settlement", "status", "quote_expires_at", "created_at",
 		"reference", "deposit_address", "deposit_expires_at", "deposit_tx_hash", "completed_at", "failure_reason", "return_reason",
@@ -116,7 +121,7 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 		{"", nil},
 		{"payouts_not_after_expiry", map[string]string{"quote_expires_at": "created_at"}},
 		{"payouts_one_amount", map[string]string{"fiat_amount": "'5'"}},
-		{"payouts_status", map[string]string{"status": "'pending'"}},
+		{"payouts_status", with(arrived, map[string]string{"status": "'bogus'"})},
 		{"payouts_reference", map[string]string{"reference": "''"}},
 		{"payouts_reference", map[string]string{"reference": "'" + strings.Repeat("r", 65) + "'"}},
 		{"payouts_deposit_arrived", map[string]string{"status": "'processing'"}},
@@ -125,77 +130,85 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 		{"payouts_return_reason", with(arrived, map[string]string{"status": "'completed'", "completed_at": "created_at",
 			"return_reason": "'refused_by_beneficiary'"})},
 	}
-	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
-		ctx := context.Background()
-		if _, err := NewStore(db).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
-			t.Fatal(err)
-		}
+	db := pgtest.Open(t, migrationSets...)
+	ctx := context.Background()
+	if _, err := NewStore(db).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"origin", "replica"} {
 		for i, c := range cases {
-			set := with(c.set, map[string]string{"id": fmt.Sprintf("'bpo_r%d'", i), "quote_id": fmt.Sprintf("'bpq_r%d'", i)})
+			set := with(c.set, map[string]string{"id": fmt.Sprintf("'bpo_%s%d'", role, i), "quote_id": fmt.Sprintf("'bpq_%s%d'", role, i)})
 			values := make([]string, len(columns))
 			for j, col := range columns {
 				values[j] = cmp.Or(set[col], col)
 			}
 			stmt := "INSERT INTO payouts (" + strings.Join(columns, ", ") + ") SELECT " + strings.Join(values, ", ") +
 				" FROM payouts WHERE id = 'bpo_good'"
-			_, err := db.Exec(ctx, stmt)
+			err := db.Tx(ctx, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = "+role); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, stmt)
+				return err
+			})
 			switch {
 			case c.rule == "" && err != nil:
-				t.Errorf("the good row copied: %v", err)
+				t.Errorf("%s: the good row copied: %v", role, err)
 			case c.rule != "" && !database.Violates(err, c.rule):
-				t.Errorf("%v: %v, want %s to refuse it", c.set, err, c.rule)
+				t.Errorf("%s: %v: %v, want %s to refuse it", role, c.set, err, c.rule)
 			}
 		}
-	})
+	}
 }
 
 // Twenty executions of one quote at once, half for another beneficiary,
-// through the service on each engine: one payout, answered to its own
+// through the service: one payout, answered to its own
 // beneficiary only.
 func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
-	databasetest.Each(t, migrationSets, func(t *testing.T, db *database.DB) {
-		svc, _ := newTestServiceOn(t, db, time.Minute)
-		id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("200")})
-		payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "DE12500105170648489890")}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		payouts := map[string]string{} // payout id → beneficiary
-		for i := range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				req := payees[i%2]
-				p, err := svc.Execute(context.Background(), acme, req)
-				mu.Lock()
-				defer mu.Unlock()
-				switch code(err) {
-				case "":
-					if prev, ok := payouts[p.PayoutID]; ok && prev != string(req.Beneficiary) {
-						t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary)
-					}
-					payouts[p.PayoutID] = string(req.Beneficiary)
-				case "quote_already_executed":
-				default:
-					t.Errorf("unexpected %v", err)
+	t.Parallel()
+	db := pgtest.Open(t, migrationSets...)
+	svc, _ := newTestServiceOn(t, db, time.Minute)
+	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("200")})
+	payees := []ExecuteRequest{pay(id, "Ada Lovelace", goodIBAN), pay(id, "Charles Babbage", "DE12500105170648489890")}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	payouts := map[string]string{} // payout id → beneficiary
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := payees[i%2]
+			p, err := svc.Execute(context.Background(), acme, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch code(err) {
+			case "":
+				if prev, ok := payouts[p.PayoutID]; ok && prev != string(req.Beneficiary) {
+					t.Errorf("payout %s answered to %s and %s", p.PayoutID, prev, req.Beneficiary)
 				}
-			}()
-		}
-		wg.Wait()
-		if len(payouts) != 1 {
-			t.Fatalf("%d payouts for one quote: %v", len(payouts), payouts)
-		}
-		var n int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM payouts`).Scan(&n); err != nil || n != 1 {
-			t.Errorf("%d payout rows (%v)", n, err)
-		}
-	})
+				payouts[p.PayoutID] = string(req.Beneficiary)
+			case "quote_already_executed":
+			default:
+				t.Errorf("unexpected %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(payouts) != 1 {
+		t.Fatalf("%d payouts for one quote: %v", len(payouts), payouts)
+	}
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM payouts`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d payout rows (%v)", n, err)
+	}
 }
 
 // Redis holds only offers: an executed quote answers from the system of
 // record when Redis has lost everything, and a lost offer that was never
 // executed is unknown, never repriced.
 func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
-	db := databasetest.Open(t, databasetest.PostgresURL(t), Migrations)
+	t.Parallel()
+	db := pgtest.Open(t, Migrations)
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()

@@ -7,12 +7,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 // The book's scripts run on a real 3-master Redis Cluster: every key of a
 // quote shares its hash tag, so each script stays in one slot.
 func TestTheBookOnARedisCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartCluster(t)
 	opts, err := redis.ParseClusterURL(c.URL())
 	if err != nil {

@@ -10,10 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/environment"
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 func TestEvictionPolicy(t *testing.T) {
+	t.Parallel()
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/partnerpay/api/pkg/redistest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 var payout = Kind{Prefix: "bpq"}
@@ -59,6 +59,7 @@ func find(t *testing.T, b *Book, id, owner string) Found {
 }
 
 func TestAnOpenQuoteIsAnsweredAgain(t *testing.T) {
+	t.Parallel()
 	b, _, _ := newBook(t)
 	first := open(t, b, "acme", "req-1", time.Minute)
 	if !first.New || len(first.ID) != len("bpq_84532_")+32 {
@@ -84,6 +85,7 @@ func TestAnOpenQuoteIsAnsweredAgain(t *testing.T) {
 }
 
 func TestAClosedQuoteOpensANewInstance(t *testing.T) {
+	t.Parallel()
 	b, _, _ := newBook(t)
 	o := open(t, b, "acme", "req", time.Minute)
 	id, _ := payout.Parse(o.ID)
@@ -114,6 +116,7 @@ func TestAClosedQuoteOpensANewInstance(t *testing.T) {
 }
 
 func TestClosingALostOfferDoesNothing(t *testing.T) {
+	t.Parallel()
 	b, _, rdb := newBook(t)
 	id, _ := payout.Parse("bpq_84532_00000000000000000000000000000000")
 	if _, err := b.Close(context.Background(), id, "ada"); err != nil {
@@ -151,6 +154,7 @@ func TestAnExpiredQuoteIsATombstoneFor24Hours(t *testing.T) {
 }
 
 func TestUnknownIDs(t *testing.T) {
+	t.Parallel()
 	b, _, _ := newBook(t)
 	if f := find(t, b, "bpq_84532_00000000000000000000000000000000", "acme"); f.State != Unknown {
 		t.Errorf("an id never issued: %v", f.State)

@@ -25,7 +25,8 @@ func main() {
 
 // settings is the sandbox bank's configuration, loaded once (config.Load).
 type settings struct {
-	Serve serve.Config
+	Serve  serve.Config
+	Listen serve.Listen `env:", prefix=SANDBOXBANK_"`
 	// The provider API key the services use.
 	ProviderKey     config.Secret `env:"BANK_PROVIDER_KEY, required"`
 	PublicURL       config.URL    `env:"SANDBOXBANK_PUBLIC_URL"`
@@ -37,6 +38,9 @@ type settings struct {
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
+
+// Listening is where it listens.
+func (c *settings) Listening() *serve.Listen { return &c.Listen }
 
 // Validate checks the delays.
 func (c *settings) Validate() error {

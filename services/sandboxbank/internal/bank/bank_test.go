@@ -32,6 +32,7 @@ func failure(t *testing.T, err error) *Failure {
 }
 
 func TestRefusalsNameFieldsAndEchoValues(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Now()})
 	in := ada
 	in.Email, in.Country, in.Chain = "ada@localhost", "KP", 1
@@ -47,6 +48,7 @@ func TestRefusalsNameFieldsAndEchoValues(t *testing.T) {
 }
 
 func TestConsentLinkLifecycle(t *testing.T) {
+	t.Parallel()
 	c := &clock{time.Now()}
 	b := newBank(c)
 	cus, _, _ := b.CreateCustomer(ada, "")
@@ -87,6 +89,7 @@ func TestConsentLinkLifecycle(t *testing.T) {
 }
 
 func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Now()})
 	cus, _, _ := b.CreateCustomer(ada, "")
 	first, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
@@ -112,6 +115,7 @@ func TestAFreshLinkKillsEarlierOnes(t *testing.T) {
 }
 
 func TestVirtualAccountDepositAndSettlement(t *testing.T) {
+	t.Parallel()
 	b := New(Config{PublicURL: "http://bank.test", LinkTTL: time.Minute, SettlementDelay: 20 * time.Millisecond})
 	cus, _, _ := b.CreateCustomer(ada, "")
 	s, _ := b.CreateTermsSession(cus.ID, "http://gw.test/r")
@@ -153,6 +157,7 @@ func TestVirtualAccountDepositAndSettlement(t *testing.T) {
 }
 
 func TestRestartIsSaidClearly(t *testing.T) {
+	t.Parallel()
 	first := newBank(&clock{time.Now()})
 	cus, _, _ := first.CreateCustomer(ada, "")
 	second := newBank(&clock{time.Now()})
@@ -167,6 +172,7 @@ func TestRestartIsSaidClearly(t *testing.T) {
 }
 
 func TestAOneOffDepositSettlesOnlyItsExactAmountAndReference(t *testing.T) {
+	t.Parallel()
 	c := &clock{time.Now()}
 	b := newBank(c)
 	cus, _, _ := b.CreateCustomer(ada, "")

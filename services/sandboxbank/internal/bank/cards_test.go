@@ -52,6 +52,7 @@ func waitStatus(t *testing.T, b *Bank, id, want string) bankprovider.CardOrder {
 var card4242 = CardEntry{Method: "card", Number: "4242 4242 4242 4242", Expiry: "12/39", CVC: "123"}
 
 func TestTestCardsHaveTheirOutcomes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		number, status, reason string
 	}{
@@ -84,6 +85,7 @@ func TestTestCardsHaveTheirOutcomes(t *testing.T) {
 }
 
 func TestMistakesAreShownAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)})
 	o, s := openCard(t, b, "buy")
 	for _, c := range []struct {
@@ -113,6 +115,7 @@ func TestMistakesAreShownAndChangeNothing(t *testing.T) {
 }
 
 func TestThreeDSecureStep(t *testing.T) {
+	t.Parallel()
 	for _, approve := range []bool{true, false} {
 		b := newBank(&clock{time.Now()})
 		o, s := openCard(t, b, "buy")
@@ -146,6 +149,7 @@ func TestThreeDSecureStep(t *testing.T) {
 }
 
 func TestApplePayAndItsAbsenceOnASell(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Now()})
 	o, s := openCard(t, b, "buy")
 	if p := b.CardPageFor(s.ID); !p.ApplePay {
@@ -164,6 +168,7 @@ func TestApplePayAndItsAbsenceOnASell(t *testing.T) {
 }
 
 func TestCardLinksDieAfterFiveMinutesOrANewerLink(t *testing.T) {
+	t.Parallel()
 	c := &clock{time.Now()}
 	b := newBank(c)
 	o, first := openCard(t, b, "buy")
@@ -185,6 +190,7 @@ func TestCardLinksDieAfterFiveMinutesOrANewerLink(t *testing.T) {
 }
 
 func TestSellSettlesOnTheDeposit(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Now()})
 	o, s := openCard(t, b, "sell")
 	if !walletRe.MatchString(o.DepositAddress) || o.Status != cardAwaitingDeposit {
@@ -211,6 +217,7 @@ func TestSellSettlesOnTheDeposit(t *testing.T) {
 }
 
 func TestCardOrderIdempotencyAndRefusals(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Now()})
 	in := cardOrderIn("buy", b.now())
 	first, created, _ := b.CreateCardOrder(in, "ord_1")
@@ -228,6 +235,7 @@ func TestCardOrderIdempotencyAndRefusals(t *testing.T) {
 // The page through HTTP: the form POST a script can send, and nothing typed
 // is written back or logged.
 func TestCardPageOverHTTP(t *testing.T) {
+	t.Parallel()
 	b := newBank(&clock{time.Now()})
 	var logs strings.Builder
 	srv := httptest.NewServer(NewHandler(b, "pk", slog.New(slog.NewJSONHandler(&logs, nil))))

@@ -16,6 +16,7 @@ func newPayout(ref string, outcome *bankprovider.SandboxOutcome) bankprovider.Ne
 // processing until PayoutSettle has passed, then completed, failed, or
 // completed and, one PayoutSettle later, returned.
 func TestAPayoutPlaysOutItsOutcome(t *testing.T) {
+	t.Parallel()
 	c := &clock{time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
 	b := newBank(c)
 	for _, tt := range []struct {

@@ -26,22 +26,39 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Bin is the directory of the PostgreSQL server binaries: that of
-// `postgres` on PATH, else the newest /usr/lib/postgresql/*/bin.
-func Bin() (string, error) {
-	if p, err := exec.LookPath("postgres"); err == nil {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Dir(real), nil
+// Places are where BinIn looks by default: `postgres` on PATH, then
+// Debian's /usr/lib/postgresql/<version>/bin, newest first.
+var Places = []string{"PATH", "/usr/lib/postgresql/*/bin"}
+
+// Bin is the directory of the PostgreSQL server binaries, in Places.
+func Bin() (string, error) { return BinIn() }
+
+// BinIn is the directory of the PostgreSQL server binaries in places (glob
+// patterns of directories, or "PATH" for the directory of `postgres` on
+// PATH), in order, the newest version first within a pattern; no places:
+// Places.
+func BinIn(places ...string) (string, error) {
+	if len(places) == 0 {
+		places = Places
+	}
+	for _, place := range places {
+		if place == "PATH" {
+			if p, err := exec.LookPath("postgres"); err == nil {
+				if real, err := filepath.EvalSymlinks(p); err == nil {
+					return filepath.Dir(real), nil
+				}
+			}
+			continue
+		}
+		dirs, _ := filepath.Glob(place)
+		sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
+				return d, nil
+			}
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("no PostgreSQL server binaries (apt-get install postgresql)")
+	return "", fmt.Errorf("no PostgreSQL server binaries in %s", strings.Join(places, ", "))
 }
 
 func version(binDir string) int {
@@ -57,6 +74,8 @@ func Available() bool {
 
 // Options configure a server.
 type Options struct {
+	// Bin is the directory of the server binaries; empty: Bin().
+	Bin string
 	// Dir is the data directory; initdb fills it when it has no cluster.
 	Dir string
 	// Port on 127.0.0.1; 0 picks a free one.
@@ -86,9 +105,11 @@ type Server struct {
 // New prepares a server in opts.Dir, running initdb when the directory
 // holds no cluster yet. Start runs it.
 func New(opts Options) (*Server, error) {
-	bin, err := Bin()
-	if err != nil {
-		return nil, err
+	bin, err := opts.Bin, error(nil)
+	if bin == "" {
+		if bin, err = Bin(); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -219,12 +240,27 @@ func (s *Server) Start() error {
 			return fmt.Errorf("postgres on %s exited during start-up (see its log)", s.Addr())
 		default:
 		}
-		if s.ping() == nil {
+		// Connect only once the postmaster says it takes connections: a
+		// connection before that is refused with a FATAL line in its log
+		// ("the database system is starting up") that reads like a failure.
+		if s.accepting() && s.ping() == nil {
 			return nil
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 	return fmt.Errorf("postgres on %s did not accept connections within 30s", s.Addr())
+}
+
+// accepting reports whether the postmaster says it accepts connections:
+// the status line of postmaster.pid (PostgreSQL 10 and later) is "ready";
+// a file without one (an older server) is taken at its word by ping.
+func (s *Server) accepting() bool {
+	b, err := os.ReadFile(filepath.Join(s.opts.Dir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	return len(lines) < 8 || strings.TrimSpace(lines[7]) == "ready"
 }
 
 func (s *Server) ping() error {
@@ -286,6 +322,46 @@ func (s *Server) Exec(ctx context.Context, db, sql string) error {
 	defer c.Close(ctx)
 	_, err = c.Exec(ctx, sql)
 	return err
+}
+
+// Schema is database db's schema as pg_dump --schema-only writes it,
+// without owners, privileges, comments or SET lines, one blank line
+// between statements, and
+// without the tables that match each of exclude (pg_dump patterns): what a
+// schema file compares and keeps.
+func (s *Server) Schema(ctx context.Context, db string, exclude ...string) (string, error) {
+	args := []string{"--schema-only", "--no-owner", "--no-privileges", "--no-comments", "--dbname", s.URL(db)}
+	for _, x := range exclude {
+		args = append(args, "--exclude-table", x)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_dump"), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("pg_dump: %v: %s", err, stderr.String())
+	}
+	var b strings.Builder
+	blank := true // no blank line first
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "--"),
+			strings.HasPrefix(line, "SET "),
+			strings.HasPrefix(line, "SELECT pg_catalog.set_config("),
+			// pg_dump 15.14 and later fence its script with a random key.
+			strings.HasPrefix(line, `\restrict `), strings.HasPrefix(line, `\unrestrict `):
+			continue
+		case strings.TrimSpace(line) == "":
+			if !blank {
+				b.WriteString("\n")
+			}
+			blank = true
+			continue
+		}
+		blank = false
+		b.WriteString(line + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n") + "\n", nil
 }
 
 // CreateDatabase creates database name.

@@ -1,15 +1,18 @@
-// Package databasetest runs a store's tests on both engines the stores
-// support: PostgreSQL (a real server, shared by the test binary, a fresh
-// database per test) and the embedded SQLite file. A package that uses it
-// calls Main from its TestMain, so the shared server stops with the run.
-package databasetest
+// Package pgtest gives a test package a real PostgreSQL: one server per
+// test binary (started on first use, stopped by Main), a fresh database per
+// test with the module's schema (Open), so store tests run side by side
+// (t.Parallel); and a primary with a
+// stallable synchronous standby, for the tests of DESIGN §6's
+// acknowledgement rules. PostgreSQL must be installed (.ci/run installs
+// Debian's postgresql).
+package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/pkg/pglocal"
+	"github.com/partnerpay/api/testkit/pglocal"
 )
 
 var shared struct {
@@ -47,7 +50,6 @@ func Cleanup() {
 }
 
 // Server is the test binary's PostgreSQL server, started on first use.
-// PostgreSQL must be installed (.ci/run installs Debian's postgresql).
 func Server(tb testing.TB) *pglocal.Server {
 	tb.Helper()
 	shared.once.Do(func() {
@@ -57,7 +59,8 @@ func Server(tb testing.TB) *pglocal.Server {
 			return
 		}
 		shared.dir = dir
-		s, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "data")})
+		// Enough connections for every parallel test's pool.
+		s, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "data"), Settings: []string{"max_connections=400"}})
 		if err == nil {
 			err = s.Start()
 		}
@@ -69,9 +72,8 @@ func Server(tb testing.TB) *pglocal.Server {
 	return shared.server
 }
 
-// PostgresURL makes a fresh database on the shared server and returns its
-// URL.
-func PostgresURL(tb testing.TB) string {
+// URL makes a fresh database on the shared server and returns its URL.
+func URL(tb testing.TB) string {
 	tb.Helper()
 	s := Server(tb)
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), shared.n.Add(1))
@@ -83,13 +85,15 @@ func PostgresURL(tb testing.TB) string {
 	return s.URL(name)
 }
 
-// SQLiteURL is a fresh embedded database file.
-func SQLiteURL(tb testing.TB) string {
-	return database.EmbeddedScheme + filepath.Join(tb.TempDir(), "test.db")
+// Open opens a fresh database (URL) with sets applied, closed when the
+// test ends: a store test's own system of record.
+func Open(tb testing.TB, sets ...database.Migrations) *database.DB {
+	tb.Helper()
+	return OpenURL(tb, URL(tb), sets...)
 }
 
-// Open opens url with sets applied, closed when the test ends.
-func Open(tb testing.TB, url string, sets ...database.Migrations) *database.DB {
+// OpenURL opens url with sets applied, closed when the test ends.
+func OpenURL(tb testing.TB, url string, sets ...database.Migrations) *database.DB {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -101,12 +105,37 @@ func Open(tb testing.TB, url string, sets ...database.Migrations) *database.DB {
 	return db
 }
 
-// Each runs f on a fresh database of each engine, as subtests named after
-// the engine.
-func Each(t *testing.T, sets []database.Migrations, f func(t *testing.T, db *database.DB)) {
+// SchemaFile holds a module's committed schema file (path, relative to the
+// test's package) to what sets make of an empty database (Server.Schema,
+// without the migrations' own version tables): CI fails when a migration
+// changes the schema and the file was not regenerated. With
+// UPDATE_SCHEMA=1 in the environment (make schema), it writes the file
+// instead, under header.
+func SchemaFile(t *testing.T, path, header string, sets ...database.Migrations) {
 	t.Helper()
-	t.Run("postgres", func(t *testing.T) { f(t, Open(t, PostgresURL(t), sets...)) })
-	t.Run("sqlite", func(t *testing.T) { f(t, Open(t, SQLiteURL(t), sets...)) })
+	url := URL(t)
+	OpenURL(t, url, sets...).Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := url[strings.LastIndexByte(url, '/')+1 : strings.IndexByte(url, '?')]
+	live, err := Server(t).Schema(ctx, name, "public.schema_*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := header + "\n" + live
+	if os.Getenv("UPDATE_SCHEMA") == "1" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: regenerate it with make schema", err)
+	}
+	if string(got) != want {
+		t.Errorf("%s is not what the migrations make; regenerate it with make schema (UPDATE_SCHEMA=1). The migrations make:\n%s", path, live)
+	}
 }
 
 // Replicated is a PostgreSQL primary of its own whose commits wait for one
@@ -179,9 +208,10 @@ func (r Replicated) CommitLocally(tb testing.TB, sql string, args ...any) {
 // ReadsOnlyWhatTheStandbyHas holds a store's read to DESIGN §6: no answer
 // rests on a row the standby lacks. With the standby stalled, change
 // commits on the primary alone (CommitLocally); read, given a second, must
-// then fail with database.ErrNotConfirmed (or run out of its time on a
-// starved machine) rather than answer the changed row. Once the standby is
-// back, read must succeed: it checks there that it sees the change.
+// then fail as not confirmed (database.IsNotConfirmed), or run out of its
+// time on a starved machine, rather than answer the changed row. Once the
+// standby is back, read must succeed: it checks there that it sees the
+// change.
 func (r Replicated) ReadsOnlyWhatTheStandbyHas(tb testing.TB, change string, read func(context.Context) error) {
 	tb.Helper()
 	r.Link.Stall()
@@ -189,8 +219,8 @@ func (r Replicated) ReadsOnlyWhatTheStandbyHas(tb testing.TB, change string, rea
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	err := read(ctx)
 	cancel()
-	if !errors.Is(err, database.ErrNotConfirmed) && !errors.Is(err, context.DeadlineExceeded) {
-		tb.Errorf("read with the standby stalled after %q: %v, want database.ErrNotConfirmed", change, err)
+	if !database.IsNotConfirmed(err) && ctx.Err() == nil {
+		tb.Errorf("read with the standby stalled after %q: %v, want it held back as not confirmed", change, err)
 	}
 	r.Link.Resume()
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,0 +1,19 @@
+package consent
+
+import (
+	"testing"
+
+	"github.com/partnerpay/api/testkit/pgtest"
+)
+
+// The committed schema (services/consent/schema.sql) is what the migrations
+// make: a newcomer reads the rules there, in the form the database
+// enforces them.
+func TestTheSchemaFileIsWhatTheMigrationsMake(t *testing.T) {
+	t.Parallel()
+	pgtest.SchemaFile(t, "../../schema.sql", `-- The consent service's schema, as its migrations (internal/consent/migrations)
+-- make it: pg_dump --schema-only of an empty database they were applied to.
+-- Generated: change a migration, then run make schema. CI fails when this
+-- file and the migrations differ.
+`, Migrations)
+}

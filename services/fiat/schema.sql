@@ -1,0 +1,150 @@
+-- The fiat service's schema, as its migrations (internal/fiat/migrations, and pkg/idempotency's)
+-- make it: pg_dump --schema-only of an empty database they were applied to.
+-- Generated: change a migration, then run make schema. CI fails when this
+-- file and the migrations differ.
+
+CREATE FUNCTION public.fiat_records_bound() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF to_jsonb(NEW) - 'consent_session_id' - 'status' IS DISTINCT FROM to_jsonb(OLD) - 'consent_session_id' - 'status' THEN
+        RAISE EXCEPTION '% %: only an account''s consent session and a status may change', TG_TABLE_NAME, OLD.id;
+    END IF;
+    -- Each table's own rule, its fields named only in its branch (plpgsql
+    -- does not short-circuit a condition).
+    IF TG_TABLE_NAME = 'fiat_accounts' THEN
+        IF NEW.consent_session_id IS NULL AND OLD.consent_session_id IS NOT NULL THEN
+            RAISE EXCEPTION 'account %: its consent session cannot be unset', OLD.id;
+        END IF;
+        IF NEW.status IS NULL AND OLD.status IS NOT NULL THEN
+            RAISE EXCEPTION 'account %: its status cannot be unset', OLD.id;
+        END IF;
+    ELSIF TG_TABLE_NAME = 'fiat_deposits' THEN
+        IF OLD.status = 'funded' AND NEW.status <> 'funded' THEN
+            RAISE EXCEPTION 'deposit %: a funded deposit stays funded', OLD.id;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.idempotency_keys_finished_is_final() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'idempotency record % is finished: its answer is final', OLD.key_hash;
+END
+$$;
+
+CREATE TABLE public.fiat_accounts (
+    id text NOT NULL,
+    key_id text NOT NULL,
+    provider_customer_id text NOT NULL,
+    consent_session_id text,
+    created_at timestamp with time zone NOT NULL,
+    status text,
+    reference text,
+    CONSTRAINT fiat_accounts_reference CHECK (((length(reference) >= 1) AND (length(reference) <= 64))),
+    CONSTRAINT fiat_accounts_status CHECK ((status = ANY (ARRAY['consent_required'::text, 'identity_pending'::text, 'active'::text, 'rejected'::text])))
+);
+
+CREATE TABLE public.fiat_deposits (
+    id text NOT NULL,
+    key_id text NOT NULL,
+    account_id text NOT NULL,
+    provider_instruction_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    status text DEFAULT 'awaiting_deposit'::text NOT NULL,
+    amount text,
+    currency text,
+    iban text,
+    bic text,
+    beneficiary text,
+    transfer_reference text,
+    expires_at timestamp with time zone,
+    reference text,
+    CONSTRAINT fiat_deposits_reference CHECK (((length(reference) >= 1) AND (length(reference) <= 64))),
+    CONSTRAINT fiat_deposits_status CHECK ((status = ANY (ARRAY['awaiting_deposit'::text, 'funded'::text])))
+);
+
+CREATE TABLE public.fiat_virtual_accounts (
+    id text NOT NULL,
+    key_id text NOT NULL,
+    account_id text NOT NULL,
+    provider_account_id text NOT NULL,
+    currency text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    reference text,
+    CONSTRAINT fiat_virtual_accounts_reference CHECK (((length(reference) >= 1) AND (length(reference) <= 64))),
+    CONSTRAINT fiat_virtual_accounts_status CHECK ((status = 'active'::text))
+);
+
+CREATE TABLE public.idempotency_keys (
+    key_id text NOT NULL,
+    key_hash text NOT NULL,
+    fingerprint text NOT NULL,
+    seed text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    locked_until timestamp with time zone,
+    finished_at timestamp with time zone,
+    status integer,
+    body bytea,
+    released_at timestamp with time zone,
+    owner text,
+    CONSTRAINT idempotency_keys_answer_when_finished CHECK (((finished_at IS NULL) = ((status IS NULL) AND (body IS NULL)))),
+    CONSTRAINT idempotency_keys_claimed_or_finished CHECK (((locked_until IS NULL) <> (finished_at IS NULL)))
+);
+
+ALTER TABLE ONLY public.fiat_accounts
+    ADD CONSTRAINT fiat_accounts_one_per_customer UNIQUE (provider_customer_id);
+
+ALTER TABLE ONLY public.fiat_accounts
+    ADD CONSTRAINT fiat_accounts_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.fiat_deposits
+    ADD CONSTRAINT fiat_deposits_one_per_instruction UNIQUE (provider_instruction_id);
+
+ALTER TABLE ONLY public.fiat_deposits
+    ADD CONSTRAINT fiat_deposits_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.fiat_virtual_accounts
+    ADD CONSTRAINT fiat_virtual_accounts_one_id_per_provider_account UNIQUE (provider_account_id);
+
+ALTER TABLE ONLY public.fiat_virtual_accounts
+    ADD CONSTRAINT fiat_virtual_accounts_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
+
+CREATE INDEX fiat_accounts_key_page ON public.fiat_accounts USING btree (key_id, created_at DESC, id DESC);
+
+CREATE INDEX fiat_accounts_key_reference_page ON public.fiat_accounts USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
+
+CREATE INDEX fiat_accounts_key_status_page ON public.fiat_accounts USING btree (key_id, status, created_at DESC, id DESC);
+
+CREATE INDEX fiat_deposits_key_page ON public.fiat_deposits USING btree (key_id, created_at DESC, id DESC);
+
+CREATE INDEX fiat_deposits_key_reference_page ON public.fiat_deposits USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
+
+CREATE INDEX fiat_deposits_key_status_page ON public.fiat_deposits USING btree (key_id, status, created_at DESC, id DESC);
+
+CREATE INDEX fiat_virtual_accounts_key_page ON public.fiat_virtual_accounts USING btree (key_id, created_at DESC, id DESC);
+
+CREATE INDEX fiat_virtual_accounts_key_reference_page ON public.fiat_virtual_accounts USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
+
+CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
+
+CREATE TRIGGER fiat_accounts_bound BEFORE UPDATE ON public.fiat_accounts FOR EACH ROW EXECUTE FUNCTION public.fiat_records_bound();
+
+CREATE TRIGGER fiat_deposits_bound BEFORE UPDATE ON public.fiat_deposits FOR EACH ROW EXECUTE FUNCTION public.fiat_records_bound();
+
+CREATE TRIGGER fiat_virtual_accounts_bound BEFORE UPDATE ON public.fiat_virtual_accounts FOR EACH ROW EXECUTE FUNCTION public.fiat_records_bound();
+
+CREATE TRIGGER idempotency_keys_finished_is_final BEFORE UPDATE ON public.idempotency_keys FOR EACH ROW WHEN ((old.finished_at IS NOT NULL)) EXECUTE FUNCTION public.idempotency_keys_finished_is_final();
+
+ALTER TABLE ONLY public.fiat_deposits
+    ADD CONSTRAINT fiat_deposits_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.fiat_accounts(id);
+
+ALTER TABLE ONLY public.fiat_virtual_accounts
+    ADD CONSTRAINT fiat_virtual_accounts_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.fiat_accounts(id);

@@ -1,0 +1,153 @@
+-- The payout service's schema, as its migrations (internal/payout/migrations, and pkg/idempotency's)
+-- make it: pg_dump --schema-only of an empty database they were applied to.
+-- Generated: change a migration, then run make schema. CI fails when this
+-- file and the migrations differ.
+
+CREATE FUNCTION public.idempotency_keys_finished_is_final() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'idempotency record % is finished: its answer is final', OLD.key_hash;
+END
+$$;
+
+CREATE FUNCTION public.payouts_bound() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF (NEW.id, NEW.quote_id, NEW.key_id, NEW.beneficiary_name, NEW.beneficiary, NEW.chain, NEW.crypto_currency,
+        NEW.fiat_currency, NEW.country, NEW.crypto_amount, NEW.fiat_amount, NEW.rail, NEW.quote_expires_at, NEW.created_at,
+        NEW.reference, NEW.deposit_address, NEW.deposit_expires_at)
+       IS DISTINCT FROM
+       (OLD.id, OLD.quote_id, OLD.key_id, OLD.beneficiary_name, OLD.beneficiary, OLD.chain, OLD.crypto_currency,
+        OLD.fiat_currency, OLD.country, OLD.crypto_amount, OLD.fiat_amount, OLD.rail, OLD.quote_expires_at, OLD.created_at,
+        OLD.reference, OLD.deposit_address, OLD.deposit_expires_at) THEN
+        RAISE EXCEPTION 'payout %: its quote, owner, beneficiary, amount and deposit never change', OLD.id;
+    END IF;
+    IF (OLD.deposit_tx_hash IS NOT NULL AND NEW.deposit_tx_hash IS DISTINCT FROM OLD.deposit_tx_hash)
+       OR (OLD.completed_at IS NOT NULL AND NEW.completed_at IS DISTINCT FROM OLD.completed_at)
+       OR (OLD.failure_reason IS NOT NULL AND NEW.failure_reason IS DISTINCT FROM OLD.failure_reason)
+       OR (OLD.return_reason IS NOT NULL AND NEW.return_reason IS DISTINCT FROM OLD.return_reason)
+       OR (OLD.sandbox_outcome IS NOT NULL AND NEW.sandbox_outcome IS DISTINCT FROM OLD.sandbox_outcome)
+       OR (OLD.sandbox_reason IS NOT NULL AND NEW.sandbox_reason IS DISTINCT FROM OLD.sandbox_reason) THEN
+        RAISE EXCEPTION 'payout %: what happened to it is never rewritten', OLD.id;
+    END IF;
+    IF NEW.status <> OLD.status AND (OLD.status, NEW.status) NOT IN (
+        ('awaiting_deposit', 'processing'), ('awaiting_deposit', 'expired'),
+        ('processing', 'completed'), ('processing', 'failed'), ('completed', 'returned')) THEN
+        RAISE EXCEPTION 'payout %: status % cannot follow %', OLD.id, NEW.status, OLD.status;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.payouts_created_now() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- Whether a quote had expired is decided on the database's clock.
+    NEW.created_at := now();
+    RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION public.payouts_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.status <> OLD.status THEN
+        INSERT INTO payout_history (payout_id, status, at) VALUES (NEW.id, NEW.status, NEW.status_at);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TABLE public.idempotency_keys (
+    key_id text NOT NULL,
+    key_hash text NOT NULL,
+    fingerprint text NOT NULL,
+    seed text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    locked_until timestamp with time zone,
+    finished_at timestamp with time zone,
+    status integer,
+    body bytea,
+    released_at timestamp with time zone,
+    owner text,
+    CONSTRAINT idempotency_keys_answer_when_finished CHECK (((finished_at IS NULL) = ((status IS NULL) AND (body IS NULL)))),
+    CONSTRAINT idempotency_keys_claimed_or_finished CHECK (((locked_until IS NULL) <> (finished_at IS NULL)))
+);
+
+CREATE TABLE public.payout_history (
+    payout_id text NOT NULL,
+    status text NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.payouts (
+    id text NOT NULL,
+    quote_id text NOT NULL,
+    key_id text NOT NULL,
+    beneficiary_name text NOT NULL,
+    chain bigint NOT NULL,
+    crypto_currency text NOT NULL,
+    fiat_currency text NOT NULL,
+    country text NOT NULL,
+    crypto_amount text,
+    fiat_amount text,
+    rail text NOT NULL,
+    estimated_settlement text NOT NULL,
+    status text NOT NULL,
+    quote_expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    beneficiary text NOT NULL,
+    reference text,
+    deposit_address text NOT NULL,
+    deposit_expires_at timestamp with time zone NOT NULL,
+    deposit_tx_hash text,
+    completed_at timestamp with time zone,
+    failure_reason text,
+    return_reason text,
+    sandbox_outcome text,
+    sandbox_reason text,
+    status_at timestamp with time zone NOT NULL,
+    CONSTRAINT payouts_completed_at CHECK (((status = ANY (ARRAY['completed'::text, 'returned'::text])) = (completed_at IS NOT NULL))),
+    CONSTRAINT payouts_deposit_arrived CHECK (((status = ANY (ARRAY['awaiting_deposit'::text, 'expired'::text])) = (deposit_tx_hash IS NULL))),
+    CONSTRAINT payouts_failure_reason CHECK (((status = 'failed'::text) = (failure_reason IS NOT NULL))),
+    CONSTRAINT payouts_not_after_expiry CHECK ((created_at < quote_expires_at)),
+    CONSTRAINT payouts_one_amount CHECK (((crypto_amount IS NULL) <> (fiat_amount IS NULL))),
+    CONSTRAINT payouts_reference CHECK (((reference IS NULL) OR ((length(reference) >= 1) AND (length(reference) <= 64)))),
+    CONSTRAINT payouts_return_reason CHECK (((status = 'returned'::text) = (return_reason IS NOT NULL))),
+    CONSTRAINT payouts_status CHECK ((status = ANY (ARRAY['awaiting_deposit'::text, 'processing'::text, 'completed'::text, 'returned'::text, 'expired'::text, 'failed'::text])))
+);
+
+ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
+
+ALTER TABLE ONLY public.payout_history
+    ADD CONSTRAINT payout_history_pkey PRIMARY KEY (payout_id, status);
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_quote_executes_once UNIQUE (quote_id);
+
+CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
+
+CREATE INDEX payouts_key_page ON public.payouts USING btree (key_id, created_at DESC, id DESC);
+
+CREATE INDEX payouts_key_reference_page ON public.payouts USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
+
+CREATE INDEX payouts_key_status_page ON public.payouts USING btree (key_id, status, created_at DESC, id DESC);
+
+CREATE TRIGGER idempotency_keys_finished_is_final BEFORE UPDATE ON public.idempotency_keys FOR EACH ROW WHEN ((old.finished_at IS NOT NULL)) EXECUTE FUNCTION public.idempotency_keys_finished_is_final();
+
+CREATE TRIGGER payouts_bound BEFORE UPDATE ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_bound();
+
+CREATE TRIGGER payouts_created_now BEFORE INSERT ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_created_now();
+
+CREATE TRIGGER payouts_history AFTER INSERT OR UPDATE OF status ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_history();
+
+ALTER TABLE ONLY public.payout_history
+    ADD CONSTRAINT payout_history_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
