@@ -37,36 +37,6 @@ func (e AchBeneficiaryAccountType) Valid() bool {
 	}
 }
 
-// Defines values for BankPayoutListItemFailureReason.
-const (
-	BankPayoutListItemFailureReasonAccountClosed      BankPayoutListItemFailureReason = "account_closed"
-	BankPayoutListItemFailureReasonAccountNotFound    BankPayoutListItemFailureReason = "account_not_found"
-	BankPayoutListItemFailureReasonComplianceRejected BankPayoutListItemFailureReason = "compliance_rejected"
-	BankPayoutListItemFailureReasonInvalidAccount     BankPayoutListItemFailureReason = "invalid_account"
-	BankPayoutListItemFailureReasonNameMismatch       BankPayoutListItemFailureReason = "name_mismatch"
-	BankPayoutListItemFailureReasonRailUnavailable    BankPayoutListItemFailureReason = "rail_unavailable"
-)
-
-// Valid indicates whether the value is a known member of the BankPayoutListItemFailureReason enum.
-func (e BankPayoutListItemFailureReason) Valid() bool {
-	switch e {
-	case BankPayoutListItemFailureReasonAccountClosed:
-		return true
-	case BankPayoutListItemFailureReasonAccountNotFound:
-		return true
-	case BankPayoutListItemFailureReasonComplianceRejected:
-		return true
-	case BankPayoutListItemFailureReasonInvalidAccount:
-		return true
-	case BankPayoutListItemFailureReasonNameMismatch:
-		return true
-	case BankPayoutListItemFailureReasonRailUnavailable:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for BankPayoutListItemReturnReason.
 const (
 	BankPayoutListItemReturnReasonAccountClosed        BankPayoutListItemReturnReason = "account_closed"
@@ -82,36 +52,6 @@ func (e BankPayoutListItemReturnReason) Valid() bool {
 	case BankPayoutListItemReturnReasonBeneficiaryDeceased:
 		return true
 	case BankPayoutListItemReturnReasonRefusedByBeneficiary:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BankPayoutStatusFailureReason.
-const (
-	BankPayoutStatusFailureReasonAccountClosed      BankPayoutStatusFailureReason = "account_closed"
-	BankPayoutStatusFailureReasonAccountNotFound    BankPayoutStatusFailureReason = "account_not_found"
-	BankPayoutStatusFailureReasonComplianceRejected BankPayoutStatusFailureReason = "compliance_rejected"
-	BankPayoutStatusFailureReasonInvalidAccount     BankPayoutStatusFailureReason = "invalid_account"
-	BankPayoutStatusFailureReasonNameMismatch       BankPayoutStatusFailureReason = "name_mismatch"
-	BankPayoutStatusFailureReasonRailUnavailable    BankPayoutStatusFailureReason = "rail_unavailable"
-)
-
-// Valid indicates whether the value is a known member of the BankPayoutStatusFailureReason enum.
-func (e BankPayoutStatusFailureReason) Valid() bool {
-	switch e {
-	case BankPayoutStatusFailureReasonAccountClosed:
-		return true
-	case BankPayoutStatusFailureReasonAccountNotFound:
-		return true
-	case BankPayoutStatusFailureReasonComplianceRejected:
-		return true
-	case BankPayoutStatusFailureReasonInvalidAccount:
-		return true
-	case BankPayoutStatusFailureReasonNameMismatch:
-		return true
-	case BankPayoutStatusFailureReasonRailUnavailable:
 		return true
 	default:
 		return false
@@ -400,6 +340,7 @@ const (
 	Error409ErrorCodeIdempotencyInProgress    Error409ErrorCode = "idempotency_in_progress"
 	Error409ErrorCodePayoutNotAwaitingDeposit Error409ErrorCode = "payout_not_awaiting_deposit"
 	Error409ErrorCodeQuoteAlreadyExecuted     Error409ErrorCode = "quote_already_executed"
+	Error409ErrorCodeRefundAddressLocked      Error409ErrorCode = "refund_address_locked"
 	Error409ErrorCodeSandboxReset             Error409ErrorCode = "sandbox_reset"
 )
 
@@ -413,6 +354,8 @@ func (e Error409ErrorCode) Valid() bool {
 	case Error409ErrorCodePayoutNotAwaitingDeposit:
 		return true
 	case Error409ErrorCodeQuoteAlreadyExecuted:
+		return true
+	case Error409ErrorCodeRefundAddressLocked:
 		return true
 	case Error409ErrorCodeSandboxReset:
 		return true
@@ -535,6 +478,7 @@ const (
 	ErrorEnvelopeErrorCodeQuoteExpired             ErrorEnvelopeErrorCode = "quote_expired"
 	ErrorEnvelopeErrorCodeQuoteNotFound            ErrorEnvelopeErrorCode = "quote_not_found"
 	ErrorEnvelopeErrorCodeRateLimited              ErrorEnvelopeErrorCode = "rate_limited"
+	ErrorEnvelopeErrorCodeRefundAddressLocked      ErrorEnvelopeErrorCode = "refund_address_locked"
 	ErrorEnvelopeErrorCodeRequestTimeout           ErrorEnvelopeErrorCode = "request_timeout"
 	ErrorEnvelopeErrorCodeSandboxReset             ErrorEnvelopeErrorCode = "sandbox_reset"
 	ErrorEnvelopeErrorCodeTokenNotAllowed          ErrorEnvelopeErrorCode = "token_not_allowed"
@@ -588,6 +532,8 @@ func (e ErrorEnvelopeErrorCode) Valid() bool {
 	case ErrorEnvelopeErrorCodeQuoteNotFound:
 		return true
 	case ErrorEnvelopeErrorCodeRateLimited:
+		return true
+	case ErrorEnvelopeErrorCodeRefundAddressLocked:
 		return true
 	case ErrorEnvelopeErrorCodeRequestTimeout:
 		return true
@@ -1027,6 +973,120 @@ func (e PaymentMethodsPaymentMethodsMethod) Valid() bool {
 	}
 }
 
+// Defines values for PayoutFailureReason.
+const (
+	PayoutFailureReasonAccountClosed      PayoutFailureReason = "account_closed"
+	PayoutFailureReasonAccountNotFound    PayoutFailureReason = "account_not_found"
+	PayoutFailureReasonComplianceRejected PayoutFailureReason = "compliance_rejected"
+	PayoutFailureReasonDepositShort       PayoutFailureReason = "deposit_short"
+	PayoutFailureReasonInvalidAccount     PayoutFailureReason = "invalid_account"
+	PayoutFailureReasonNameMismatch       PayoutFailureReason = "name_mismatch"
+	PayoutFailureReasonRailUnavailable    PayoutFailureReason = "rail_unavailable"
+)
+
+// Valid indicates whether the value is a known member of the PayoutFailureReason enum.
+func (e PayoutFailureReason) Valid() bool {
+	switch e {
+	case PayoutFailureReasonAccountClosed:
+		return true
+	case PayoutFailureReasonAccountNotFound:
+		return true
+	case PayoutFailureReasonComplianceRejected:
+		return true
+	case PayoutFailureReasonDepositShort:
+		return true
+	case PayoutFailureReasonInvalidAccount:
+		return true
+	case PayoutFailureReasonNameMismatch:
+		return true
+	case PayoutFailureReasonRailUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayoutRefundReason.
+const (
+	PayoutRefundReasonDepositExcess     PayoutRefundReason = "deposit_excess"
+	PayoutRefundReasonDepositLate       PayoutRefundReason = "deposit_late"
+	PayoutRefundReasonDepositShort      PayoutRefundReason = "deposit_short"
+	PayoutRefundReasonDepositWrongToken PayoutRefundReason = "deposit_wrong_token"
+	PayoutRefundReasonPayoutFailed      PayoutRefundReason = "payout_failed"
+	PayoutRefundReasonPayoutReturned    PayoutRefundReason = "payout_returned"
+)
+
+// Valid indicates whether the value is a known member of the PayoutRefundReason enum.
+func (e PayoutRefundReason) Valid() bool {
+	switch e {
+	case PayoutRefundReasonDepositExcess:
+		return true
+	case PayoutRefundReasonDepositLate:
+		return true
+	case PayoutRefundReasonDepositShort:
+		return true
+	case PayoutRefundReasonDepositWrongToken:
+		return true
+	case PayoutRefundReasonPayoutFailed:
+		return true
+	case PayoutRefundReasonPayoutReturned:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayoutRefundStatus.
+const (
+	PayoutRefundStatusAwaitingAddress PayoutRefundStatus = "awaiting_address"
+	PayoutRefundStatusPending         PayoutRefundStatus = "pending"
+	PayoutRefundStatusSent            PayoutRefundStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the PayoutRefundStatus enum.
+func (e PayoutRefundStatus) Valid() bool {
+	switch e {
+	case PayoutRefundStatusAwaitingAddress:
+		return true
+	case PayoutRefundStatusPending:
+		return true
+	case PayoutRefundStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayoutReturnCode.
+const (
+	AC04 PayoutReturnCode = "AC04"
+	MD07 PayoutReturnCode = "MD07"
+	MS02 PayoutReturnCode = "MS02"
+	R02  PayoutReturnCode = "R02"
+	R15  PayoutReturnCode = "R15"
+	R23  PayoutReturnCode = "R23"
+)
+
+// Valid indicates whether the value is a known member of the PayoutReturnCode enum.
+func (e PayoutReturnCode) Valid() bool {
+	switch e {
+	case AC04:
+		return true
+	case MD07:
+		return true
+	case MS02:
+		return true
+	case R02:
+		return true
+	case R15:
+		return true
+	case R23:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PayoutStatusValue.
 const (
 	PayoutStatusValueAwaitingDeposit PayoutStatusValue = "awaiting_deposit"
@@ -1209,6 +1269,7 @@ const (
 	StatusesResourcesResourceFunding        StatusesResourcesResource = "funding"
 	StatusesResourcesResourceOrder          StatusesResourcesResource = "order"
 	StatusesResourcesResourcePayout         StatusesResourcesResource = "payout"
+	StatusesResourcesResourcePayoutRefund   StatusesResourcesResource = "payoutRefund"
 	StatusesResourcesResourceVirtualAccount StatusesResourcesResource = "virtualAccount"
 )
 
@@ -1226,6 +1287,8 @@ func (e StatusesResourcesResource) Valid() bool {
 	case StatusesResourcesResourceOrder:
 		return true
 	case StatusesResourcesResourcePayout:
+		return true
+	case StatusesResourcesResourcePayoutRefund:
 		return true
 	case StatusesResourcesResourceVirtualAccount:
 		return true
@@ -1439,7 +1502,10 @@ type BankPayout struct {
 
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
 	Reference *PartnerReference `json:"reference,omitempty"`
-	Status    PayoutStatusValue `json:"status"`
+
+	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
+	Refunds PayoutRefunds     `json:"refunds"`
+	Status  PayoutStatusValue `json:"status"`
 }
 
 // BankPayoutList defines model for BankPayoutList.
@@ -1468,8 +1534,8 @@ type BankPayoutListItem struct {
 	// EstimatedSettlement An ISO 8601 duration, as `GET /v1/limits` explains.
 	//
 	// Examples: PT10S
-	EstimatedSettlement IsoDuration                      `json:"estimatedSettlement"`
-	FailureReason       *BankPayoutListItemFailureReason `json:"failureReason,omitempty"`
+	EstimatedSettlement IsoDuration          `json:"estimatedSettlement"`
+	FailureReason       *PayoutFailureReason `json:"failureReason,omitempty"`
 	History             []struct {
 		At     time.Time         `json:"at"`
 		Status PayoutStatusValue `json:"status"`
@@ -1484,13 +1550,16 @@ type BankPayoutListItem struct {
 	Rail RailName `json:"rail"`
 
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
-	Reference    *PartnerReference               `json:"reference,omitempty"`
+	Reference *PartnerReference `json:"reference,omitempty"`
+
+	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
+	Refunds PayoutRefunds `json:"refunds"`
+
+	// ReturnCode The rail's own code for the return: on ACH, R02 (account closed), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT (ISO 20022), AC04, MD07, MS02. Absent on rails without published codes.
+	ReturnCode   *PayoutReturnCode               `json:"returnCode,omitempty"`
 	ReturnReason *BankPayoutListItemReturnReason `json:"returnReason,omitempty"`
 	Status       PayoutStatusValue               `json:"status"`
 }
-
-// BankPayoutListItemFailureReason defines model for BankPayoutListItem.FailureReason.
-type BankPayoutListItemFailureReason string
 
 // BankPayoutListItemReturnReason defines model for BankPayoutListItem.ReturnReason.
 type BankPayoutListItemReturnReason string
@@ -1586,6 +1655,15 @@ type BankPayoutQuoteRequest0 = interface{}
 // BankPayoutQuoteRequest1 defines model for BankPayoutQuoteRequest.1.
 type BankPayoutQuoteRequest1 = interface{}
 
+// BankPayoutRefundAddressRequest defines model for BankPayoutRefundAddressRequest.
+type BankPayoutRefundAddressRequest struct {
+	// Address An EVM address, `0x` and 40 hex digits; a mixed-case one must carry a valid EIP-55 checksum.
+	//
+	// Examples: 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+	Address  EvmAddress `json:"address"`
+	PayoutId string     `json:"payoutId"`
+}
+
 // BankPayoutRequest defines model for BankPayoutRequest.
 type BankPayoutRequest struct {
 	// Beneficiary The bank account paid, with the fields of the quote's rail (GET /v1/limits publishes each rail's schema).
@@ -1594,6 +1672,9 @@ type BankPayoutRequest struct {
 
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
 	Reference *PartnerReference `json:"reference,omitempty"`
+
+	// RefundAddress Where what the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked). Optional; set it later with POST /v1/bank/payout/refund-address.
+	RefundAddress *EvmAddress `json:"refundAddress,omitempty"`
 }
 
 // BankPayoutRequest_Beneficiary The bank account paid, with the fields of the quote's rail (GET /v1/limits publishes each rail's schema).
@@ -1618,8 +1699,8 @@ type BankPayoutStatus struct {
 	// EstimatedSettlement An ISO 8601 duration, as `GET /v1/limits` explains.
 	//
 	// Examples: PT10S
-	EstimatedSettlement IsoDuration                    `json:"estimatedSettlement"`
-	FailureReason       *BankPayoutStatusFailureReason `json:"failureReason,omitempty"`
+	EstimatedSettlement IsoDuration          `json:"estimatedSettlement"`
+	FailureReason       *PayoutFailureReason `json:"failureReason,omitempty"`
 
 	// History Every status the payout has been in, oldest first.
 	History []struct {
@@ -1636,13 +1717,16 @@ type BankPayoutStatus struct {
 	Rail RailName `json:"rail"`
 
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
-	Reference    *PartnerReference             `json:"reference,omitempty"`
+	Reference *PartnerReference `json:"reference,omitempty"`
+
+	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
+	Refunds PayoutRefunds `json:"refunds"`
+
+	// ReturnCode The rail's own code for the return: on ACH, R02 (account closed), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT (ISO 20022), AC04, MD07, MS02. Absent on rails without published codes.
+	ReturnCode   *PayoutReturnCode             `json:"returnCode,omitempty"`
 	ReturnReason *BankPayoutStatusReturnReason `json:"returnReason,omitempty"`
 	Status       PayoutStatusValue             `json:"status"`
 }
-
-// BankPayoutStatusFailureReason defines model for BankPayoutStatus.FailureReason.
-type BankPayoutStatusFailureReason string
 
 // BankPayoutStatusReturnReason defines model for BankPayoutStatus.ReturnReason.
 type BankPayoutStatusReturnReason string
@@ -2672,6 +2756,46 @@ type PayoutDeposit struct {
 	Token EvmAddress `json:"token"`
 }
 
+// PayoutFailureReason defines model for PayoutFailureReason.
+type PayoutFailureReason string
+
+// PayoutRefund Stablecoins owed back. `status`: `awaiting_address` (the payout has no refund address yet: POST /v1/bank/payout/refund-address) → `pending` → `sent` (`txHash`, `sentAt`).
+type PayoutRefund struct {
+	// Address An EVM address, `0x` and 40 hex digits; a mixed-case one must carry a valid EIP-55 checksum.
+	//
+	// Examples: 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+	Address *EvmAddress `json:"address,omitempty"`
+
+	// Amount A decimal string in major units, never a JSON number.
+	//
+	// Examples: 100.50
+	Amount DecimalMajorUnits `json:"amount"`
+
+	// Chain EVM chain id. A JSON integer literal (`1.5`, `"84532"` and `1e3` are refused).
+	//
+	// Examples: 84532
+	Chain          ChainId            `json:"chain"`
+	CreatedAt      time.Time          `json:"createdAt"`
+	CryptoCurrency string             `json:"cryptoCurrency"`
+	Reason         PayoutRefundReason `json:"reason"`
+	RefundId       string             `json:"refundId"`
+	SentAt         *time.Time         `json:"sentAt,omitempty"`
+	Status         PayoutRefundStatus `json:"status"`
+	TxHash         *string            `json:"txHash,omitempty"`
+}
+
+// PayoutRefundReason defines model for PayoutRefund.Reason.
+type PayoutRefundReason string
+
+// PayoutRefundStatus defines model for PayoutRefund.Status.
+type PayoutRefundStatus string
+
+// PayoutRefunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
+type PayoutRefunds = []PayoutRefund
+
+// PayoutReturnCode The rail's own code for the return: on ACH, R02 (account closed), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT (ISO 20022), AC04, MD07, MS02. Absent on rails without published codes.
+type PayoutReturnCode string
+
 // PayoutStatusValue defines model for PayoutStatusValue.
 type PayoutStatusValue string
 
@@ -2799,6 +2923,13 @@ type SandboxPayinRequest1 = interface{}
 
 // SandboxPayoutDepositRequest defines model for SandboxPayoutDepositRequest.
 type SandboxPayoutDepositRequest struct {
+	// Amount What arrived, in major units of the token: deposit.amount when omitted. Less is a short deposit, more an excess (both refunded as DESIGN says: see POST /v1/bank/payout/status).
+	Amount *DecimalMajorUnits `json:"amount,omitempty"`
+
+	// CryptoCurrency The token that arrived, as GET /v1/currencies lists it on the payout's chain: the payout's when omitted. Another is refunded, and the payout keeps waiting.
+	CryptoCurrency *string `json:"cryptoCurrency,omitempty"`
+
+	// Outcome What the payout comes to at the sandbox provider: completed when omitted; failed or returned, with a reason.
 	Outcome  *SandboxPayoutDepositRequestOutcome `json:"outcome,omitempty"`
 	PayoutId string                              `json:"payoutId"`
 
@@ -2806,7 +2937,7 @@ type SandboxPayoutDepositRequest struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
-// SandboxPayoutDepositRequestOutcome defines model for SandboxPayoutDepositRequest.Outcome.
+// SandboxPayoutDepositRequestOutcome What the payout comes to at the sandbox provider: completed when omitted; failed or returned, with a reason.
 type SandboxPayoutDepositRequestOutcome string
 
 // SepaBeneficiary defines model for SepaBeneficiary.
@@ -3033,6 +3164,12 @@ type BankPayoutParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// BankPayoutQuoteParams defines parameters for BankPayoutQuote.
+type BankPayoutQuoteParams struct {
+	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListBankPayoutsParams defines parameters for ListBankPayouts.
 type ListBankPayoutsParams struct {
 	// Limit How many records a page holds: 1 to 100 (20 when left out).
@@ -3050,6 +3187,12 @@ type ListBankPayoutsParams struct {
 
 	// CreatedTo Only the records made before this time (RFC 3339).
 	CreatedTo *CreatedTo `form:"createdTo,omitempty" json:"createdTo,omitempty"`
+}
+
+// DepositQuoteParams defines parameters for DepositQuote.
+type DepositQuoteParams struct {
+	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListFiatAccountsParams defines parameters for ListFiatAccounts.
@@ -3182,6 +3325,9 @@ type BankPayoutJSONRequestBody = BankPayoutRequest
 // BankPayoutQuoteJSONRequestBody defines body for BankPayoutQuote for application/json ContentType.
 type BankPayoutQuoteJSONRequestBody = BankPayoutQuoteRequest
 
+// BankPayoutRefundAddressJSONRequestBody defines body for BankPayoutRefundAddress for application/json ContentType.
+type BankPayoutRefundAddressJSONRequestBody = BankPayoutRefundAddressRequest
+
 // BankPayoutStatusJSONRequestBody defines body for BankPayoutStatus for application/json ContentType.
 type BankPayoutStatusJSONRequestBody = BankPayoutStatusRequest
 
@@ -3226,6 +3372,9 @@ type SandboxPayinJSONRequestBody = SandboxPayinRequest
 
 // SandboxPayoutDepositJSONRequestBody defines body for SandboxPayoutDeposit for application/json ContentType.
 type SandboxPayoutDepositJSONRequestBody = SandboxPayoutDepositRequest
+
+// SandboxPayoutExpireJSONRequestBody defines body for SandboxPayoutExpire for application/json ContentType.
+type SandboxPayoutExpireJSONRequestBody = BankPayoutStatusRequest
 
 // Getter for additional properties for RawTransactions_Item. Returns the specified
 // element and whether it was found
@@ -4699,15 +4848,24 @@ type ClientInterface interface {
 	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-	// ASCII characters), echoed in its answers.
+	// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+	// by default (an exchange's omnibus wallet would lose them).
+	//
+	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+	// keeps what it was made with).
 	//
 	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-	// `returned`.
+	// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+	// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+	// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 	//
 	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -4735,15 +4893,24 @@ type ClientInterface interface {
 	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-	// ASCII characters), echoed in its answers.
+	// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+	// by default (an exchange's omnibus wallet would lose them).
+	//
+	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+	// keeps what it was made with).
 	//
 	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-	// `returned`.
+	// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+	// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+	// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 	//
 	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -4769,11 +4936,10 @@ type ClientInterface interface {
 	// `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 	// `mock`, not its value.
 	//
-	// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-	// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-	// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-	// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-	// before `expiresAt`.
+	// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+	// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+	// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+	// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 	//
 	// The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 	// amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -4785,7 +4951,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-	BankPayoutQuoteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BankPayoutQuoteWithBody(ctx context.Context, params *BankPayoutQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BankPayoutQuote Quote a payout of stablecoins to a bank account
 	//
@@ -4796,11 +4962,10 @@ type ClientInterface interface {
 	// `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 	// `mock`, not its value.
 	//
-	// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-	// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-	// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-	// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-	// before `expiresAt`.
+	// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+	// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+	// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+	// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 	//
 	// The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 	// amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -4812,19 +4977,54 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-	BankPayoutQuote(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BankPayoutQuote(ctx context.Context, params *BankPayoutQuoteParams, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BankPayoutRefundAddressWithBody Set where a payout's refunds go
+	//
+	// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+	// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+	// once, and any refund owed later goes there. The same address again answers the payout; another is
+	// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+	// by default. Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+	BankPayoutRefundAddressWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BankPayoutRefundAddress Set where a payout's refunds go
+	//
+	// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+	// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+	// once, and any refund owed later goes there. The same address again answers the payout; another is
+	// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+	// by default. Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+	BankPayoutRefundAddress(ctx context.Context, body BankPayoutRefundAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BankPayoutStatusWithBody A payout's status, polled
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+	// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+	// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+	// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+	// `refused_by_beneficiary`.
+	//
+	// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+	// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+	// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+	// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+	// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+	// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+	// are `404 payout_not_found`. Needs the `bank` product.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4835,13 +5035,22 @@ type ClientInterface interface {
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+	// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+	// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+	// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+	// `refused_by_beneficiary`.
+	//
+	// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+	// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+	// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+	// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+	// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+	// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+	// are `404 payout_not_found`. Needs the `bank` product.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4850,12 +5059,13 @@ type ClientInterface interface {
 
 	// ListBankPayouts List the key's payouts
 	//
-	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
-	// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
-	// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
-	// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
-	// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
-	// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
+	// moves every payout on the provider's word on its own, so `status=completed` lists a payout within seconds
+	// of its bank settling it, whether or not anyone polled it. Filter by `status`, by your `reference`, and by
+	// creation (`createdFrom` inclusive, `createdTo` exclusive). Page with `startingAfter`: pass the
+	// `nextCursor` of the page before, with the same filters (a cursor is opaque, signed, this key's own and
+	// bound to the filters it was made under: under others it is `400`), and payouts made while you page never
+	// shift a later page (keyset pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
 	// `400 invalid_request` naming it. Needs the `bank` product.
 	//
 	// Corresponds with GET /v1/bank/payouts (the `ListBankPayouts` operationId).
@@ -4892,8 +5102,8 @@ type ClientInterface interface {
 	// **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 	// provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 	// smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-	// request from the same key answers the same quote; once it has expired the same request opens a new one.
+	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+	// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 	// mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -4906,7 +5116,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-	DepositQuoteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DepositQuoteWithBody(ctx context.Context, params *DepositQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DepositQuote Quote a cross-chain stablecoin deposit
 	//
@@ -4916,8 +5126,8 @@ type ClientInterface interface {
 	// **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 	// provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 	// smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-	// request from the same key answers the same quote; once it has expired the same request opens a new one.
+	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+	// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 	// mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -4930,7 +5140,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-	DepositQuote(ctx context.Context, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DepositQuote(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListFiatAccounts List the key's onboarded users
 	//
@@ -5379,13 +5589,19 @@ type ClientInterface interface {
 
 	// SandboxPayoutDepositWithBody Make a payout's stablecoin deposit, and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-	// honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+	// product; honours `Idempotency-Key`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5394,18 +5610,48 @@ type ClientInterface interface {
 
 	// SandboxPayoutDeposit Make a payout's stablecoin deposit, and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-	// honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+	// product; honours `Idempotency-Key`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
 	SandboxPayoutDeposit(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxPayoutExpireWithBody Close a payout's deposit window now
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+	// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+	// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+	// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+	SandboxPayoutExpireWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SandboxPayoutExpire Close a payout's deposit window now
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+	// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+	// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+	// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+	SandboxPayoutExpire(ctx context.Context, body SandboxPayoutExpireJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListStatuses Every status of every resource, with its meaning
 	//
@@ -5463,15 +5709,24 @@ func (c *Client) OrderReturn(ctx context.Context, params *OrderReturnParams, req
 // **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 // rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 // `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-// ASCII characters), echoed in its answers.
+// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+// by default (an exchange's omnibus wallet would lose them).
+//
+// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+// keeps what it was made with).
 //
 // The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 // `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 // The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-// `returned`.
+// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 //
 // A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 // on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -5509,15 +5764,24 @@ func (c *Client) BankPayoutWithBody(ctx context.Context, params *BankPayoutParam
 // **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 // rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 // `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-// ASCII characters), echoed in its answers.
+// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+// by default (an exchange's omnibus wallet would lose them).
+//
+// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+// keeps what it was made with).
 //
 // The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 // `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 // The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-// `returned`.
+// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 //
 // A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 // on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -5553,11 +5817,10 @@ func (c *Client) BankPayout(ctx context.Context, params *BankPayoutParams, body 
 // `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 // `mock`, not its value.
 //
-// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-// before `expiresAt`.
+// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 //
 // The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 // amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -5569,8 +5832,8 @@ func (c *Client) BankPayout(ctx context.Context, params *BankPayoutParams, body 
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-func (c *Client) BankPayoutQuoteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBankPayoutQuoteRequestWithBody(c.Server, contentType, body)
+func (c *Client) BankPayoutQuoteWithBody(ctx context.Context, params *BankPayoutQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBankPayoutQuoteRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5590,11 +5853,10 @@ func (c *Client) BankPayoutQuoteWithBody(ctx context.Context, contentType string
 // `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 // `mock`, not its value.
 //
-// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-// before `expiresAt`.
+// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 //
 // The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 // amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -5606,8 +5868,54 @@ func (c *Client) BankPayoutQuoteWithBody(ctx context.Context, contentType string
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-func (c *Client) BankPayoutQuote(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBankPayoutQuoteRequest(c.Server, body)
+func (c *Client) BankPayoutQuote(ctx context.Context, params *BankPayoutQuoteParams, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBankPayoutQuoteRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BankPayoutRefundAddressWithBody Set where a payout's refunds go
+//
+// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+// once, and any refund owed later goes there. The same address again answers the payout; another is
+// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+// by default. Needs the `bank` product.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+func (c *Client) BankPayoutRefundAddressWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBankPayoutRefundAddressRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BankPayoutRefundAddress Set where a payout's refunds go
+//
+// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+// once, and any refund owed later goes there. The same address again answers the payout; another is
+// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+// by default. Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+func (c *Client) BankPayoutRefundAddress(ctx context.Context, body BankPayoutRefundAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBankPayoutRefundAddressRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5622,13 +5930,22 @@ func (c *Client) BankPayoutQuote(ctx context.Context, body BankPayoutQuoteJSONRe
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 // `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+// `refused_by_beneficiary`.
+//
+// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+// are `404 payout_not_found`. Needs the `bank` product.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5649,13 +5966,22 @@ func (c *Client) BankPayoutStatusWithBody(ctx context.Context, contentType strin
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 // `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+// `refused_by_beneficiary`.
+//
+// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+// are `404 payout_not_found`. Needs the `bank` product.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5674,12 +6000,13 @@ func (c *Client) BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSON
 
 // ListBankPayouts List the key's payouts
 //
-// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
-// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
-// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
-// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
-// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
-// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
+// moves every payout on the provider's word on its own, so `status=completed` lists a payout within seconds
+// of its bank settling it, whether or not anyone polled it. Filter by `status`, by your `reference`, and by
+// creation (`createdFrom` inclusive, `createdTo` exclusive). Page with `startingAfter`: pass the
+// `nextCursor` of the page before, with the same filters (a cursor is opaque, signed, this key's own and
+// bound to the filters it was made under: under others it is `400`), and payouts made while you page never
+// shift a later page (keyset pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
 // `400 invalid_request` naming it. Needs the `bank` product.
 //
 // Corresponds with GET /v1/bank/payouts (the `ListBankPayouts` operationId).
@@ -5756,8 +6083,8 @@ func (c *Client) ListCurrencies(ctx context.Context, reqEditors ...RequestEditor
 // **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 // provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 // smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-// request from the same key answers the same quote; once it has expired the same request opens a new one.
+// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 //
 // Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 // mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -5770,8 +6097,8 @@ func (c *Client) ListCurrencies(ctx context.Context, reqEditors ...RequestEditor
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-func (c *Client) DepositQuoteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDepositQuoteRequestWithBody(c.Server, contentType, body)
+func (c *Client) DepositQuoteWithBody(ctx context.Context, params *DepositQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDepositQuoteRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5790,8 +6117,8 @@ func (c *Client) DepositQuoteWithBody(ctx context.Context, contentType string, b
 // **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 // provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 // smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-// request from the same key answers the same quote; once it has expired the same request opens a new one.
+// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 //
 // Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 // mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -5804,8 +6131,8 @@ func (c *Client) DepositQuoteWithBody(ctx context.Context, contentType string, b
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-func (c *Client) DepositQuote(ctx context.Context, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDepositQuoteRequest(c.Server, body)
+func (c *Client) DepositQuote(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDepositQuoteRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6573,13 +6900,19 @@ func (c *Client) SandboxPayin(ctx context.Context, params *SandboxPayinParams, b
 
 // SandboxPayoutDepositWithBody Make a payout's stablecoin deposit, and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-// honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+// product; honours `Idempotency-Key`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6598,19 +6931,69 @@ func (c *Client) SandboxPayoutDepositWithBody(ctx context.Context, params *Sandb
 
 // SandboxPayoutDeposit Make a payout's stablecoin deposit, and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-// honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+// product; honours `Idempotency-Key`.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
 func (c *Client) SandboxPayoutDeposit(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSandboxPayoutDepositRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxPayoutExpireWithBody Close a payout's deposit window now
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+func (c *Client) SandboxPayoutExpireWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxPayoutExpireRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SandboxPayoutExpire Close a payout's deposit window now
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+func (c *Client) SandboxPayoutExpire(ctx context.Context, body SandboxPayoutExpireJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSandboxPayoutExpireRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6787,18 +7170,18 @@ func NewBankPayoutRequestWithBody(server string, params *BankPayoutParams, conte
 }
 
 // NewBankPayoutQuoteRequest calls the generic BankPayoutQuote builder with application/json body
-func NewBankPayoutQuoteRequest(server string, body BankPayoutQuoteJSONRequestBody) (*http.Request, error) {
+func NewBankPayoutQuoteRequest(server string, params *BankPayoutQuoteParams, body BankPayoutQuoteJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewBankPayoutQuoteRequestWithBody(server, "application/json", bodyReader)
+	return NewBankPayoutQuoteRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewBankPayoutQuoteRequestWithBody constructs an http.Request for the BankPayoutQuote method, with any body, and a specified content type
-func NewBankPayoutQuoteRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewBankPayoutQuoteRequestWithBody(server string, params *BankPayoutQuoteParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6807,6 +7190,61 @@ func NewBankPayoutQuoteRequestWithBody(server string, contentType string, body i
 	}
 
 	operationPath := fmt.Sprintf("/v1/bank/payout/quote")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewBankPayoutRefundAddressRequest calls the generic BankPayoutRefundAddress builder with application/json body
+func NewBankPayoutRefundAddressRequest(server string, body BankPayoutRefundAddressJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBankPayoutRefundAddressRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewBankPayoutRefundAddressRequestWithBody constructs an http.Request for the BankPayoutRefundAddress method, with any body, and a specified content type
+func NewBankPayoutRefundAddressRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bank/payout/refund-address")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -7062,18 +7500,18 @@ func NewListCurrenciesRequest(server string) (*http.Request, error) {
 }
 
 // NewDepositQuoteRequest calls the generic DepositQuote builder with application/json body
-func NewDepositQuoteRequest(server string, body DepositQuoteJSONRequestBody) (*http.Request, error) {
+func NewDepositQuoteRequest(server string, params *DepositQuoteParams, body DepositQuoteJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewDepositQuoteRequestWithBody(server, "application/json", bodyReader)
+	return NewDepositQuoteRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewDepositQuoteRequestWithBody constructs an http.Request for the DepositQuote method, with any body, and a specified content type
-func NewDepositQuoteRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewDepositQuoteRequestWithBody(server string, params *DepositQuoteParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7097,6 +7535,21 @@ func NewDepositQuoteRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -8248,6 +8701,46 @@ func NewSandboxPayoutDepositRequestWithBody(server string, params *SandboxPayout
 	return req, nil
 }
 
+// NewSandboxPayoutExpireRequest calls the generic SandboxPayoutExpire builder with application/json body
+func NewSandboxPayoutExpireRequest(server string, body SandboxPayoutExpireJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSandboxPayoutExpireRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSandboxPayoutExpireRequestWithBody constructs an http.Request for the SandboxPayoutExpire method, with any body, and a specified content type
+func NewSandboxPayoutExpireRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandbox/payouts/expire")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListStatusesRequest constructs an http.Request for the ListStatuses method
 func NewListStatusesRequest(server string) (*http.Request, error) {
 	var err error
@@ -8351,15 +8844,24 @@ type ClientWithResponsesInterface interface {
 	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-	// ASCII characters), echoed in its answers.
+	// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+	// by default (an exchange's omnibus wallet would lose them).
+	//
+	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+	// keeps what it was made with).
 	//
 	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-	// `returned`.
+	// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+	// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+	// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 	//
 	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -8387,15 +8889,24 @@ type ClientWithResponsesInterface interface {
 	// **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 	// rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 	// `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-	// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-	// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-	// ASCII characters), echoed in its answers.
+	// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+	// by default (an exchange's omnibus wallet would lose them).
+	//
+	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+	// keeps what it was made with).
 	//
 	// The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 	// `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 	// The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-	// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-	// `returned`.
+	// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+	// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+	// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 	//
 	// A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 	// on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -8421,11 +8932,10 @@ type ClientWithResponsesInterface interface {
 	// `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 	// `mock`, not its value.
 	//
-	// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-	// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-	// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-	// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-	// before `expiresAt`.
+	// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+	// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+	// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+	// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 	//
 	// The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 	// amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -8437,7 +8947,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-	BankPayoutQuoteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error)
+	BankPayoutQuoteWithBodyWithResponse(ctx context.Context, params *BankPayoutQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error)
 
 	// BankPayoutQuoteWithResponse Quote a payout of stablecoins to a bank account
 	//
@@ -8448,11 +8958,10 @@ type ClientWithResponsesInterface interface {
 	// `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 	// `mock`, not its value.
 	//
-	// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-	// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-	// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-	// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-	// before `expiresAt`.
+	// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+	// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+	// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+	// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 	//
 	// The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 	// amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -8464,19 +8973,54 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-	BankPayoutQuoteWithResponse(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error)
+	BankPayoutQuoteWithResponse(ctx context.Context, params *BankPayoutQuoteParams, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error)
+
+	// BankPayoutRefundAddressWithBodyWithResponse Set where a payout's refunds go
+	//
+	// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+	// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+	// once, and any refund owed later goes there. The same address again answers the payout; another is
+	// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+	// by default. Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+	BankPayoutRefundAddressWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutRefundAddressResponse, error)
+
+	// BankPayoutRefundAddressWithResponse Set where a payout's refunds go
+	//
+	// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+	// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+	// once, and any refund owed later goes there. The same address again answers the payout; another is
+	// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+	// by default. Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+	BankPayoutRefundAddressWithResponse(ctx context.Context, body BankPayoutRefundAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutRefundAddressResponse, error)
 
 	// BankPayoutStatusWithBodyWithResponse A payout's status, polled
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+	// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+	// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+	// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+	// `refused_by_beneficiary`.
+	//
+	// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+	// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+	// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+	// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+	// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+	// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+	// are `404 payout_not_found`. Needs the `bank` product.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8487,13 +9031,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-	// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-	// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-	// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-	// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-	// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+	// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+	// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+	// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+	// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+	// `refused_by_beneficiary`.
+	//
+	// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+	// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+	// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+	// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+	// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+	// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+	// are `404 payout_not_found`. Needs the `bank` product.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8502,12 +9055,13 @@ type ClientWithResponsesInterface interface {
 
 	// ListBankPayoutsWithResponse List the key's payouts
 	//
-	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
-	// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
-	// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
-	// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
-	// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
-	// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
+	// moves every payout on the provider's word on its own, so `status=completed` lists a payout within seconds
+	// of its bank settling it, whether or not anyone polled it. Filter by `status`, by your `reference`, and by
+	// creation (`createdFrom` inclusive, `createdTo` exclusive). Page with `startingAfter`: pass the
+	// `nextCursor` of the page before, with the same filters (a cursor is opaque, signed, this key's own and
+	// bound to the filters it was made under: under others it is `400`), and payouts made while you page never
+	// shift a later page (keyset pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
 	// `400 invalid_request` naming it. Needs the `bank` product.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8552,8 +9106,8 @@ type ClientWithResponsesInterface interface {
 	// **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 	// provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 	// smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-	// request from the same key answers the same quote; once it has expired the same request opens a new one.
+	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+	// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 	// mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -8566,7 +9120,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-	DepositQuoteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error)
+	DepositQuoteWithBodyWithResponse(ctx context.Context, params *DepositQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error)
 
 	// DepositQuoteWithResponse Quote a cross-chain stablecoin deposit
 	//
@@ -8576,8 +9130,8 @@ type ClientWithResponsesInterface interface {
 	// **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 	// provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 	// smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-	// request from the same key answers the same quote; once it has expired the same request opens a new one.
+	// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+	// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 	//
 	// Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 	// mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -8590,7 +9144,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-	DepositQuoteWithResponse(ctx context.Context, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error)
+	DepositQuoteWithResponse(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error)
 
 	// ListFiatAccountsWithResponse List the key's onboarded users
 	//
@@ -9053,13 +9607,19 @@ type ClientWithResponsesInterface interface {
 
 	// SandboxPayoutDepositWithBodyWithResponse Make a payout's stablecoin deposit, and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-	// honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+	// product; honours `Idempotency-Key`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9068,18 +9628,48 @@ type ClientWithResponsesInterface interface {
 
 	// SandboxPayoutDepositWithResponse Make a payout's stablecoin deposit, and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-	// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-	// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-	// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-	// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-	// honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+	// product; honours `Idempotency-Key`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
 	SandboxPayoutDepositWithResponse(ctx context.Context, params *SandboxPayoutDepositParams, body SandboxPayoutDepositJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayoutDepositResponse, error)
+
+	// SandboxPayoutExpireWithBodyWithResponse Close a payout's deposit window now
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+	// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+	// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+	// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+	SandboxPayoutExpireWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxPayoutExpireResponse, error)
+
+	// SandboxPayoutExpireWithResponse Close a payout's deposit window now
+	//
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+	// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+	// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+	// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+	SandboxPayoutExpireWithResponse(ctx context.Context, body SandboxPayoutExpireJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayoutExpireResponse, error)
 
 	// ListStatusesWithResponse Every status of every resource, with its meaning
 	//
@@ -9463,9 +10053,10 @@ func (r BankPayoutResponse) ContentType() string {
 
 // BankPayoutQuoteResponse200Headers the declared response headers of an HTTP 200 response for BankPayoutQuote
 type BankPayoutQuoteResponse200Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
-	XRequestId      string
+	IdempotentReplayed *string
+	RateLimit          string
+	RateLimitPolicy    string
+	XRequestId         string
 }
 
 // BankPayoutQuoteResponse400Headers the declared response headers of an HTTP 400 response for BankPayoutQuote
@@ -9499,8 +10090,23 @@ type BankPayoutQuoteResponse408Headers struct {
 	XRequestId string
 }
 
+// BankPayoutQuoteResponse409Headers the declared response headers of an HTTP 409 response for BankPayoutQuote
+type BankPayoutQuoteResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
 // BankPayoutQuoteResponse413Headers the declared response headers of an HTTP 413 response for BankPayoutQuote
 type BankPayoutQuoteResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutQuoteResponse422Headers the declared response headers of an HTTP 422 response for BankPayoutQuote
+type BankPayoutQuoteResponse422Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
 	XRequestId      string
@@ -9534,8 +10140,12 @@ type BankPayoutQuoteResponse struct {
 	JSON404 *NotConfigured
 	// JSON408 the response for an HTTP 408 `application/json` response
 	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -9552,8 +10162,12 @@ type BankPayoutQuoteResponse struct {
 	Headers404 *BankPayoutQuoteResponse404Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *BankPayoutQuoteResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BankPayoutQuoteResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *BankPayoutQuoteResponse413Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *BankPayoutQuoteResponse422Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *BankPayoutQuoteResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -9590,9 +10204,19 @@ func (r BankPayoutQuoteResponse) GetJSON408() *RequestTimeout {
 	return r.JSON408
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BankPayoutQuoteResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r BankPayoutQuoteResponse) GetJSON413() *TooLarge {
 	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r BankPayoutQuoteResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -9628,6 +10252,198 @@ func (r BankPayoutQuoteResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r BankPayoutQuoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BankPayoutRefundAddressResponse200Headers the declared response headers of an HTTP 200 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse400Headers the declared response headers of an HTTP 400 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse401Headers the declared response headers of an HTTP 401 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse403Headers the declared response headers of an HTTP 403 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse404Headers the declared response headers of an HTTP 404 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse408Headers the declared response headers of an HTTP 408 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// BankPayoutRefundAddressResponse409Headers the declared response headers of an HTTP 409 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse413Headers the declared response headers of an HTTP 413 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse429Headers the declared response headers of an HTTP 429 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// BankPayoutRefundAddressResponse500Headers the declared response headers of an HTTP 500 response for BankPayoutRefundAddress
+type BankPayoutRefundAddressResponse500Headers struct {
+	XRequestId string
+}
+
+type BankPayoutRefundAddressResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BankPayoutStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *PayoutNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error409
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *BankPayoutRefundAddressResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *BankPayoutRefundAddressResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BankPayoutRefundAddressResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *BankPayoutRefundAddressResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *BankPayoutRefundAddressResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *BankPayoutRefundAddressResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BankPayoutRefundAddressResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *BankPayoutRefundAddressResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BankPayoutRefundAddressResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *BankPayoutRefundAddressResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON200() *BankPayoutStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON404() *PayoutNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON409() *Error409 {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r BankPayoutRefundAddressResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r BankPayoutRefundAddressResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BankPayoutRefundAddressResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BankPayoutRefundAddressResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BankPayoutRefundAddressResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10317,9 +11133,10 @@ func (r ListCurrenciesResponse) ContentType() string {
 
 // DepositQuoteResponse200Headers the declared response headers of an HTTP 200 response for DepositQuote
 type DepositQuoteResponse200Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
-	XRequestId      string
+	IdempotentReplayed *string
+	RateLimit          string
+	RateLimitPolicy    string
+	XRequestId         string
 }
 
 // DepositQuoteResponse400Headers the declared response headers of an HTTP 400 response for DepositQuote
@@ -10353,8 +11170,23 @@ type DepositQuoteResponse408Headers struct {
 	XRequestId string
 }
 
+// DepositQuoteResponse409Headers the declared response headers of an HTTP 409 response for DepositQuote
+type DepositQuoteResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
 // DepositQuoteResponse413Headers the declared response headers of an HTTP 413 response for DepositQuote
 type DepositQuoteResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// DepositQuoteResponse422Headers the declared response headers of an HTTP 422 response for DepositQuote
+type DepositQuoteResponse422Headers struct {
 	RateLimit       string
 	RateLimitPolicy string
 	XRequestId      string
@@ -10388,8 +11220,12 @@ type DepositQuoteResponse struct {
 	JSON404 *NotConfigured
 	// JSON408 the response for an HTTP 408 `application/json` response
 	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -10406,8 +11242,12 @@ type DepositQuoteResponse struct {
 	Headers404 *DepositQuoteResponse404Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *DepositQuoteResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DepositQuoteResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *DepositQuoteResponse413Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *DepositQuoteResponse422Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DepositQuoteResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -10444,9 +11284,19 @@ func (r DepositQuoteResponse) GetJSON408() *RequestTimeout {
 	return r.JSON408
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DepositQuoteResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r DepositQuoteResponse) GetJSON413() *TooLarge {
 	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r DepositQuoteResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -14048,6 +14898,198 @@ func (r SandboxPayoutDepositResponse) ContentType() string {
 	return ""
 }
 
+// SandboxPayoutExpireResponse200Headers the declared response headers of an HTTP 200 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse400Headers the declared response headers of an HTTP 400 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse401Headers the declared response headers of an HTTP 401 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse403Headers the declared response headers of an HTTP 403 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse404Headers the declared response headers of an HTTP 404 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse408Headers the declared response headers of an HTTP 408 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// SandboxPayoutExpireResponse409Headers the declared response headers of an HTTP 409 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      *string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse413Headers the declared response headers of an HTTP 413 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse429Headers the declared response headers of an HTTP 429 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// SandboxPayoutExpireResponse500Headers the declared response headers of an HTTP 500 response for SandboxPayoutExpire
+type SandboxPayoutExpireResponse500Headers struct {
+	XRequestId string
+}
+
+type SandboxPayoutExpireResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BankPayoutStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *PayoutNotFound
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error409
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SandboxPayoutExpireResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SandboxPayoutExpireResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SandboxPayoutExpireResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SandboxPayoutExpireResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SandboxPayoutExpireResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *SandboxPayoutExpireResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *SandboxPayoutExpireResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *SandboxPayoutExpireResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SandboxPayoutExpireResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SandboxPayoutExpireResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON200() *BankPayoutStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON404() *PayoutNotFound {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON409() *Error409 {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SandboxPayoutExpireResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SandboxPayoutExpireResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SandboxPayoutExpireResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SandboxPayoutExpireResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SandboxPayoutExpireResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListStatusesResponse200Headers the declared response headers of an HTTP 200 response for ListStatuses
 type ListStatusesResponse200Headers struct {
 	RateLimit       string
@@ -14202,15 +15244,24 @@ func (c *ClientWithResponses) OrderReturnWithResponse(ctx context.Context, param
 // **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 // rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 // `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-// ASCII characters), echoed in its answers.
+// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+// by default (an exchange's omnibus wallet would lose them).
+//
+// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+// keeps what it was made with).
 //
 // The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 // `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 // The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-// `returned`.
+// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 //
 // A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 // on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -14244,15 +15295,24 @@ func (c *ClientWithResponses) BankPayoutWithBodyWithResponse(ctx context.Context
 // **The beneficiary is the quote's rail's** (the quote fixed the rail): `GET /v1/limits` publishes each
 // rail's `beneficiary` as a JSON Schema, and this document has one schema per rail (`SepaBeneficiary` …
 // `SwiftBeneficiary`). Check digits (IBAN mod-97, ABA routing numbers, CLABE, CPF/CNPJ) are checked; an
-// IBAN's or BIC's country must be the quote's. A wrong field is `400 invalid_request` naming it; a field
-// the rail does not take is an unknown field. `reference` is your own id for the payout (1–64 printable
-// ASCII characters), echoed in its answers.
+// IBAN's or BIC's country must be the quote's (a territory's IBAN is the country's whose IBANs it uses:
+// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
+// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
+// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
+// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
+// by default (an exchange's omnibus wallet would lose them).
+//
+// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
+// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
+// keeps what it was made with).
 //
 // The answer says **where to send the stablecoins**: `deposit.amount` of `deposit.token` on
 // `deposit.chain` to `deposit.address` (one address per payout) before `deposit.expiresAt` (30 minutes).
 // The beneficiary comes back masked: the name and the last four characters of the account. Then poll
-// `POST /v1/bank/payout/status`: `awaiting_deposit` → `processing` → `completed`, or `expired`, `failed`,
-// `returned`.
+// `POST /v1/bank/payout/status` (or list): `awaiting_deposit` → `processing` → `completed`, or `expired`,
+// `failed`, `returned`; the service moves the payout on the provider's word on its own, whether or not
+// anyone reads it. `refunds` lists what the payout owes back (empty when nothing).
 //
 // A quote that is unknown, malformed, or another key's, is `404 quote_not_found`; past `expiresAt` (read
 // on the database's clock) it is `410 quote_expired` for 24 hours and is never repriced (quote again). A
@@ -14284,11 +15344,10 @@ func (c *ClientWithResponses) BankPayoutWithResponse(ctx context.Context, params
 // `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 // `mock`, not its value.
 //
-// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-// before `expiresAt`.
+// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 //
 // The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 // amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -14300,8 +15359,8 @@ func (c *ClientWithResponses) BankPayoutWithResponse(ctx context.Context, params
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-func (c *ClientWithResponses) BankPayoutQuoteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error) {
-	rsp, err := c.BankPayoutQuoteWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) BankPayoutQuoteWithBodyWithResponse(ctx context.Context, params *BankPayoutQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error) {
+	rsp, err := c.BankPayoutQuoteWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14317,11 +15376,10 @@ func (c *ClientWithResponses) BankPayoutQuoteWithBodyWithResponse(ctx context.Co
 // `1234567.89`, and nothing is sent to a provider. Integrate against the shape; branch on the presence of
 // `mock`, not its value.
 //
-// **A quote is a fixed offer.** While it is open, the same request from the same key answers the same quote:
-// the same `quoteId`, `expiresAt` and figures (codes are case-insensitive and amounts canonicalised first).
-// Once it has been executed or has expired, the same request opens a new quote with a new `quoteId`: an id is
-// never priced twice, and a second identical payout is a second quote. Execute it with `POST /v1/bank/payout`
-// before `expiresAt`.
+// **Every request opens a new quote**, a fixed offer of its own: two identical payouts quoted at once are two
+// quotes, each executable once, and an id is never priced twice. A retry that must not open a second quote
+// (a network failure, a timeout) carries an `Idempotency-Key`: it is answered the first quote, byte for
+// byte. Execute a quote with `POST /v1/bank/payout` before `expiresAt`.
 //
 // The rail is the forced one, or the fastest published rail that serves the currency, the country *and the
 // amount*: each rail has per-payout limits (`minAmount`, `maxAmount` in `GET /v1/limits`, in the fiat
@@ -14333,25 +15391,72 @@ func (c *ClientWithResponses) BankPayoutQuoteWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/bank/payout/quote (the `BankPayoutQuote` operationId).
-func (c *ClientWithResponses) BankPayoutQuoteWithResponse(ctx context.Context, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error) {
-	rsp, err := c.BankPayoutQuote(ctx, body, reqEditors...)
+func (c *ClientWithResponses) BankPayoutQuoteWithResponse(ctx context.Context, params *BankPayoutQuoteParams, body BankPayoutQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutQuoteResponse, error) {
+	rsp, err := c.BankPayoutQuote(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseBankPayoutQuoteResponse(rsp)
 }
 
+// BankPayoutRefundAddressWithBodyWithResponse Set where a payout's refunds go
+//
+// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+// once, and any refund owed later goes there. The same address again answers the payout; another is
+// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+// by default. Needs the `bank` product.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+func (c *ClientWithResponses) BankPayoutRefundAddressWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BankPayoutRefundAddressResponse, error) {
+	rsp, err := c.BankPayoutRefundAddressWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBankPayoutRefundAddressResponse(rsp)
+}
+
+// BankPayoutRefundAddressWithResponse Set where a payout's refunds go
+//
+// Sets a payout's refund address, once, when its execution gave none: an EVM address on the payout's chain
+// (EIP-55 checked; a wrong one is `400` naming `address`). Refunds awaiting an address become `pending` at
+// once, and any refund owed later goes there. The same address again answers the payout; another is
+// `409 refund_address_locked` (a refund address is never changed). Refunds never go to the depositing address
+// by default. Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bank/payout/refund-address (the `BankPayoutRefundAddress` operationId).
+func (c *ClientWithResponses) BankPayoutRefundAddressWithResponse(ctx context.Context, body BankPayoutRefundAddressJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutRefundAddressResponse, error) {
+	rsp, err := c.BankPayoutRefundAddress(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBankPayoutRefundAddressResponse(rsp)
+}
+
 // BankPayoutStatusWithBodyWithResponse A payout's status, polled
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 // `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+// `refused_by_beneficiary`.
+//
+// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+// are `404 payout_not_found`. Needs the `bank` product.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14368,13 +15473,22 @@ func (c *ClientWithResponses) BankPayoutStatusWithBodyWithResponse(ctx context.C
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
 // `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
-// `failureReason` and `returnReason`. Statuses move only along these arrows: `awaiting_deposit` →
+// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
+// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
-// `deposit.expiresAt`); `processing` → `failed`. `failed`, `expired` and `returned` are final; `completed` is
-// final but for a return. Failure reasons: `account_closed`, `account_not_found`, `name_mismatch`,
-// `invalid_account`, `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`. No webhooks in V1: poll. Another key's payout, an
-// unknown one and a malformed id are `404 payout_not_found`. Needs the `bank` product.
+// `deposit.expiresAt`); `awaiting_deposit` → `failed` (`deposit_short`); `processing` → `failed`. `failed`,
+// `expired` and `returned` are final; `completed` is final but for a return. Failure reasons:
+// `deposit_short`, `account_closed`, `account_not_found`, `name_mismatch`, `invalid_account`,
+// `rail_unavailable`, `compliance_rejected`; return reasons: `account_closed`, `beneficiary_deceased`,
+// `refused_by_beneficiary`.
+//
+// The service moves each payout on its own (the provider's word, its deposit window's end): this call reads
+// the payout as the service has it and never waits for the provider. **Refunds:** a payout that will not pay
+// its beneficiary after stablecoins arrived owes them back; `refunds` lists each (`awaiting_address` until
+// the payout has a refund address, then `pending`, then `sent` with `txHash`), with its `reason`:
+// `payout_failed`, `payout_returned`, `deposit_late`, `deposit_short`, `deposit_excess`,
+// `deposit_wrong_token`. No webhooks in V1: poll. Another key's payout, an unknown one and a malformed id
+// are `404 payout_not_found`. Needs the `bank` product.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14389,12 +15503,13 @@ func (c *ClientWithResponses) BankPayoutStatusWithResponse(ctx context.Context, 
 
 // ListBankPayoutsWithResponse List the key's payouts
 //
-// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it (its status as
-// last recorded: a deposit window that closed reads as `expired`; poll the status call to bring one up to
-// date with the bank). Filter by `status`, by your `reference`, and by creation (`createdFrom` inclusive,
-// `createdTo` exclusive). Page with `startingAfter`: pass the `nextCursor` of the page before; a cursor is
-// opaque, signed and this key's own, and payouts made while you page never shift a later page (keyset
-// pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
+// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
+// moves every payout on the provider's word on its own, so `status=completed` lists a payout within seconds
+// of its bank settling it, whether or not anyone polled it. Filter by `status`, by your `reference`, and by
+// creation (`createdFrom` inclusive, `createdTo` exclusive). Page with `startingAfter`: pass the
+// `nextCursor` of the page before, with the same filters (a cursor is opaque, signed, this key's own and
+// bound to the filters it was made under: under others it is `400`), and payouts made while you page never
+// shift a later page (keyset pagination on creation and id). `hasMore` says whether there is a next page. A bad parameter is
 // `400 invalid_request` naming it. Needs the `bank` product.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14463,8 +15578,8 @@ func (c *ClientWithResponses) ListCurrenciesWithResponse(ctx context.Context, re
 // **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 // provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 // smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-// request from the same key answers the same quote; once it has expired the same request opens a new one.
+// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 //
 // Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 // mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -14477,8 +15592,8 @@ func (c *ClientWithResponses) ListCurrenciesWithResponse(ctx context.Context, re
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-func (c *ClientWithResponses) DepositQuoteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error) {
-	rsp, err := c.DepositQuoteWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) DepositQuoteWithBodyWithResponse(ctx context.Context, params *DepositQuoteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error) {
+	rsp, err := c.DepositQuoteWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14493,8 +15608,8 @@ func (c *ClientWithResponses) DepositQuoteWithBodyWithResponse(ctx context.Conte
 // **The quote is a mock while the bridge provider is being connected:** `mock` is `true`, and every figure the
 // provider would compute (`amountOut`, `fee`) is the placeholder `123456789`, an integer in the token's
 // smallest unit. `source` and `destination` echo the request with the addresses in their EIP-55 form, and
-// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: while the quote is open the same
-// request from the same key answers the same quote; once it has expired the same request opens a new one.
+// `amountIn` echoes `amount`. The `quoteId` follows the payout quote's rules: every request opens a new quote,
+// and a retry that must not carries an `Idempotency-Key` (it is answered the first quote).
 //
 // Checks run in this order, each with its own answer: body shape and formats (EVM addresses `0x` + 40 hex, a
 // mixed-case one must pass its EIP-55 checksum; `amount` digits only, above zero, at most 78 digits; `method`
@@ -14507,8 +15622,8 @@ func (c *ClientWithResponses) DepositQuoteWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
-func (c *ClientWithResponses) DepositQuoteWithResponse(ctx context.Context, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error) {
-	rsp, err := c.DepositQuote(ctx, body, reqEditors...)
+func (c *ClientWithResponses) DepositQuoteWithResponse(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error) {
+	rsp, err := c.DepositQuote(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15162,13 +16277,19 @@ func (c *ClientWithResponses) SandboxPayinWithResponse(ctx context.Context, para
 
 // SandboxPayoutDepositWithBodyWithResponse Make a payout's stablecoin deposit, and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-// honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+// product; honours `Idempotency-Key`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15183,13 +16304,19 @@ func (c *ClientWithResponses) SandboxPayoutDepositWithBodyWithResponse(ctx conte
 
 // SandboxPayoutDepositWithResponse Make a payout's stablecoin deposit, and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says a payout's stablecoins
-// arrived now (`depositTxHash`, a testnet hash): the payout is `processing` at once, handed to the sandbox
-// provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
-// `completed` (the default), `failed` with `reason` (a failure reason), or `returned` with `reason`
-// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
-// A payout that is not `awaiting_deposit` is `409 payout_not_awaiting_deposit`. Needs the `bank` product;
-// honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
+// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
+// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
+// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
+// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
+// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
+// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
+// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
+// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
+// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
+// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
+// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
+// product; honours `Idempotency-Key`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15200,6 +16327,42 @@ func (c *ClientWithResponses) SandboxPayoutDepositWithResponse(ctx context.Conte
 		return nil, err
 	}
 	return ParseSandboxPayoutDepositResponse(rsp)
+}
+
+// SandboxPayoutExpireWithBodyWithResponse Close a payout's deposit window now
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+func (c *ClientWithResponses) SandboxPayoutExpireWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxPayoutExpireResponse, error) {
+	rsp, err := c.SandboxPayoutExpireWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxPayoutExpireResponse(rsp)
+}
+
+// SandboxPayoutExpireWithResponse Close a payout's deposit window now
+//
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). Closes an `awaiting_deposit`
+// payout's deposit window now, as its `deposit.expiresAt` would: the payout is `expired`, and a deposit after
+// it is a late one (refunded). A payout whose deposit arrived, or that is not `awaiting_deposit`, is
+// `409 payout_not_awaiting_deposit`. Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandbox/payouts/expire (the `SandboxPayoutExpire` operationId).
+func (c *ClientWithResponses) SandboxPayoutExpireWithResponse(ctx context.Context, body SandboxPayoutExpireJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayoutExpireResponse, error) {
+	rsp, err := c.SandboxPayoutExpire(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSandboxPayoutExpireResponse(rsp)
 }
 
 // ListStatusesWithResponse Every status of every resource, with its meaning
@@ -15824,12 +16987,26 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 		}
 		response.JSON408 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
@@ -15850,6 +17027,13 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 	switch {
 	case rsp.StatusCode == 200:
 		var headers BankPayoutQuoteResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -15964,6 +17148,37 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 			headers.XRequestId = value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers BankPayoutQuoteResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers BankPayoutQuoteResponse413Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -15988,6 +17203,30 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 422:
+		var headers BankPayoutQuoteResponse422Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers BankPayoutQuoteResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -16021,6 +17260,324 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers BankPayoutQuoteResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseBankPayoutRefundAddressResponse parses an HTTP response from a BankPayoutRefundAddressWithResponse call
+func ParseBankPayoutRefundAddressResponse(rsp *http.Response) (*BankPayoutRefundAddressResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BankPayoutRefundAddressResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BankPayoutStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PayoutNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error409
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers BankPayoutRefundAddressResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers BankPayoutRefundAddressResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers BankPayoutRefundAddressResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers BankPayoutRefundAddressResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers BankPayoutRefundAddressResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers BankPayoutRefundAddressResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers BankPayoutRefundAddressResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers BankPayoutRefundAddressResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers BankPayoutRefundAddressResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers BankPayoutRefundAddressResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -17104,12 +18661,26 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 		}
 		response.JSON408 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
@@ -17130,6 +18701,13 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 	switch {
 	case rsp.StatusCode == 200:
 		var headers DepositQuoteResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -17244,6 +18822,37 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers DepositQuoteResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers DepositQuoteResponse413Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -17268,6 +18877,30 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 422:
+		var headers DepositQuoteResponse422Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
 	case rsp.StatusCode == 429:
 		var headers DepositQuoteResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -23078,6 +24711,324 @@ func ParseSandboxPayoutDepositResponse(rsp *http.Response) (*SandboxPayoutDeposi
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SandboxPayoutDepositResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSandboxPayoutExpireResponse parses an HTTP response from a SandboxPayoutExpireWithResponse call
+func ParseSandboxPayoutExpireResponse(rsp *http.Response) (*SandboxPayoutExpireResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SandboxPayoutExpireResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BankPayoutStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PayoutNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error409
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SandboxPayoutExpireResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SandboxPayoutExpireResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SandboxPayoutExpireResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SandboxPayoutExpireResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SandboxPayoutExpireResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers SandboxPayoutExpireResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers SandboxPayoutExpireResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers SandboxPayoutExpireResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers SandboxPayoutExpireResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers SandboxPayoutExpireResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

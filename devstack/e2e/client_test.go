@@ -51,7 +51,7 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 	}
 
 	quoteBody := partnerapi.BankPayoutQuoteJSONRequestBody{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: ptr("42")}
-	q, err := c.BankPayoutQuoteWithResponse(ctx, quoteBody)
+	q, err := c.BankPayoutQuoteWithResponse(ctx, nil, quoteBody)
 	if err != nil || q.JSON200 == nil {
 		t.Fatalf("quote: %v %s", err, q.Body)
 	}
@@ -94,7 +94,7 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 
 	both := quoteBody
 	both.FiatAmount = ptr("10")
-	r400, _ := c.BankPayoutQuoteWithResponse(ctx, both)
+	r400, _ := c.BankPayoutQuoteWithResponse(ctx, nil, both)
 	if r400.JSON400 == nil {
 		t.Fatalf("both amounts: %d %s", r400.StatusCode(), r400.Body)
 	}
@@ -103,7 +103,7 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 
 	other := quoteBody
 	other.Chain = 11155111
-	r403, _ := c.BankPayoutQuoteWithResponse(ctx, other)
+	r403, _ := c.BankPayoutQuoteWithResponse(ctx, nil, other)
 	if r403.JSON403 == nil {
 		t.Fatalf("a chain the key lacks: %d %s", r403.StatusCode(), r403.Body)
 	}
@@ -119,7 +119,7 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 	wantError(t, "an unknown quote", r404.HTTPResponse, r404.Body, 404, string(r404.JSON404.Error.Code), "quote_not_found",
 		"No quote with this quoteId exists for this key.")
 
-	late, _ := c.BankPayoutQuoteWithResponse(ctx, quoteBody)
+	late, _ := c.BankPayoutQuoteWithResponse(ctx, nil, quoteBody)
 	if late.JSON200 == nil || late.JSON200.QuoteId == q.JSON200.QuoteId {
 		t.Fatalf("a second identical payout is a new quote: %s", late.Body)
 	}

@@ -40,8 +40,16 @@ func TestDepositQuote(t *testing.T) {
 		if r.Status != 200 || m == nil {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if again := s.post(path, key, depositBody("84532", baseUSDC, "11155111", sepoliaUSDC, "1000000")); again.Body != r.Body {
-			t.Errorf("the same request while open: %s, want %s", again.Body, r.Body)
+		// Every request opens a new quote; a retry with an Idempotency-Key
+		// is answered the first one, byte for byte.
+		again := s.post(path, key, depositBody("84532", baseUSDC, "11155111", sepoliaUSDC, "1000000"))
+		if m2 := depositQuoteBody.FindStringSubmatch(again.Body); again.Status != 200 || m2 == nil || m2[1] == m[1] {
+			t.Errorf("the same request again: %s, want a new quote (after %s)", again.Body, r.Body)
+		}
+		first := s.do("POST", path, key, lower, "Idempotency-Key", "dq-1")
+		if retry := s.do("POST", path, key, lower, "Idempotency-Key", "dq-1"); first.Status != 200 || retry.Body != first.Body ||
+			retry.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("a keyed retry: %d %s, want the first answer %s replayed", retry.Status, retry.Body, first.Body)
 		}
 		if got := fieldOrder(t, r.Body); !slices.Equal(got, []string{"environment", "mock", "quoteId", "source", "destination", "method", "amountIn", "amountOut", "fee", "estimatedSettlement", "expiresAt"}) {
 			t.Errorf("fields %v", got)
@@ -92,7 +100,7 @@ func TestReferenceListsStatusesPaymentMethodsRates(t *testing.T) {
 	for _, r := range st["resources"].([]any) {
 		resources = append(resources, r.(map[string]any)["resource"].(string))
 	}
-	if !slices.Equal(resources, []string{"payout", "funding", "consentSession", "account", "virtualAccount", "deposit", "order"}) {
+	if !slices.Equal(resources, []string{"payout", "payoutRefund", "funding", "consentSession", "account", "virtualAccount", "deposit", "order"}) {
 		t.Errorf("statuses cover %v", resources)
 	}
 	if r := s.get("/v1/statuses", key); !strings.Contains(r.Body, `{"resource":"funding","field":"status","statuses":[{"value":"awaiting_deposit",`) ||

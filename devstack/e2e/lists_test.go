@@ -71,11 +71,14 @@ func TestPayoutsAreListedThroughTheClientsIterator(t *testing.T) {
 	} else {
 		edited[5] = 'A'
 	}
+	const badCursor = "startingAfter is not a cursor of this list, for this key and these filters: pass nextCursor from the page before, as it was, with the same status, reference, createdFrom and createdTo."
 	for _, tt := range []struct {
 		name, key, query, msg string
 	}{
-		{"another key's cursor", globex, "startingAfter=" + url.QueryEscape(cursor), "startingAfter is not a cursor of this list for this key: pass nextCursor from the page before, as it was."},
-		{"an edited cursor", key, "startingAfter=" + url.QueryEscape(string(edited)), "startingAfter is not a cursor of this list for this key: pass nextCursor from the page before, as it was."},
+		{"another key's cursor", globex, "startingAfter=" + url.QueryEscape(cursor), badCursor},
+		{"an edited cursor", key, "startingAfter=" + url.QueryEscape(string(edited)), badCursor},
+		{"a cursor under another reference", key, "reference=other&startingAfter=" + url.QueryEscape(cursor), badCursor},
+		{"a cursor under another status", key, "status=completed&startingAfter=" + url.QueryEscape(cursor), badCursor},
 		{"a limit over 100", key, "limit=101", "limit must be a whole number from 1 to 100."},
 		{"an offset", key, "offset=20", `Unknown query parameter "offset"; a list takes limit, startingAfter, status, reference, createdFrom and createdTo.`},
 	} {

@@ -69,7 +69,7 @@ func railCases() []railCase {
 func payoutTo(t *testing.T, c *partnerapi.ClientWithResponses, rc railCase, reference string) partnerapi.BankPayout {
 	t.Helper()
 	ctx := context.Background()
-	q, err := c.BankPayoutQuoteWithResponse(ctx, rc.quote)
+	q, err := c.BankPayoutQuoteWithResponse(ctx, nil, rc.quote)
 	if err != nil || q.JSON200 == nil || q.JSON200.Rail != rc.rail {
 		t.Fatalf("%s quote: %v %s", rc.rail, err, q.Body)
 	}
@@ -167,7 +167,7 @@ func TestEveryRailCanBePaidAndLands(t *testing.T) {
 			if outcome.final == partnerapi.PayoutStatusValueReturned {
 				reason = nil
 				if st.ReturnReason != nil {
-					reason = (*partnerapi.BankPayoutStatusFailureReason)(st.ReturnReason)
+					reason = (*partnerapi.PayoutFailureReason)(st.ReturnReason)
 				}
 			}
 			if historyOf(st) != outcome.history || reason == nil || string(*reason) != outcome.reason {

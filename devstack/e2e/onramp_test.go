@@ -144,7 +144,9 @@ func onRampFromNothingToFunded(t *testing.T, s *stack) {
 	var funded response
 	eventually(10*time.Second, func() bool {
 		funded = s.post("/v1/fiat/status", key, statusBody)
-		if !strings.Contains(funded.Body, `"status":"funded"`) && !strings.Contains(funded.Body, `"status":"awaiting_deposit","transactions":[{`) {
+		// Before the service's worker has read the pay-in, none is listed;
+		// then it is, received, until it settles.
+		if !strings.Contains(funded.Body, `"status":"funded"`) && !strings.Contains(funded.Body, `"status":"awaiting_deposit","transactions":[`) {
 			t.Fatalf("while settling: %s", funded.Body)
 		}
 		return strings.Contains(funded.Body, `"status":"funded"`)

@@ -70,28 +70,36 @@ func TestQuote(t *testing.T) {
 		}
 	})
 
-	t.Run("quote ids are deterministic per key and request", func(t *testing.T) {
+	t.Run("every request opens a new quote; a keyed retry is answered the first", func(t *testing.T) {
 		base := `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`
-		first := s.post(path, acme, base)
-		a := checkQuote(t, first).ID
-		time.Sleep(1100 * time.Millisecond) // a re-quote a second later is the same fixed offer
-		if again := s.post(path, acme, base); again.Body != first.Body {
-			t.Errorf("same request, same key, while open: %s then %s (same id, expiresAt and figures expected)", first.Body, again.Body)
+		seen := map[string]bool{}
+		for _, body := range []string{base, base,
+			`{"cryptoCurrency":"usdc","chain":84532,"fiatCurrency":"eur","country":"de","cryptoAmount":"0100.00"}`,
+			`{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100","rail":"sepa_instant"}`,
+		} {
+			id := checkQuote(t, s.post(path, acme, body)).ID
+			if seen[id] {
+				t.Errorf("quote id %s answered twice: every request opens a new quote", id)
+			}
+			seen[id] = true
 		}
-		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"usdc","chain":84532,"fiatCurrency":"eur","country":"de","cryptoAmount":"0100.00"}`)).ID; b != a {
-			t.Errorf("codes and amounts are canonicalised before hashing: %s vs %s", b, a)
+		first := s.do("POST", path, acme, base, "Idempotency-Key", "quote-7")
+		again := s.do("POST", path, acme, base, "Idempotency-Key", "quote-7")
+		if checkQuote(t, first).ID == "" || again.Body != first.Body || again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("a keyed retry: %s then %s, want the first answer replayed", first.Body, again.Body)
 		}
-		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100","rail":"sepa_instant"}`)).ID; b != a {
-			t.Errorf("forcing the rail an omitted rail resolves to is the same request: %s vs %s", b, a)
+		// The same JSON, its keys in another order and spaced otherwise, is
+		// the same request.
+		if reordered := s.do("POST", path, acme, `{ "country": "DE", "cryptoAmount": "100", "fiatCurrency": "EUR", "chain": 84532, "cryptoCurrency": "USDC" }`,
+			"Idempotency-Key", "quote-7"); reordered.Body != first.Body {
+			t.Errorf("the same JSON reordered under the key: %d %s, want the first answer", reordered.Status, reordered.Body)
 		}
-		if b := checkQuote(t, s.post(path, other, base)).ID; b == a {
-			t.Error("another key got the same quote id")
+		if changed := s.do("POST", path, acme, strings.Replace(base, `"100"`, `"101"`, 1), "Idempotency-Key", "quote-7"); changed.Status != 422 {
+			t.Errorf("another request under the key: %d %s, want 422", changed.Status, changed.Body)
 		}
-		if b := checkQuote(t, s.post(path, acme, strings.Replace(base, `"100"`, `"101"`, 1))).ID; b == a {
-			t.Error("another amount got the same quote id")
-		}
-		if b := checkQuote(t, s.post(path, acme, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100"}`)).ID; b == a {
-			t.Error("a fiat amount of 100 got the id of a crypto amount of 100")
+		// Keys are per partner key: another key's "quote-7" is its own.
+		if theirs := s.do("POST", path, other, base, "Idempotency-Key", "quote-7"); theirs.Status != 200 || checkQuote(t, theirs).ID == checkQuote(t, first).ID {
+			t.Errorf("another key under the same Idempotency-Key: %d %s", theirs.Status, theirs.Body)
 		}
 	})
 

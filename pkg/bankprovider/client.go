@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/obs"
 )
 
@@ -156,8 +156,14 @@ func (c *Client) transactions(ctx context.Context, op, path string) ([]Transacti
 	if err := c.do(ctx, op, http.MethodGet, path, nil, "", true, &out); err != nil {
 		return nil, err
 	}
-	txs := make([]Transaction, 0, len(out.Data))
-	for _, raw := range out.Data {
+	return DecodeTransactions(out.Data)
+}
+
+// DecodeTransactions reads the provider's raw transaction records (as its
+// API lists them, or as a store kept them), each keeping its raw form.
+func DecodeTransactions(raws []json.RawMessage) ([]Transaction, error) {
+	txs := make([]Transaction, 0, len(raws))
+	for _, raw := range raws {
 		var t Transaction
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, fmt.Errorf("bank provider: transaction: %w", err)

@@ -119,7 +119,7 @@ func Check(rail, country string, raw []byte) (Checked, error) {
 				if err != nil {
 					return "", err
 				}
-				if c != account[:2] {
+				if c != account[:2] && c != country {
 					return "", envelope.InvalidRequest("beneficiary.bic is a bank in " + c + ", not in the IBAN's country " + account[:2] + ".")
 				}
 			}
@@ -171,7 +171,7 @@ func Check(rail, country string, raw []byte) (Checked, error) {
 			if err != nil {
 				return "", err
 			}
-			if c != country {
+			if c != country && c != iban.CountryOf(country) {
 				return "", envelope.InvalidRequest("beneficiary.bic is a bank in " + c + "; this quote pays out to " + country + ".")
 			}
 			var account string
@@ -276,8 +276,9 @@ var ibanMessages = map[string]string{
 	iban.InvalidChecksum:    "beneficiary.iban has an invalid checksum; check it for a mistyped character.",
 }
 
-// checkIBAN checks an IBAN whose country must be country; it returns the
-// electronic form.
+// checkIBAN checks an IBAN for an account in country: its IBAN's country
+// is country, or the one whose IBANs country's accounts carry (iban.CountryOf:
+// a Guadeloupe account's is FR). It returns the electronic form.
 func checkIBAN(field, s, country string) (string, error) {
 	if s != "" && !ibanShape.MatchString(s) {
 		return "", envelope.InvalidRequest(ibanMessages[iban.InvalidFormat])
@@ -290,8 +291,12 @@ func checkIBAN(field, s, country string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if account[:2] != country {
-		return "", envelope.InvalidRequest(field + " is an account in " + account[:2] + "; this quote pays out to " + country + ".")
+	if want := iban.CountryOf(country); account[:2] != want {
+		msg := field + " is an account in " + account[:2] + "; this quote pays out to " + country + "."
+		if want != country {
+			msg = field + " is an account in " + account[:2] + "; this quote pays out to " + country + ", whose accounts carry " + want + " IBANs."
+		}
+		return "", envelope.InvalidRequest(msg)
 	}
 	return account, nil
 }

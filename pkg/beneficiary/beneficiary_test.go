@@ -34,6 +34,14 @@ var samples = []sample{
 	{"sepa", "DE", `{"name":"Ada","iban":"FR1420041010050500013M02606"}`, "rule", "beneficiary.iban is an account in FR; this quote pays out to DE."},
 	{"sepa", "DE", `{"name":"Ada","iban":"DE89370400440532013001"}`, "rule", "beneficiary.iban has an invalid checksum; check it for a mistyped character."},
 	{"sepa", "DE", `{"name":"Ada","iban":"DE89370400440532013000","bic":"NWBKGB2L"}`, "rule", "beneficiary.bic is a bank in GB, not in the IBAN's country DE."},
+	// Territories that issue no IBANs of their own take their issuer's:
+	// Guadeloupe and Réunion FR, the Åland Islands FI, Jersey GB.
+	{"sepa", "GP", `{"name":"Aimé Césaire","iban":"FR1420041010050500013M02606"}`, "valid", ""},
+	{"sepa_instant", "RE", `{"name":"Ada","iban":"FR1420041010050500013M02606","bic":"BNPAFRPP"}`, "valid", ""},
+	{"sepa", "AX", `{"name":"Ada","iban":"FI2112345600000785"}`, "valid", ""},
+	{"sepa", "JE", `{"name":"Ada","iban":"GB29NWBK60161331926819"}`, "valid", ""},
+	{"sepa", "GP", `{"name":"Ada","iban":"DE89370400440532013000"}`, "rule", "beneficiary.iban is an account in DE; this quote pays out to GP, whose accounts carry FR IBANs."},
+	{"swift", "JE", `{"name":"Ada","bic":"NWBKGB2L","iban":"GB29NWBK60161331926819",` + addr + `}`, "valid", ""},
 	{"sepa", "DE", `{"name":"Ada","iban":"DE89370400440532013000","bic":"deutdeff"}`, "shape", "beneficiary.bic must be a BIC (ISO 9362): 8 or 11 upper-case letters and digits, the bank's country in the 5th and 6th."},
 	{"sepa", "DE", `{"name":"Ada","iban":"DE89370400440532013000","sortCode":"601613"}`, "shape", `Unknown field "beneficiary.sortCode".`},
 	{"sepa", "DE", `{"iban":"DE89370400440532013000"}`, "shape", "beneficiary.name is required: the account holder's name."},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,4 +267,39 @@ func (db *DB) confirmOnce() error {
 		err = errSyncWaitCancelled
 	}
 	return err
+}
+
+// RoundTimeout bounds a worker's round (Claim): a replica that stops in
+// the middle of one (a frozen process) holds its rows' locks no longer
+// than this; PostgreSQL then ends its transaction, and another replica's
+// next round claims them.
+const RoundTimeout = 15 * time.Second
+
+// Claim is one round of a worker that moves records whether or not
+// anyone reads them (DESIGN §3): in one transaction, it selects with query
+// (a SELECT … FOR UPDATE SKIP LOCKED of the rows due, so two replicas
+// never work one row and none waits on another) the rows scan reads, hands
+// them to work, which writes through tx what each came to, and commits.
+// It returns how many rows it claimed.
+func Claim[R any](ctx context.Context, db *DB, query string, args []any, scan func(pgx.Row) (R, error),
+	work func(ctx context.Context, tx pgx.Tx, due []R) error) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, RoundTimeout)
+	defer cancel()
+	n := 0
+	err := db.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = "+strconv.Itoa(int(RoundTimeout/time.Millisecond))); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (R, error) { return scan(row) })
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		n = len(due)
+		return work(ctx, tx, due)
+	})
+	return n, err
 }

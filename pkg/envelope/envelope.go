@@ -39,6 +39,7 @@ const (
 	CodeOrderNotFound          Code = "order_not_found"
 	CodePayoutNotFound         Code = "payout_not_found"
 	CodePayoutNotAwaiting      Code = "payout_not_awaiting_deposit"
+	CodeRefundAddressLocked    Code = "refund_address_locked"
 	CodePayoutUnavailable      Code = "payout_unavailable"
 	CodeRequestTimeout         Code = "request_timeout"
 	CodeQuoteAlreadyExecuted   Code = "quote_already_executed"
@@ -71,6 +72,7 @@ var statuses = map[Code]int{
 	CodeOrderNotFound:          http.StatusNotFound,
 	CodePayoutNotFound:         http.StatusNotFound,
 	CodePayoutNotAwaiting:      http.StatusConflict,
+	CodeRefundAddressLocked:    http.StatusConflict,
 	CodePayoutUnavailable:      http.StatusServiceUnavailable,
 	CodeRequestTimeout:         http.StatusRequestTimeout,
 	CodeQuoteAlreadyExecuted:   http.StatusConflict,

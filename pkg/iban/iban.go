@@ -127,3 +127,23 @@ func mod97(s string) int {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
+
+// issuedBy are the territories whose accounts carry another country's
+// IBANs (ISO 13616's registry: they issue none of their own): the French
+// overseas departments and collectivities take FR IBANs, the Åland
+// Islands FI, and Jersey, Guernsey and the Isle of Man GB. Each is in the
+// SEPA scheme's geographical scope under its own code.
+var issuedBy = map[string]string{
+	"GP": "FR", "GF": "FR", "MQ": "FR", "RE": "FR", "YT": "FR", "BL": "FR", "MF": "FR", "PM": "FR",
+	"AX": "FI",
+	"JE": "GB", "GG": "GB", "IM": "GB",
+}
+
+// CountryOf is the country whose IBANs accounts in country carry: country
+// itself, or for a territory that issues none of its own, its issuer's.
+func CountryOf(country string) string {
+	if c, ok := issuedBy[country]; ok {
+		return c
+	}
+	return country
+}

@@ -29,6 +29,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -173,14 +174,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
-	fp := Fingerprint(r.Method, r.URL.Path, body)
+	fp, raw := Fingerprint(r.Method, r.URL.Path, body), rawFingerprint(r.Method, r.URL.Path, body)
 	keyHash := KeyHash(values[0])
-	if h.hold != nil && h.mayHold(ctx, keyID, keyHash, fp) {
+	if h.hold != nil && h.mayHold(ctx, keyID, keyHash, fp, raw) {
 		h.hold(r.WithContext(ctx))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	cctx, cancel := context.WithTimeout(ctx, claimWait)
-	claim, existing, err := h.store.claim(cctx, keyID, keyHash, fp, h.opts.Lease)
+	claim, existing, err := h.store.claim(cctx, keyID, keyHash, fp, raw, h.opts.Lease)
 	cancel()
 	if err != nil {
 		h.storeFailed(ctx, w, r, keyID, err)
@@ -188,7 +189,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if existing != nil {
 		switch {
-		case existing.Fingerprint != fp:
+		case !existing.sameRequest(fp, raw):
 			kithttp.WriteError(w, errReused)
 		case !existing.Finished:
 			kithttp.WriteError(w, errInProgress)
@@ -213,14 +214,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // its key answers another request (which is 422 and must change nothing).
 // A record that cannot be read is no reason not to hold: the request is
 // served, or fails, as it would have.
-func (h *handler) mayHold(ctx context.Context, keyID, keyHash, fp string) bool {
+func (h *handler) mayHold(ctx context.Context, keyID, keyHash, fp, raw string) bool {
 	cctx, cancel := context.WithTimeout(ctx, claimWait)
 	defer cancel()
 	rec, _, err := h.store.read(cctx, keyID, keyHash)
 	if err != nil {
 		return true
 	}
-	return rec.Fingerprint == fp || (rec.released && !rec.Finished)
+	return rec.sameRequest(fp, raw) || (rec.released && !rec.Finished)
 }
 
 // storeFailed answers a request whose claim or replay the store could not
@@ -386,12 +387,41 @@ func KeyHash(idempotencyKey string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Fingerprint identifies the request: endpoint and exact body bytes.
+// Fingerprint identifies the request by its meaning: the endpoint and the
+// body as JSON means it (keys in any order, any spacing, the same escapes
+// written either way are one request, as Stripe compares parameters, not
+// bytes); a body that is not JSON by its bytes. Numbers are compared as
+// written ("1.0" is not "1": the API reads amounts as strings anyway).
 func Fingerprint(method, path string, body []byte) string {
+	return fingerprint(method, path, canonical(body))
+}
+
+// rawFingerprint is the fingerprint of the exact bytes: what records made
+// before fingerprints were by meaning hold (for the day they are kept).
+func rawFingerprint(method, path string, body []byte) string { return fingerprint(method, path, body) }
+
+func fingerprint(method, path string, body []byte) string {
 	h := sha256.New()
 	io.WriteString(h, method+" "+path+"\n")
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// canonical is body as JSON means it, written one way (encoding/json sorts
+// object keys and drops spacing); body itself when it is not one JSON
+// value.
+func canonical(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return body
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // recorder passes the answer through and keeps a copy of the body; the

@@ -312,16 +312,16 @@ func TestALapsedClaimIsTakenOverWithItsIDs(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
 	lock := 10 * time.Second
-	dead, _, err := fx.store.claim(ctx, "acme", KeyHash("crash"), "fp", lock)
+	dead, _, err := fx.store.claim(ctx, "acme", KeyHash("crash"), "fp", "fp", lock)
 	if err != nil || dead == nil {
 		t.Fatalf("claim: %v", err)
 	}
 	firstID := NewID(withClaim(ctx, dead), "acc_")
-	if _, rec, _ := fx.store.claim(ctx, "acme", KeyHash("crash"), "fp", lock); rec == nil || rec.Finished {
+	if _, rec, _ := fx.store.claim(ctx, "acme", KeyHash("crash"), "fp", "fp", lock); rec == nil || rec.Finished {
 		t.Fatal("a live claim was taken over")
 	}
 	fx.clock.add(lock + time.Second)
-	again, _, err := fx.store.claim(ctx, "acme", KeyHash("crash"), "fp", lock)
+	again, _, err := fx.store.claim(ctx, "acme", KeyHash("crash"), "fp", "fp", lock)
 	if err != nil || again == nil {
 		t.Fatalf("take over: %v %v", again, err)
 	}
@@ -444,5 +444,42 @@ func TestAHolderHoldsBeforeTheClaim(t *testing.T) {
 	}
 	if r := send(h, "acme", "", "/v1/x", `{"a":3}`); r.Code != 200 || len(route.held) != 1 {
 		t.Errorf("without a key the route holds for itself: %d, held %d times", r.Code, len(route.held))
+	}
+}
+
+// The same request is the same JSON, not the same bytes (as Stripe compares
+// parameters): its keys in another order, other spacing, or escapes
+// written otherwise are the same request under a key, replayed byte for
+// byte as first answered; another value is another request (422). A
+// record made before fingerprints were by meaning (its exact bytes) still
+// answers the same bytes.
+func TestTheSameJSONIsTheSameRequest(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	next := &counting{status: 200}
+	h := fx.handler(next)
+	first := send(h, "acme", "k-1", "/v1/x", `{"a":"1","b":{"c":[1,2]}}`)
+	for _, same := range []string{` { "b" : { "c" : [ 1, 2 ] }, "a" : "1" } `, `{"a":"\u0031","b":{"c":[1,2]}}`} {
+		if r := send(h, "acme", "k-1", "/v1/x", same); r.Code != 200 || r.Body.String() != first.Body.String() || r.Header().Get(ReplayedHeader) != "true" {
+			t.Errorf("%s: %d %s, want the first answer replayed", same, r.Code, r.Body)
+		}
+	}
+	for _, other := range []string{`{"a":"2","b":{"c":[1,2]}}`, `{"a":"1","b":{"c":[2,1]}}`, `{"a":"1"}`} {
+		if r := send(h, "acme", "k-1", "/v1/x", other); r.Code != 422 {
+			t.Errorf("%s: %d, want 422", other, r.Code)
+		}
+	}
+	if next.calls.Load() != 1 {
+		t.Errorf("%d runs, want 1", next.calls.Load())
+	}
+	// A record of the bytes, from before.
+	ctx := context.Background()
+	legacy := rawFingerprint(http.MethodPost, "/v1/x", []byte(`{"b":1, "a":2}`))
+	if _, err := fx.db.Exec(ctx, `INSERT INTO idempotency_keys (key_id, key_hash, fingerprint, seed, created_at, finished_at, status, body)
+		VALUES ('acme', $1, $2, 's', $3, $3, 200, '{"old":true}')`, KeyHash("k-old"), legacy, fx.clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	if r := send(h, "acme", "k-old", "/v1/x", `{"b":1, "a":2}`); r.Code != 200 || r.Body.String() != `{"old":true}` {
+		t.Errorf("the bytes of a record from before: %d %s, want its answer", r.Code, r.Body)
 	}
 }

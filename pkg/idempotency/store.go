@@ -29,6 +29,11 @@ type Store struct {
 // NewStore returns a store on db.
 func NewStore(db *database.DB, now func() time.Time) *Store { return &Store{db: db, now: now} }
 
+// sameRequest reports whether the record answers the request whose
+// fingerprint is fp (by its meaning), or raw (by its bytes, as records made
+// before fingerprints were by meaning hold).
+func (r *Record) sameRequest(fp, raw string) bool { return r.Fingerprint == fp || r.Fingerprint == raw }
+
 // Record is what the store knows of a key that was used before.
 type Record struct {
 	Fingerprint string
@@ -65,7 +70,7 @@ var errClaimLost = errors.New("idempotency: the claim lapsed and was taken over"
 // A record older than Retention is gone; a claim whose lease ran out (its
 // request's process died) is taken over, keeping its seed, so the retry
 // makes the same ids the first attempt may have used.
-func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, lease time.Duration) (*Claim, *Record, error) {
+func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint, raw string, lease time.Duration) (*Claim, *Record, error) {
 	for range 5 {
 		now := s.now().UTC().Truncate(time.Microsecond)
 		until := now.Add(lease)
@@ -97,7 +102,7 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 				return nil, nil, fmt.Errorf("idempotency expire: %w", err)
 			}
 			continue
-		case rec.released && !rec.Finished && rec.Fingerprint != fingerprint:
+		case rec.released && !rec.Finished && !rec.sameRequest(fingerprint, raw):
 			// A released key sent with another request (a typo fixed, say):
 			// that request starts afresh, with a seed of its own.
 			tag, err = s.db.Exec(ctx, `UPDATE idempotency_keys SET fingerprint = $4, seed = $5, created_at = $6, released_at = NULL, locked_until = $7, owner = $8
@@ -110,7 +115,7 @@ func (s *Store) claim(ctx context.Context, keyID, keyHash, fingerprint string, l
 				return claimed(seed), nil, nil
 			}
 			continue
-		case rec.Finished || rec.Fingerprint != fingerprint || rec.lockedUntil.After(now):
+		case rec.Finished || !rec.sameRequest(fingerprint, raw) || rec.lockedUntil.After(now):
 			return nil, rec, nil
 		}
 		// A lapsed or released claim of the same request: take it over.

@@ -33,15 +33,59 @@ const (
 var PayoutMoves = [][2]string{
 	{PayoutAwaitingDeposit, PayoutProcessing},
 	{PayoutAwaitingDeposit, PayoutExpired},
+	{PayoutAwaitingDeposit, PayoutFailed}, // a short deposit
 	{PayoutProcessing, PayoutCompleted},
 	{PayoutProcessing, PayoutFailed},
 	{PayoutCompleted, PayoutReturned},
 }
 
-// Why a payout failed (failureReason) or came back (returnReason).
+// Why a payout failed (failureReason) or came back (returnReason). The
+// rail's failures are the provider's word; a short deposit fails a payout
+// before it reaches the provider.
 var (
 	PayoutFailureReasons = []string{"account_closed", "account_not_found", "name_mismatch", "invalid_account", "rail_unavailable", "compliance_rejected"}
 	PayoutReturnReasons  = []string{"account_closed", "beneficiary_deceased", "refused_by_beneficiary"}
+)
+
+// PayoutDepositShort is the failure of a payout whose deposit brought less
+// than deposit.amount: it never reaches the provider, and the whole
+// deposit is refunded.
+const PayoutDepositShort = "deposit_short"
+
+// ReturnCode is the rail's own code for a return reason (returnCode beside
+// returnReason): NACHA's R codes on ACH, ISO 20022's return reason codes
+// on SEPA and SWIFT; "" on a rail without published codes.
+func ReturnCode(rail, reason string) string {
+	switch rail {
+	case "ach":
+		return achReturnCodes[reason]
+	case "sepa", "sepa_instant", "swift":
+		return isoReturnCodes[reason]
+	}
+	return ""
+}
+
+var (
+	achReturnCodes = map[string]string{"account_closed": "R02", "beneficiary_deceased": "R15", "refused_by_beneficiary": "R23"}
+	isoReturnCodes = map[string]string{"account_closed": "AC04", "beneficiary_deceased": "MD07", "refused_by_beneficiary": "MS02"}
+)
+
+// Refund statuses: a payout that will not pay its beneficiary after its
+// stablecoins arrived owes them back (DESIGN §3).
+const (
+	RefundAwaitingAddress = "awaiting_address"
+	RefundPending         = "pending"
+	RefundSent            = "sent"
+)
+
+// Why a refund is owed.
+const (
+	RefundPayoutFailed      = "payout_failed"
+	RefundPayoutReturned    = "payout_returned"
+	RefundDepositLate       = "deposit_late"
+	RefundDepositShort      = "deposit_short"
+	RefundDepositExcess     = "deposit_excess"
+	RefundDepositWrongToken = "deposit_wrong_token"
 )
 
 // Funding statuses (POST /v1/fiat/status), of a virtual account or a one-off deposit.
@@ -88,9 +132,14 @@ var all = []Resource{
 		{PayoutAwaitingDeposit, "Waiting for the stablecoins: send deposit.amount of deposit.token on deposit.chain to deposit.address before deposit.expiresAt.", false},
 		{PayoutProcessing, "The stablecoins arrived (depositTxHash); the fiat is on its way over the rail.", false},
 		{PayoutCompleted, "The beneficiary's bank was credited (completedAt). Final, but for a return.", false},
-		{PayoutReturned, "The beneficiary's bank sent the payment back after crediting it; returnReason says why (account_closed, beneficiary_deceased, refused_by_beneficiary).", true},
-		{PayoutExpired, "No deposit arrived before deposit.expiresAt; nothing was paid.", true},
-		{PayoutFailed, "The rail refused the payment; failureReason says why (account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected).", true},
+		{PayoutReturned, "The beneficiary's bank sent the payment back after crediting it; returnReason says why (account_closed, beneficiary_deceased, refused_by_beneficiary), returnCode the rail's code where it has them (ACH R02, R15, R23; SEPA and SWIFT AC04, MD07, MS02). The deposit is refunded (refunds).", true},
+		{PayoutExpired, "No deposit arrived before deposit.expiresAt; nothing was paid. A deposit that arrives later is refunded (refunds).", true},
+		{PayoutFailed, "The payment will not be made; failureReason says why: the deposit was short (deposit_short), or the rail refused the payment (account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected). The deposit is refunded (refunds).", true},
+	}},
+	{"payoutRefund", "status", []Status{
+		{RefundAwaitingAddress, "A refund is owed, but the payout has no refund address yet: set one with POST /v1/bank/payout/refund-address.", false},
+		{RefundPending, "The refund is being sent to its address.", false},
+		{RefundSent, "The refund was sent (txHash, sentAt).", true},
 	}},
 	{"funding", "status", []Status{
 		{AwaitingDeposit, "No deposit has settled yet: the user's bank transfer has not arrived, or is being converted.", false},

@@ -78,13 +78,6 @@ func (l Lister) Parse(q url.Values, keyID string) (Params, error) {
 		}
 		p.Limit = n
 	}
-	if v, ok := q["startingAfter"]; ok {
-		c, ok := l.decode(v[0], keyID)
-		if !ok {
-			return p, envelope.InvalidRequest("startingAfter is not a cursor of this list for this key: pass nextCursor from the page before, as it was.")
-		}
-		p.After = &c
-	}
 	if v, ok := q["status"]; ok {
 		found := false
 		for _, s := range l.Statuses {
@@ -117,7 +110,27 @@ func (l Lister) Parse(q url.Values, keyID string) (Params, error) {
 	if p.CreatedFrom != nil && p.CreatedTo != nil && !p.CreatedFrom.Before(*p.CreatedTo) {
 		return p, envelope.InvalidRequest("createdFrom must be before createdTo.")
 	}
+	// A cursor goes on the list it came from: this key's, under the same
+	// filters (a page of one status does not go on into another's).
+	if v, ok := q["startingAfter"]; ok {
+		c, ok := l.decode(v[0], keyID, p)
+		if !ok {
+			return p, envelope.InvalidRequest("startingAfter is not a cursor of this list, for this key and these filters: pass nextCursor from the page before, as it was, with the same status, reference, createdFrom and createdTo.")
+		}
+		p.After = &c
+	}
 	return p, nil
+}
+
+// filters is p's filters, written one way: what a cursor is bound to.
+func (p Params) filters() string {
+	at := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return strconv.FormatInt(t.UnixMicro(), 10)
+	}
+	return p.Status + "\x00" + p.Reference + "\x00" + at(p.CreatedFrom) + "\x00" + at(p.CreatedTo)
 }
 
 // Reference reports whether s is a partner reference: 1 to 64 printable
@@ -136,17 +149,18 @@ func Reference(s string) bool {
 
 const macBytes = 16
 
-// Encode is c as an opaque cursor for keyID: its creation (microseconds),
-// its id and a MAC over both, the list's name and the key.
-func (l Lister) Encode(c Cursor, keyID string) string {
+// Encode is c as an opaque cursor for keyID under p's filters: its
+// creation (microseconds), its id and a MAC over both, the list's name,
+// the key and the filters.
+func (l Lister) Encode(c Cursor, keyID string, p Params) string {
 	b := make([]byte, 8, 8+len(c.ID)+macBytes)
 	binary.BigEndian.PutUint64(b, uint64(c.CreatedAt.UnixMicro()))
 	b = append(b, c.ID...)
-	b = append(b, l.mac(b, keyID)...)
+	b = append(b, l.mac(b, keyID, p)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (l Lister) decode(s, keyID string) (Cursor, bool) {
+func (l Lister) decode(s, keyID string, p Params) (Cursor, bool) {
 	if len(s) > 256 {
 		return Cursor{}, false
 	}
@@ -155,15 +169,15 @@ func (l Lister) decode(s, keyID string) (Cursor, bool) {
 		return Cursor{}, false
 	}
 	body, mac := b[:len(b)-macBytes], b[len(b)-macBytes:]
-	if !hmac.Equal(mac, l.mac(body, keyID)) {
+	if !hmac.Equal(mac, l.mac(body, keyID, p)) {
 		return Cursor{}, false
 	}
 	return Cursor{CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(body[:8]))).UTC(), ID: string(body[8:])}, true
 }
 
-func (l Lister) mac(body []byte, keyID string) []byte {
+func (l Lister) mac(body []byte, keyID string, p Params) []byte {
 	m := hmac.New(sha256.New, l.Secret)
-	m.Write([]byte("list\x00" + l.Name + "\x00" + keyID + "\x00"))
+	m.Write([]byte("list\x00" + l.Name + "\x00" + keyID + "\x00" + p.filters() + "\x00"))
 	m.Write(body)
 	return m.Sum(nil)[:macBytes]
 }
@@ -201,10 +215,11 @@ func (p Params) Where(keyID string) (string, []any) {
 	return b.String(), args
 }
 
-// Finish makes the page of rows (Limit+1 at most were read): each kept row
-// as answer makes it, hasMore when the extra one came, and the cursor (at)
-// of the last one kept.
-func Finish[R, T any](l Lister, keyID string, rows []R, limit int, at func(R) Cursor, answer func(R) T) Page[T] {
+// Finish makes the page of rows read for p (p.Limit+1 at most): each kept
+// row as answer makes it, hasMore when the extra one came, and the cursor
+// (at) of the last one kept, bound to p's filters.
+func Finish[R, T any](l Lister, keyID string, p Params, rows []R, at func(R) Cursor, answer func(R) T) Page[T] {
+	limit := p.Limit
 	kept := rows[:min(len(rows), limit)]
 	page := Page[T]{Data: make([]T, len(kept))}
 	for i, r := range kept {
@@ -212,7 +227,7 @@ func Finish[R, T any](l Lister, keyID string, rows []R, limit int, at func(R) Cu
 	}
 	if len(rows) > limit {
 		page.HasMore = true
-		page.NextCursor = l.Encode(at(rows[limit-1]), keyID)
+		page.NextCursor = l.Encode(at(rows[limit-1]), keyID, p)
 	}
 	return page
 }

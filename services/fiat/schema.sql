@@ -7,8 +7,9 @@ CREATE FUNCTION public.fiat_records_bound() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF to_jsonb(NEW) - 'consent_session_id' - 'status' IS DISTINCT FROM to_jsonb(OLD) - 'consent_session_id' - 'status' THEN
-        RAISE EXCEPTION '% %: only an account''s consent session and a status may change', TG_TABLE_NAME, OLD.id;
+    IF to_jsonb(NEW) - 'consent_session_id' - 'status' - 'status_at' - 'transactions' - 'changed_at' - 'next_check_at'
+       IS DISTINCT FROM to_jsonb(OLD) - 'consent_session_id' - 'status' - 'status_at' - 'transactions' - 'changed_at' - 'next_check_at' THEN
+        RAISE EXCEPTION '% %: only an account''s consent session, a status and the provider''s word may change', TG_TABLE_NAME, OLD.id;
     END IF;
     -- Each table's own rule, its fields named only in its branch (plpgsql
     -- does not short-circuit a condition).
@@ -44,6 +45,8 @@ CREATE TABLE public.fiat_accounts (
     created_at timestamp with time zone NOT NULL,
     status text,
     reference text,
+    status_at timestamp with time zone NOT NULL,
+    next_check_at timestamp with time zone,
     CONSTRAINT fiat_accounts_reference CHECK (((length(reference) >= 1) AND (length(reference) <= 64))),
     CONSTRAINT fiat_accounts_status CHECK ((status = ANY (ARRAY['consent_required'::text, 'identity_pending'::text, 'active'::text, 'rejected'::text])))
 );
@@ -63,8 +66,12 @@ CREATE TABLE public.fiat_deposits (
     transfer_reference text,
     expires_at timestamp with time zone,
     reference text,
+    transactions jsonb DEFAULT '[]'::jsonb NOT NULL,
+    changed_at timestamp with time zone NOT NULL,
+    next_check_at timestamp with time zone,
     CONSTRAINT fiat_deposits_reference CHECK (((length(reference) >= 1) AND (length(reference) <= 64))),
-    CONSTRAINT fiat_deposits_status CHECK ((status = ANY (ARRAY['awaiting_deposit'::text, 'funded'::text])))
+    CONSTRAINT fiat_deposits_status CHECK ((status = ANY (ARRAY['awaiting_deposit'::text, 'funded'::text]))),
+    CONSTRAINT fiat_deposits_transactions CHECK ((jsonb_typeof(transactions) = 'array'::text))
 );
 
 CREATE TABLE public.fiat_virtual_accounts (
@@ -76,8 +83,12 @@ CREATE TABLE public.fiat_virtual_accounts (
     created_at timestamp with time zone NOT NULL,
     status text DEFAULT 'active'::text NOT NULL,
     reference text,
+    transactions jsonb DEFAULT '[]'::jsonb NOT NULL,
+    changed_at timestamp with time zone NOT NULL,
+    next_check_at timestamp with time zone,
     CONSTRAINT fiat_virtual_accounts_reference CHECK (((length(reference) >= 1) AND (length(reference) <= 64))),
-    CONSTRAINT fiat_virtual_accounts_status CHECK ((status = 'active'::text))
+    CONSTRAINT fiat_virtual_accounts_status CHECK ((status = 'active'::text)),
+    CONSTRAINT fiat_virtual_accounts_transactions CHECK ((jsonb_typeof(transactions) = 'array'::text))
 );
 
 CREATE TABLE public.idempotency_keys (
@@ -117,17 +128,23 @@ ALTER TABLE ONLY public.fiat_virtual_accounts
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
 
+CREATE INDEX fiat_accounts_due ON public.fiat_accounts USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
+
 CREATE INDEX fiat_accounts_key_page ON public.fiat_accounts USING btree (key_id, created_at DESC, id DESC);
 
 CREATE INDEX fiat_accounts_key_reference_page ON public.fiat_accounts USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
 
 CREATE INDEX fiat_accounts_key_status_page ON public.fiat_accounts USING btree (key_id, status, created_at DESC, id DESC);
 
+CREATE INDEX fiat_deposits_due ON public.fiat_deposits USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
+
 CREATE INDEX fiat_deposits_key_page ON public.fiat_deposits USING btree (key_id, created_at DESC, id DESC);
 
 CREATE INDEX fiat_deposits_key_reference_page ON public.fiat_deposits USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
 
 CREATE INDEX fiat_deposits_key_status_page ON public.fiat_deposits USING btree (key_id, status, created_at DESC, id DESC);
+
+CREATE INDEX fiat_virtual_accounts_due ON public.fiat_virtual_accounts USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
 
 CREATE INDEX fiat_virtual_accounts_key_page ON public.fiat_virtual_accounts USING btree (key_id, created_at DESC, id DESC);
 

@@ -33,11 +33,11 @@ DECLARE
     rank_old int := CASE OLD.status WHEN 'awaiting_payment' THEN 0 WHEN 'awaiting_deposit' THEN 0 WHEN 'processing' THEN 1 ELSE 2 END;
     rank_new int := CASE NEW.status WHEN 'awaiting_payment' THEN 0 WHEN 'awaiting_deposit' THEN 0 WHEN 'processing' THEN 1 ELSE 2 END;
 BEGIN
-    IF to_jsonb(NEW) - 'status' - 'payment_method' - 'tx_hash' - 'failure_reason'
-       IS DISTINCT FROM to_jsonb(OLD) - 'status' - 'payment_method' - 'tx_hash' - 'failure_reason' THEN
+    IF to_jsonb(NEW) - 'status' - 'payment_method' - 'tx_hash' - 'failure_reason' - 'status_at' - 'next_check_at'
+       IS DISTINCT FROM to_jsonb(OLD) - 'status' - 'payment_method' - 'tx_hash' - 'failure_reason' - 'status_at' - 'next_check_at' THEN
         RAISE EXCEPTION 'order %: its terms never change', OLD.id;
     END IF;
-    IF rank_old = 2 AND to_jsonb(NEW) IS DISTINCT FROM to_jsonb(OLD) THEN
+    IF rank_old = 2 AND to_jsonb(NEW) - 'next_check_at' IS DISTINCT FROM to_jsonb(OLD) - 'next_check_at' THEN
         RAISE EXCEPTION 'order %: % is final', OLD.id, OLD.status;
     END IF;
     IF rank_new < rank_old OR (rank_new = rank_old AND NEW.status <> OLD.status) THEN
@@ -96,6 +96,8 @@ CREATE TABLE public.orders (
     created_at timestamp with time zone NOT NULL,
     provider_order_id text,
     reference text,
+    status_at timestamp with time zone NOT NULL,
+    next_check_at timestamp with time zone,
     CONSTRAINT orders_awaits_its_own CHECK (((NOT ((direction = 'buy'::text) AND (status = 'awaiting_deposit'::text))) AND (NOT ((direction = 'sell'::text) AND (status = 'awaiting_payment'::text))))),
     CONSTRAINT orders_completed_has_hash CHECK (((status <> 'completed'::text) OR (direction = 'sell'::text) OR (tx_hash IS NOT NULL))),
     CONSTRAINT orders_direction CHECK ((direction = ANY (ARRAY['buy'::text, 'sell'::text]))),
@@ -118,6 +120,8 @@ ALTER TABLE ONLY public.orders
 CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
 
 CREATE UNIQUE INDEX order_links_one_current ON public.order_links USING btree (order_id) WHERE is_current;
+
+CREATE INDEX orders_due ON public.orders USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
 
 CREATE INDEX orders_key_page ON public.orders USING btree (key_id, created_at DESC, id DESC);
 

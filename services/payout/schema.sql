@@ -11,6 +11,24 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.payout_refunds_bound() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF (NEW.id, NEW.payout_id, NEW.reason, NEW.amount, NEW.crypto_currency, NEW.chain, NEW.deposit_tx_hash, NEW.created_at)
+       IS DISTINCT FROM (OLD.id, OLD.payout_id, OLD.reason, OLD.amount, OLD.crypto_currency, OLD.chain, OLD.deposit_tx_hash, OLD.created_at)
+       OR (OLD.address IS NOT NULL AND NEW.address IS DISTINCT FROM OLD.address)
+       OR (OLD.pending_at IS NOT NULL AND NEW.pending_at IS DISTINCT FROM OLD.pending_at)
+       OR (OLD.tx_hash IS NOT NULL AND NEW.tx_hash IS DISTINCT FROM OLD.tx_hash) THEN
+        RAISE EXCEPTION 'refund %: what it returns, and where, never change', OLD.id;
+    END IF;
+    IF NEW.status <> OLD.status AND (OLD.status, NEW.status) NOT IN (('awaiting_address', 'pending'), ('pending', 'sent')) THEN
+        RAISE EXCEPTION 'refund %: status % cannot follow %', OLD.id, NEW.status, OLD.status;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
 CREATE FUNCTION public.payouts_bound() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -24,16 +42,22 @@ BEGIN
         OLD.reference, OLD.deposit_address, OLD.deposit_expires_at) THEN
         RAISE EXCEPTION 'payout %: its quote, owner, beneficiary, amount and deposit never change', OLD.id;
     END IF;
+    -- What happened to it, and where its refunds go, are written once.
     IF (OLD.deposit_tx_hash IS NOT NULL AND NEW.deposit_tx_hash IS DISTINCT FROM OLD.deposit_tx_hash)
+       OR (OLD.deposit_amount IS NOT NULL AND NEW.deposit_amount IS DISTINCT FROM OLD.deposit_amount)
+       OR (OLD.handover_at IS NOT NULL AND NEW.handover_at IS DISTINCT FROM OLD.handover_at)
+       OR (OLD.handed_over_at IS NOT NULL AND NEW.handed_over_at IS DISTINCT FROM OLD.handed_over_at)
        OR (OLD.completed_at IS NOT NULL AND NEW.completed_at IS DISTINCT FROM OLD.completed_at)
        OR (OLD.failure_reason IS NOT NULL AND NEW.failure_reason IS DISTINCT FROM OLD.failure_reason)
        OR (OLD.return_reason IS NOT NULL AND NEW.return_reason IS DISTINCT FROM OLD.return_reason)
+       OR (OLD.return_code IS NOT NULL AND NEW.return_code IS DISTINCT FROM OLD.return_code)
+       OR (OLD.refund_address IS NOT NULL AND NEW.refund_address IS DISTINCT FROM OLD.refund_address)
        OR (OLD.sandbox_outcome IS NOT NULL AND NEW.sandbox_outcome IS DISTINCT FROM OLD.sandbox_outcome)
        OR (OLD.sandbox_reason IS NOT NULL AND NEW.sandbox_reason IS DISTINCT FROM OLD.sandbox_reason) THEN
         RAISE EXCEPTION 'payout %: what happened to it is never rewritten', OLD.id;
     END IF;
     IF NEW.status <> OLD.status AND (OLD.status, NEW.status) NOT IN (
-        ('awaiting_deposit', 'processing'), ('awaiting_deposit', 'expired'),
+        ('awaiting_deposit', 'processing'), ('awaiting_deposit', 'expired'), ('awaiting_deposit', 'failed'),
         ('processing', 'completed'), ('processing', 'failed'), ('completed', 'returned')) THEN
         RAISE EXCEPTION 'payout %: status % cannot follow %', OLD.id, NEW.status, OLD.status;
     END IF;
@@ -84,6 +108,28 @@ CREATE TABLE public.payout_history (
     at timestamp with time zone NOT NULL
 );
 
+CREATE TABLE public.payout_refunds (
+    id text NOT NULL,
+    payout_id text NOT NULL,
+    reason text NOT NULL,
+    status text NOT NULL,
+    amount text NOT NULL,
+    crypto_currency text NOT NULL,
+    chain bigint NOT NULL,
+    deposit_tx_hash text NOT NULL,
+    address text,
+    tx_hash text,
+    created_at timestamp with time zone NOT NULL,
+    pending_at timestamp with time zone,
+    sent_at timestamp with time zone,
+    CONSTRAINT payout_refunds_address CHECK ((((status = 'awaiting_address'::text) = (address IS NULL)) AND ((address IS NULL) OR (address ~ '^0x[0-9a-fA-F]{40}$'::text)))),
+    CONSTRAINT payout_refunds_amount CHECK ((amount ~ '^[0-9]+(\.[0-9]+)?$'::text)),
+    CONSTRAINT payout_refunds_pending_at CHECK (((status = 'awaiting_address'::text) = (pending_at IS NULL))),
+    CONSTRAINT payout_refunds_reason CHECK ((reason = ANY (ARRAY['payout_failed'::text, 'payout_returned'::text, 'deposit_late'::text, 'deposit_short'::text, 'deposit_excess'::text, 'deposit_wrong_token'::text]))),
+    CONSTRAINT payout_refunds_sent CHECK (((status = 'sent'::text) = ((tx_hash IS NOT NULL) AND (sent_at IS NOT NULL)))),
+    CONSTRAINT payout_refunds_status CHECK ((status = ANY (ARRAY['awaiting_address'::text, 'pending'::text, 'sent'::text])))
+);
+
 CREATE TABLE public.payouts (
     id text NOT NULL,
     quote_id text NOT NULL,
@@ -111,13 +157,31 @@ CREATE TABLE public.payouts (
     sandbox_outcome text,
     sandbox_reason text,
     status_at timestamp with time zone NOT NULL,
+    refund_address text,
+    deposit_amount text,
+    handover_at timestamp with time zone,
+    handed_over_at timestamp with time zone,
+    return_code text,
+    next_check_at timestamp with time zone,
     CONSTRAINT payouts_completed_at CHECK (((status = ANY (ARRAY['completed'::text, 'returned'::text])) = (completed_at IS NOT NULL))),
-    CONSTRAINT payouts_deposit_arrived CHECK (((status = ANY (ARRAY['awaiting_deposit'::text, 'expired'::text])) = (deposit_tx_hash IS NULL))),
+    CONSTRAINT payouts_deposit_amount CHECK (((deposit_amount IS NULL) OR (deposit_amount ~ '^[0-9]+(\.[0-9]+)?$'::text))),
+    CONSTRAINT payouts_deposit_arrived CHECK (
+CASE status
+    WHEN 'awaiting_deposit'::text THEN true
+    WHEN 'expired'::text THEN (deposit_tx_hash IS NULL)
+    ELSE (deposit_tx_hash IS NOT NULL)
+END),
     CONSTRAINT payouts_failure_reason CHECK (((status = 'failed'::text) = (failure_reason IS NOT NULL))),
+    CONSTRAINT payouts_handed_over_after_intent CHECK (((handed_over_at IS NULL) OR (handover_at IS NOT NULL))),
+    CONSTRAINT payouts_handover_after_deposit CHECK (((handover_at IS NULL) OR (deposit_tx_hash IS NOT NULL))),
     CONSTRAINT payouts_not_after_expiry CHECK ((created_at < quote_expires_at)),
     CONSTRAINT payouts_one_amount CHECK (((crypto_amount IS NULL) <> (fiat_amount IS NULL))),
+    CONSTRAINT payouts_processing_handed_over CHECK (((status <> ALL (ARRAY['processing'::text, 'completed'::text, 'returned'::text])) OR (handed_over_at IS NOT NULL))),
     CONSTRAINT payouts_reference CHECK (((reference IS NULL) OR ((length(reference) >= 1) AND (length(reference) <= 64)))),
+    CONSTRAINT payouts_refund_address CHECK (((refund_address IS NULL) OR (refund_address ~ '^0x[0-9a-fA-F]{40}$'::text))),
+    CONSTRAINT payouts_return_code CHECK (((return_code IS NULL) OR (return_reason IS NOT NULL))),
     CONSTRAINT payouts_return_reason CHECK (((status = 'returned'::text) = (return_reason IS NOT NULL))),
+    CONSTRAINT payouts_short_not_handed_over CHECK (((failure_reason IS DISTINCT FROM 'deposit_short'::text) OR (handover_at IS NULL))),
     CONSTRAINT payouts_status CHECK ((status = ANY (ARRAY['awaiting_deposit'::text, 'processing'::text, 'completed'::text, 'returned'::text, 'expired'::text, 'failed'::text])))
 );
 
@@ -127,6 +191,12 @@ ALTER TABLE ONLY public.idempotency_keys
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_pkey PRIMARY KEY (payout_id, status);
 
+ALTER TABLE ONLY public.payout_refunds
+    ADD CONSTRAINT payout_refunds_once_per_cause UNIQUE (payout_id, reason, deposit_tx_hash);
+
+ALTER TABLE ONLY public.payout_refunds
+    ADD CONSTRAINT payout_refunds_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_pkey PRIMARY KEY (id);
 
@@ -134,6 +204,12 @@ ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_quote_executes_once UNIQUE (quote_id);
 
 CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
+
+CREATE INDEX payout_refunds_payout ON public.payout_refunds USING btree (payout_id);
+
+CREATE INDEX payout_refunds_to_send ON public.payout_refunds USING btree (pending_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX payouts_due ON public.payouts USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
 
 CREATE INDEX payouts_key_page ON public.payouts USING btree (key_id, created_at DESC, id DESC);
 
@@ -143,6 +219,8 @@ CREATE INDEX payouts_key_status_page ON public.payouts USING btree (key_id, stat
 
 CREATE TRIGGER idempotency_keys_finished_is_final BEFORE UPDATE ON public.idempotency_keys FOR EACH ROW WHEN ((old.finished_at IS NOT NULL)) EXECUTE FUNCTION public.idempotency_keys_finished_is_final();
 
+CREATE TRIGGER payout_refunds_bound BEFORE UPDATE ON public.payout_refunds FOR EACH ROW EXECUTE FUNCTION public.payout_refunds_bound();
+
 CREATE TRIGGER payouts_bound BEFORE UPDATE ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_bound();
 
 CREATE TRIGGER payouts_created_now BEFORE INSERT ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_created_now();
@@ -151,3 +229,6 @@ CREATE TRIGGER payouts_history AFTER INSERT OR UPDATE OF status ON public.payout
 
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
+
+ALTER TABLE ONLY public.payout_refunds
+    ADD CONSTRAINT payout_refunds_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);

@@ -238,10 +238,15 @@ func Dashboard() map[string]any {
 	b.series(16, 8, "Provider failures and retries", "Failed attempts (error or timeout; the BankProviderFailing alert) and the retries they caused.", "reqps",
 		[2]string{`sum by (job) (rate(partnerapi_bankprovider_requests_total{outcome=~"error|timeout"}[$__rate_interval]))`, "{{job}} failed"},
 		[2]string{`sum by (job) (rate(partnerapi_bankprovider_retries_total[$__rate_interval]))`, "{{job}} retries"})
+	b.row("workers (what moves payouts, funding and orders on the provider's word)")
+	b.series(0, 12, "Worker rounds by outcome", "Rounds of each replica's worker: worked (it claimed records), idle (none was due), failed (the database failed it; WorkerStalled pages when a replica finishes none for 5 minutes).", "ops",
+		[2]string{`sum by (job, instance, outcome) (rate(partnerapi_worker_rounds_total[$__rate_interval]))`, "{{job}} {{instance}} {{outcome}}"})
+	b.series(12, 12, "Payouts missing at the provider", "Checks that found a payout the provider had confirmed missing there (PayoutMissingAtProvider pages): never re-sent, never moved on that word.", "none",
+		[2]string{`sum by (job) (increase(partnerapi_payout_provider_missing_total[$__rate_interval])) or on() vector(0)`, "{{job}}"})
 	return map[string]any{
 		"uid":           "partner-api",
 		"title":         "Partner API",
-		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider.",
+		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider; the workers.",
 		"tags":          []string{"partner-api"},
 		"timezone":      "utc",
 		"editable":      false,

@@ -7,11 +7,11 @@ package main
 
 import (
 	"context"
-	"github.com/partnerpay/api/pkg/config"
 	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/kithttp"

@@ -41,7 +41,12 @@ type settings struct {
 	// The PEM bundle that signs the consent service's certificate, when
 	// CONSENT_URL is https:// (the system's pool when unset).
 	UpstreamCAFile string `env:"UPSTREAM_CA_FILE"`
+	// How often a record in flight is asked about at most (the worker).
+	PollMax time.Duration `env:"FIAT_POLL_MAX, default=2s"`
 }
+
+// Validate checks the worker's pace.
+func (c *settings) Validate() error { return config.Positive("FIAT_POLL_MAX", c.PollMax) }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
 
@@ -76,7 +81,10 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// The lists' cursors are signed with a key drawn from the internal
 	// token, which every instance shares: a cursor one instance made opens
 	// on any other, and none is kept.
-	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, time.Now, cursorKey(string(cfg.InternalToken)))
+	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, db.Now, cursorKey(string(cfg.InternalToken)))
+	// Every replica keeps the records up to date with the provider,
+	// whether or not anyone reads them.
+	go fiat.NewWorker(svc, cfg.PollMax, s.Log, s.Kit.Registry).Run(ctx)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
 	// Once started, a creating request runs to its end within 25 s (the
 	// bank provider's client gives up within 20), caller or no caller.

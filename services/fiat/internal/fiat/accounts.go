@@ -145,7 +145,7 @@ func (s *service) observed(ctx context.Context, rec AccountRecord, status string
 	if rec.Status == status {
 		return rec, nil
 	}
-	if err := s.store.SetAccountStatus(ctx, rec.ID, status); err != nil {
+	if err := s.store.SetAccountStatus(ctx, rec.ID, status, s.created()); err != nil {
 		return rec, fmt.Errorf("save account status: %w", err)
 	}
 	rec.Status = status

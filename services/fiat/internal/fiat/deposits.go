@@ -2,6 +2,7 @@ package fiat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -56,6 +57,11 @@ type DepositRecord struct {
 	ExpiresAt             time.Time
 	Reference             string // the partner's own, never logged
 	CreatedAt             time.Time
+	// Transactions are the provider's raw records of the transfers sent
+	// for it, as the worker last read them; ChangedAt when they last
+	// changed.
+	Transactions []json.RawMessage
+	ChangedAt    time.Time
 }
 
 var (

@@ -2,12 +2,16 @@ package fiat
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
@@ -93,15 +97,23 @@ func (b *bank) DepositTransactions(_ context.Context, id string) ([]bankprovider
 	if !b.settled[id] {
 		return nil, nil
 	}
-	return []bankprovider.Transaction{{ID: "t_" + id, Type: "deposit", Status: "settled", Amount: "10.00", DeliveredAmount: "10.00", TxHash: "0xaa"}}, nil
+	t := bankprovider.Transaction{ID: "t_" + id, Type: "deposit", Status: "settled", Amount: "10.00", DeliveredAmount: "10.00", TxHash: "0xaa"}
+	t.Raw, _ = json.Marshal(t)
+	return []bankprovider.Transaction{t}, nil
+}
+
+// Transactions lists no transfer to any virtual account.
+func (b *bank) Transactions(context.Context, string) ([]bankprovider.Transaction, error) {
+	return nil, nil
 }
 
 // fiatFixture is the service on a real store, its clock a second on at
 // each reading, so records made in a row are newest-last.
 type fiatFixture struct {
-	svc  *service
-	bank *bank
-	db   *database.DB
+	svc    *service
+	bank   *bank
+	db     *database.DB
+	worker *Worker
 }
 
 func newFiatFixture(db *database.DB) fiatFixture {
@@ -114,7 +126,19 @@ func newFiatFixture(db *database.DB) fiatFixture {
 		return t
 	}
 	b := newBank()
-	return fiatFixture{svc: NewService("sandbox", NewStore(db), b, &fakeConsent{}, now, testSecret).(*service), bank: b, db: db}
+	svc := NewService("sandbox", NewStore(db), b, &fakeConsent{}, now, testSecret)
+	return fiatFixture{svc: svc.(*service), bank: b, db: db, worker: NewWorker(svc, 2*time.Second, slog.New(slog.DiscardHandler), prometheus.NewRegistry())}
+}
+
+// work runs a few of the worker's rounds (the fixture's clock moves a
+// second at each reading, so records in flight are always due again).
+func (f fiatFixture) work(t *testing.T) {
+	t.Helper()
+	for range 3 {
+		if _, err := f.worker.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func ptr(s string) *string { return &s }
@@ -155,8 +179,13 @@ func TestFiatRecordsAreListedWithTheirReference(t *testing.T) {
 	if err != nil || !page.HasMore || len(page.Data) != 2 || page.Data[0] != plain || page.Data[1] != active {
 		t.Fatalf("first page %+v %v", page, err)
 	}
-	// The user accepted the terms and passed: the next page reads it.
+	// The user accepted the terms and passed: the worker reads it, and the
+	// next page answers it.
 	f.bank.set("cus_1", bankprovider.StatusActive)
+	if next, _ := accounts("acme", "limit=2&startingAfter="+url.QueryEscape(page.NextCursor)); len(next.Data) != 1 || next.Data[0].Status != StatusConsentRequired {
+		t.Fatalf("a list read before the worker's round: %+v, want the status last kept", next)
+	}
+	f.work(t)
 	next, err := accounts("acme", "limit=2&startingAfter="+url.QueryEscape(page.NextCursor))
 	if err != nil || next.HasMore || len(next.Data) != 1 || next.Data[0].AccountID != pending.AccountID || next.Data[0].Status != StatusActive ||
 		next.Data[0].ConsentSessionID != "" || next.Data[0].Reference != "user-1" {
@@ -164,7 +193,7 @@ func TestFiatRecordsAreListedWithTheirReference(t *testing.T) {
 	}
 	reads := f.bank.reads
 	if got, _ := accounts("acme", "status=active"); len(got.Data) != 3 || f.bank.reads != reads {
-		t.Errorf("status=active: %d accounts, %d provider reads (the kept status is active: none are needed)", len(got.Data), f.bank.reads-reads)
+		t.Errorf("status=active: %d accounts, %d provider reads (a list never asks the provider)", len(got.Data), f.bank.reads-reads)
 	}
 	if got, _ := accounts("acme", "reference=user-2"); len(got.Data) != 1 || got.Data[0].AccountID != active.AccountID {
 		t.Errorf("reference=user-2: %+v", got)
@@ -203,6 +232,7 @@ func TestFiatRecordsAreListedWithTheirReference(t *testing.T) {
 	f.bank.mu.Lock()
 	f.bank.settled[f.bank.refs[deps[0].Reference]] = true
 	f.bank.mu.Unlock()
+	f.work(t)
 	list, err := f.svc.ListDeposits(ctx, acme, url.Values{})
 	if err != nil || len(list.Data) != 2 || list.Data[1].DepositID != deps[0].DepositID || list.Data[1].Status != "funded" ||
 		list.Data[0].Status != "awaiting_deposit" {
@@ -268,8 +298,12 @@ func TestFiatStoreRulesHoldInTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.store.SetDepositFunded(ctx, d.DepositID); err != nil {
-		t.Fatal(err)
+	f.bank.mu.Lock()
+	f.bank.settled[f.bank.refs[d.Reference]] = true
+	f.bank.mu.Unlock()
+	f.work(t)
+	if st, err := f.svc.Status(ctx, acme, StatusRequest{DepositID: d.DepositID}); err != nil || st.Status != "funded" {
+		t.Fatalf("the deposit, once the worker read its money: %+v %v", st, err)
 	}
 	for _, tc := range []struct {
 		name, sql string
@@ -296,7 +330,7 @@ func TestFiatStoreRulesHoldInTheDatabase(t *testing.T) {
 		}
 	}
 	// What may change does.
-	if err := f.svc.store.SetAccountStatus(ctx, acc.AccountID, StatusRejected); err != nil {
+	if err := f.svc.store.SetAccountStatus(ctx, acc.AccountID, StatusRejected, time.Now()); err != nil {
 		t.Errorf("an account's status: %v", err)
 	}
 	if err := f.svc.store.SetConsentSession(ctx, acc.AccountID, "cs_new"); err != nil {

@@ -89,6 +89,11 @@ func (s *service) SandboxPayin(ctx context.Context, caller partner.Caller, req P
 	if err != nil {
 		return Payin{}, bankprovider.ToAPI(err)
 	}
+	// The worker asks the provider about the account at once: the funding
+	// status has the transfer within a round, and its settlement soon after.
+	if err := s.store.CheckSoon(ctx, out.VirtualAccountID+out.DepositID, s.created()); err != nil {
+		return Payin{}, err
+	}
 	out.TransactionID, out.Status, out.Amount, out.Currency = t.ID, t.Status, t.Amount, t.Currency
 	return out, nil
 }

@@ -7,17 +7,17 @@ package fiat
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"time"
-
-	"github.com/partnerpay/api/pkg/format"
-	"github.com/partnerpay/api/pkg/lifecycle"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/consentapi"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -54,6 +54,7 @@ type AccountRecord struct {
 	Status             string // as last read from the provider; "" before it was kept
 	Reference          string // the partner's own, never logged
 	CreatedAt          time.Time
+	StatusAt           time.Time // when its status last changed
 }
 
 // VirtualAccountRecord links our id to the provider's.
@@ -65,6 +66,10 @@ type VirtualAccountRecord struct {
 	Currency          string
 	Reference         string
 	CreatedAt         time.Time
+	// Transactions are the provider's raw records of the transfers to it,
+	// as the worker last read them; ChangedAt when they last changed.
+	Transactions []json.RawMessage
+	ChangedAt    time.Time
 }
 
 // Store keeps the service's records (DBStore in production).
@@ -72,8 +77,17 @@ type Store interface {
 	CreateAccount(ctx context.Context, r AccountRecord, answer Account) error
 	Account(ctx context.Context, id string) (AccountRecord, error)
 	SetConsentSession(ctx context.Context, accountID, sessionID string) error
-	// SetAccountStatus keeps the provider's newest word on an account.
-	SetAccountStatus(ctx context.Context, accountID, status string) error
+	// SetAccountStatus keeps the provider's newest word on an account,
+	// read at at.
+	SetAccountStatus(ctx context.Context, accountID, status string, at time.Time) error
+	// CheckSoon has the worker ask about a record (an account, a virtual
+	// account or a deposit, by id) at at: something just happened to it.
+	CheckSoon(ctx context.Context, id string, at time.Time) error
+	// The worker's rounds: the records due at now, each given what work
+	// makes of it, in one transaction.
+	DueAccounts(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []AccountRecord) []Check) (int, error)
+	DueVirtualAccounts(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []VirtualAccountRecord) []Check) (int, error)
+	DueDeposits(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []DepositRecord) []Check) (int, error)
 	// VirtualAccountFor records our id for a provider account, unless it
 	// has one: one id per provider account, ever. answer makes the
 	// request's answer from the record.
@@ -81,8 +95,6 @@ type Store interface {
 	VirtualAccount(ctx context.Context, id string) (VirtualAccountRecord, error)
 	CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error
 	Deposit(ctx context.Context, id string) (DepositRecord, error)
-	// SetDepositFunded records that a deposit's money settled.
-	SetDepositFunded(ctx context.Context, id string) error
 	// The lists read a page of the key's records, newest first (Limit+1
 	// at most: the extra one says there are more), confirmed on the
 	// standby.

@@ -19,7 +19,7 @@ import (
 // memStore is the Store in memory; lookups counts every read, so a test can
 // tell an id was refused by its shape alone.
 type memStore struct {
-	Store    // the lists are the store test's (list_test.go): these panic
+	Store    // the lists and the worker's rounds are the store test's (list_test.go): these panic
 	mu       sync.Mutex
 	accounts map[string]AccountRecord
 	vas      map[string]VirtualAccountRecord
@@ -58,21 +58,12 @@ func (m *memStore) SetConsentSession(_ context.Context, accountID, sessionID str
 	return nil
 }
 
-func (m *memStore) SetAccountStatus(_ context.Context, accountID, status string) error {
+func (m *memStore) SetAccountStatus(_ context.Context, accountID, status string, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.accounts[accountID]
-	r.Status = status
+	r.Status, r.StatusAt = status, at
 	m.accounts[accountID] = r
-	return nil
-}
-
-func (m *memStore) SetDepositFunded(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r := m.deposits[id]
-	r.Status = "funded"
-	m.deposits[id] = r
 	return nil
 }
 

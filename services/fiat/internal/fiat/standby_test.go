@@ -30,8 +30,8 @@ func TestFiatReadsAnswerOnlyWhatTheStandbyHas(t *testing.T) {
 		}
 		return err
 	})
-	r.ReadsOnlyWhatTheStandbyHas(t, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at)
-		VALUES ('va_local', 'acme', '`+acc.AccountID+`', 'bva_local', 'EUR', now())`, func(ctx context.Context) error {
+	r.ReadsOnlyWhatTheStandbyHas(t, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, changed_at)
+		VALUES ('va_local', 'acme', '`+acc.AccountID+`', 'bva_local', 'EUR', now(), now())`, func(ctx context.Context) error {
 		_, err := f.svc.store.VirtualAccount(ctx, "va_local")
 		return err
 	})

@@ -23,7 +23,8 @@ type StatusRequest struct {
 }
 
 // FundingStatus is the spec's funding status, less environment: the three
-// funded fields appear only once funded.
+// funded fields appear only once funded. It is the provider's word as the
+// worker last read it: a status call never calls the provider.
 type FundingStatus struct {
 	Status          string            `json:"status"`
 	Transactions    []json.RawMessage `json:"transactions"`
@@ -46,7 +47,6 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 			return FundingStatus{}, err
 		}
 	}
-	var txs []bankprovider.Transaction
 	if req.DepositID != "" {
 		d, err := s.ownedDeposit(ctx, caller, req.DepositID)
 		if err != nil {
@@ -55,16 +55,7 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 		if req.AccountID != "" && req.AccountID != d.AccountID {
 			return FundingStatus{}, errDepositNotFound // this account has no such deposit
 		}
-		if txs, err = s.provider.DepositTransactions(ctx, d.ProviderInstructionID); err != nil {
-			return FundingStatus{}, bankprovider.ToAPI(err)
-		}
-		st, err := funding(txs)
-		if err == nil && st.Status == lifecycle.Funded && d.Status != lifecycle.Funded {
-			if err := s.store.SetDepositFunded(ctx, d.ID); err != nil {
-				return FundingStatus{}, fmt.Errorf("save deposit funding: %w", err)
-			}
-		}
-		return st, err
+		return stored(d.Transactions)
 	}
 	va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
 	if err != nil {
@@ -73,8 +64,14 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	if req.AccountID != "" && req.AccountID != va.AccountID {
 		return FundingStatus{}, errVANotFound // this account has no such virtual account
 	}
-	if txs, err = s.provider.Transactions(ctx, va.ProviderAccountID); err != nil {
-		return FundingStatus{}, bankprovider.ToAPI(err)
+	return stored(va.Transactions)
+}
+
+// stored is the funding status of transactions the worker kept.
+func stored(raws []json.RawMessage) (FundingStatus, error) {
+	txs, err := bankprovider.DecodeTransactions(raws)
+	if err != nil {
+		return FundingStatus{}, err
 	}
 	return funding(txs)
 }

@@ -3,10 +3,14 @@ package fiat
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -43,8 +47,11 @@ func notFound(err error) error {
 // CreateAccount writes an account and keeps answer with it.
 func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Account) error {
 	return s.db.Tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at, status, reference)
-			VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), NULLIF($7, '')) ON CONFLICT (id) DO NOTHING`,
+		// The worker asks about the account until its status is final.
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at, status, reference,
+				status_at, next_check_at)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), NULLIF($7, ''), $5,
+				CASE WHEN $6 IN ('active', 'rejected') THEN NULL ELSE $5::timestamptz END) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt, r.Status, r.Reference); err != nil {
 			return fmt.Errorf("insert account: %w", err)
 		}
@@ -52,11 +59,12 @@ func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Acc
 	})
 }
 
-const accountColumns = `id, key_id, provider_customer_id, COALESCE(consent_session_id, ''), created_at, COALESCE(status, ''), COALESCE(reference, '')`
+const accountColumns = `id, key_id, provider_customer_id, COALESCE(consent_session_id, ''), created_at, COALESCE(status, ''), COALESCE(reference, ''),
+	status_at`
 
 func scanAccount(row pgx.Row) (AccountRecord, error) {
 	var r AccountRecord
-	err := row.Scan(&r.ID, &r.Owner, &r.ProviderCustomerID, &r.ConsentSessionID, &r.CreatedAt, &r.Status, &r.Reference)
+	err := row.Scan(&r.ID, &r.Owner, &r.ProviderCustomerID, &r.ConsentSessionID, &r.CreatedAt, &r.Status, &r.Reference, &r.StatusAt)
 	return r, notFound(err)
 }
 
@@ -67,10 +75,31 @@ func (s *DBStore) Account(ctx context.Context, id string) (AccountRecord, error)
 	return r, s.db.ReadBack(ctx, err)
 }
 
-// SetAccountStatus keeps the provider's newest word on an account.
-func (s *DBStore) SetAccountStatus(ctx context.Context, accountID, status string) error {
-	_, err := s.db.Exec(ctx, `UPDATE fiat_accounts SET status = $2 WHERE id = $1`, accountID, status)
+// SetAccountStatus keeps the provider's newest word on an account, read
+// at at; the worker asks again soon, or never once it is final.
+func (s *DBStore) SetAccountStatus(ctx context.Context, accountID, status string, at time.Time) error {
+	_, err := setAccountStatus(ctx, s.db, accountID, status, at)
 	return err
+}
+
+func setAccountStatus(ctx context.Context, q database.Querier, accountID, status string, at time.Time) (pgconn.CommandTag, error) {
+	return q.Exec(ctx, `UPDATE fiat_accounts SET status = $2,
+			status_at = CASE WHEN status IS DISTINCT FROM $2 THEN $3 ELSE status_at END,
+			next_check_at = CASE WHEN $2 IN ('active', 'rejected') THEN NULL ELSE $3 END
+		WHERE id = $1`, accountID, status, at)
+}
+
+// CheckSoon has the worker ask about the account, virtual account or
+// deposit id (by its prefix) at at.
+func (s *DBStore) CheckSoon(ctx context.Context, id string, at time.Time) error {
+	table := map[string]string{accountPrefix: "fiat_accounts", virtualAccountPrefix: "fiat_virtual_accounts", depositPrefix: "fiat_deposits"}
+	for prefix, t := range table {
+		if strings.HasPrefix(id, prefix) {
+			_, err := s.db.Exec(ctx, `UPDATE `+t+` SET next_check_at = $2 WHERE id = $1`, id, at)
+			return err
+		}
+	}
+	return fmt.Errorf("check soon: %q is no record's id", id)
 }
 
 // SetConsentSession points an account at its newest consent session.
@@ -88,8 +117,9 @@ func (s *DBStore) SetConsentSession(ctx context.Context, accountID, sessionID st
 func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord, answer func(VirtualAccountRecord) VirtualAccount) (VirtualAccount, error) {
 	var out VirtualAccount
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, reference)
-			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, '')) ON CONFLICT (provider_account_id) DO NOTHING`,
+		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, reference,
+				changed_at, next_check_at)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $6, $6) ON CONFLICT (provider_account_id) DO NOTHING`,
 			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt, r.Reference); err != nil {
 			return fmt.Errorf("insert virtual account: %w", err)
 		}
@@ -103,11 +133,11 @@ func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord,
 	return out, err
 }
 
-const vaColumns = `id, key_id, account_id, provider_account_id, currency, created_at, COALESCE(reference, '')`
+const vaColumns = `id, key_id, account_id, provider_account_id, currency, created_at, COALESCE(reference, ''), transactions, changed_at`
 
 func scanVirtualAccount(row pgx.Row) (VirtualAccountRecord, error) {
 	var r VirtualAccountRecord
-	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderAccountID, &r.Currency, &r.CreatedAt, &r.Reference)
+	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderAccountID, &r.Currency, &r.CreatedAt, &r.Reference, &r.Transactions, &r.ChangedAt)
 	return r, notFound(err)
 }
 
@@ -121,8 +151,8 @@ func (s *DBStore) VirtualAccount(ctx context.Context, id string) (VirtualAccount
 func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error {
 	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at, status,
-				amount, currency, iban, bic, beneficiary, transfer_reference, expires_at, reference)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULLIF($14, '')) ON CONFLICT (id) DO NOTHING`,
+				amount, currency, iban, bic, beneficiary, transfer_reference, expires_at, reference, changed_at, next_check_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULLIF($14, ''), $5, $5) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.AccountID, r.ProviderInstructionID, r.CreatedAt, r.Status, r.Amount, r.Currency,
 			r.BankDetails.IBAN, r.BankDetails.BIC, r.BankDetails.Beneficiary, r.TransferReference, r.ExpiresAt, r.Reference); err != nil {
 			return fmt.Errorf("insert deposit: %w", err)
@@ -134,13 +164,15 @@ func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Dep
 // A deposit kept before its instruction was (migration 00002) answers
 // empty strings and the zero time for it.
 const depositColumns = `id, key_id, account_id, provider_instruction_id, created_at, status, COALESCE(amount, ''), COALESCE(currency, ''),
-	COALESCE(iban, ''), COALESCE(bic, ''), COALESCE(beneficiary, ''), COALESCE(transfer_reference, ''), expires_at, COALESCE(reference, '')`
+	COALESCE(iban, ''), COALESCE(bic, ''), COALESCE(beneficiary, ''), COALESCE(transfer_reference, ''), expires_at, COALESCE(reference, ''),
+	transactions, changed_at`
 
 func scanDeposit(row pgx.Row) (DepositRecord, error) {
 	var r DepositRecord
 	var expires *time.Time
 	err := row.Scan(&r.ID, &r.Owner, &r.AccountID, &r.ProviderInstructionID, &r.CreatedAt, &r.Status, &r.Amount, &r.Currency,
-		&r.BankDetails.IBAN, &r.BankDetails.BIC, &r.BankDetails.Beneficiary, &r.TransferReference, &expires, &r.Reference)
+		&r.BankDetails.IBAN, &r.BankDetails.BIC, &r.BankDetails.Beneficiary, &r.TransferReference, &expires, &r.Reference,
+		&r.Transactions, &r.ChangedAt)
 	if expires != nil {
 		r.ExpiresAt = *expires
 	}
@@ -153,11 +185,81 @@ func (s *DBStore) Deposit(ctx context.Context, id string) (DepositRecord, error)
 	return r, s.db.ReadBack(ctx, err)
 }
 
-// SetDepositFunded records that a deposit's money settled (once: the
-// database refuses a funded deposit any other status).
-func (s *DBStore) SetDepositFunded(ctx context.Context, id string) error {
-	_, err := s.db.Exec(ctx, `UPDATE fiat_deposits SET status = 'funded' WHERE id = $1 AND status <> 'funded'`, id)
-	return err
+// Check is what the worker makes of a due record: the provider's word, if
+// it is news (an account's Status; a virtual account's or a deposit's
+// Transactions, and a deposit's funding), and when it asks next (Next;
+// nil: never again).
+type Check struct {
+	Status       string
+	Transactions []json.RawMessage
+	Funded       bool
+	Next         *time.Time
+}
+
+// due is one worker round on table's rows due at now (database.Claim).
+func due[R any](ctx context.Context, db *database.DB, table, columns string, scan func(pgx.Row) (R, error), id func(R) string,
+	now time.Time, limit int, work func(context.Context, []R) []Check, write func(ctx context.Context, tx pgx.Tx, id string, c Check) error) (int, error) {
+	return database.Claim(ctx, db, `SELECT `+columns+` FROM `+table+` WHERE next_check_at <= $1
+		ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scan,
+		func(ctx context.Context, tx pgx.Tx, rows []R) error {
+			for i, c := range work(ctx, rows) {
+				if err := write(ctx, tx, id(rows[i]), c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+// DueAccounts is the worker's round on the accounts due at now.
+func (s *DBStore) DueAccounts(ctx context.Context, now time.Time, limit int, work func(context.Context, []AccountRecord) []Check) (int, error) {
+	return due(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, func(r AccountRecord) string { return r.ID }, now, limit, work,
+		func(ctx context.Context, tx pgx.Tx, id string, c Check) error {
+			if c.Status != "" {
+				if _, err := setAccountStatus(ctx, tx, id, c.Status, now); err != nil {
+					return err
+				}
+				if c.Status == StatusActive || c.Status == StatusRejected {
+					return nil
+				}
+			}
+			_, err := tx.Exec(ctx, `UPDATE fiat_accounts SET next_check_at = $2 WHERE id = $1`, id, c.Next)
+			return err
+		})
+}
+
+// DueVirtualAccounts is the worker's round on the virtual accounts due at
+// now.
+func (s *DBStore) DueVirtualAccounts(ctx context.Context, now time.Time, limit int, work func(context.Context, []VirtualAccountRecord) []Check) (int, error) {
+	return due(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, func(r VirtualAccountRecord) string { return r.ID }, now, limit, work,
+		func(ctx context.Context, tx pgx.Tx, id string, c Check) error {
+			_, err := tx.Exec(ctx, `UPDATE fiat_virtual_accounts SET next_check_at = $2,
+					transactions = COALESCE($3, transactions), changed_at = CASE WHEN $3::jsonb IS NULL THEN changed_at ELSE $4 END
+				WHERE id = $1`, id, c.Next, transactionsArg(c.Transactions), now)
+			return err
+		})
+}
+
+// DueDeposits is the worker's round on the one-off deposits due at now.
+func (s *DBStore) DueDeposits(ctx context.Context, now time.Time, limit int, work func(context.Context, []DepositRecord) []Check) (int, error) {
+	return due(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, func(r DepositRecord) string { return r.ID }, now, limit, work,
+		func(ctx context.Context, tx pgx.Tx, id string, c Check) error {
+			_, err := tx.Exec(ctx, `UPDATE fiat_deposits SET next_check_at = $2,
+					transactions = COALESCE($3, transactions), changed_at = CASE WHEN $3::jsonb IS NULL THEN changed_at ELSE $4 END,
+					status = CASE WHEN $5 THEN 'funded' ELSE status END
+				WHERE id = $1`, id, c.Next, transactionsArg(c.Transactions), now, c.Funded)
+			return err
+		})
+}
+
+// transactionsArg is txs as the store keeps them (a JSON array), or nil
+// when they are not news.
+func transactionsArg(txs []json.RawMessage) any {
+	if txs == nil {
+		return nil
+	}
+	b, _ := json.Marshal(txs)
+	return b
 }
 
 // Accounts reads a page of the key's accounts.

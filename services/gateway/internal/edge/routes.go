@@ -30,11 +30,14 @@ type Route struct {
 	Timeout     time.Duration
 }
 
-// Route timeouts: the payout service answers from Redis and PostgreSQL
-// (a payout's status waits at most 3 s for the provider's word); the
-// reference reads from memory; fiat, consent and orders, and a payout's
-// sandbox deposit, call the provider (whose client gives up within them). The
-// longest is what the gateway's shutdown grace must exceed.
+// Route timeouts: every read (a status, a list) answers from PostgreSQL
+// alone (the services' workers keep the records up to date with the
+// providers; a read waits at most 2 s for the standby's confirmation); the
+// reference reads answer from memory; a payout's execution waits for its
+// commit on a synchronous standby; the creating calls of fiat, consent and
+// orders, and the sandbox calls, call the provider (whose client gives up
+// within them). The longest is what the gateway's shutdown grace must
+// exceed.
 const (
 	readTimeout     = 5 * time.Second
 	executeTimeout  = 10 * time.Second
@@ -49,7 +52,8 @@ const LongestTimeout = providerTimeout
 var Routes = []Route{
 	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout},
 	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
-	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, executeTimeout},
+	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, readTimeout},
+	{"POST", "/v1/bank/payout/refund-address", UpstreamPayout, partner.ProductBank, false, executeTimeout},
 	{"GET", "/v1/bank/payouts", UpstreamPayout, partner.ProductBank, false, readTimeout},
 	{"GET", "/v1/config", UpstreamGateway, "", false, readTimeout},
 	{"GET", "/v1/currencies", UpstreamGateway, "", false, readTimeout},
@@ -61,23 +65,22 @@ var Routes = []Route{
 	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
 	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, providerTimeout},
 	{"POST", "/v1/orders/link", UpstreamOrders, partner.ProductCard, false, providerTimeout},
-	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, providerTimeout},
+	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, readTimeout},
 	{"GET", "/v1/orders", UpstreamOrders, partner.ProductCard, false, readTimeout},
 	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
-	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
-	// The accounts and deposits lists read their unsettled records again
-	// from the provider.
-	{"GET", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false, readTimeout},
+	{"GET", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout},
 	{"GET", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout},
-	{"GET", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
+	{"GET", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, readTimeout},
 	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false, providerTimeout},
 	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false, readTimeout},
 	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
 	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
 	{"POST", "/v1/sandbox/orders/deposit", UpstreamOrders, partner.ProductCard, true, providerTimeout},
 	{"POST", "/v1/sandbox/payouts/deposit", UpstreamPayout, partner.ProductBank, true, providerTimeout},
+	{"POST", "/v1/sandbox/payouts/expire", UpstreamPayout, partner.ProductBank, true, executeTimeout},
 }
 
 // PublicRoute is served without a key or a rate limit, for browsers: its

@@ -8,11 +8,11 @@ package main
 
 import (
 	"context"
-	"github.com/partnerpay/api/pkg/config"
 	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/hostedlink"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -39,7 +39,12 @@ type settings struct {
 	// ORDERS_SECRET signs the return state, and the order list's cursors;
 	// ORDERS_RETURN_URL is the gateway's public return route.
 	Links hostedlink.Config `env:", prefix=ORDERS_"`
+	// How often an order in flight is asked about at most (the worker).
+	PollMax time.Duration `env:"ORDERS_POLL_MAX, default=2s"`
 }
+
+// Validate checks the worker's pace.
+func (c *settings) Validate() error { return config.Positive("ORDERS_POLL_MAX", c.PollMax) }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
 
@@ -57,7 +62,10 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	}
 	defer db.Close()
 	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db), Provider: provider,
-		Secret: []byte(cfg.Links.Secret), ReturnURL: string(cfg.Links.ReturnURL), Log: s.Log, Now: time.Now})
+		Secret: []byte(cfg.Links.Secret), ReturnURL: string(cfg.Links.ReturnURL), Log: s.Log, Now: db.Now})
+	// Every replica moves orders on the card provider's word, whether or
+	// not anyone reads them.
+	go orders.NewWorker(svc, cfg.PollMax, s.Log, s.Kit.Registry).Run(ctx)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "orders"))
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()

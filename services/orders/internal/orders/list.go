@@ -30,5 +30,5 @@ func (s *service) List(ctx context.Context, caller partner.Caller, query url.Val
 	if err != nil {
 		return OrderList{}, err
 	}
-	return listing.Finish(l, caller.KeyID, rows, p.Limit, func(r Record) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }, statusOf), nil
+	return listing.Finish(l, caller.KeyID, p, rows, func(r Record) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} }, statusOf), nil
 }

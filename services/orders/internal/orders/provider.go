@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"regexp"
+	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
@@ -118,7 +119,7 @@ func (s *service) advance(ctx context.Context, r Record, po bankprovider.CardOrd
 	if !forward(r, p) {
 		return r, nil
 	}
-	return s.store.Advance(ctx, r.ID, p)
+	return s.store.Advance(ctx, r.ID, p, s.now().UTC().Truncate(time.Microsecond))
 }
 
 // statusLabel keeps a provider status fit for a log line.

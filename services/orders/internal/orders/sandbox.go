@@ -30,9 +30,6 @@ func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req
 	if r.ProviderID == "" {
 		return OrderStatus{}, errNoProviderOrder
 	}
-	if r, err = s.current(ctx, r); err != nil {
-		return OrderStatus{}, err
-	}
 	switch r.Status {
 	case StatusAwaitingDeposit:
 		po, err := s.provider.SimulateCardDeposit(ctx, r.ProviderID)

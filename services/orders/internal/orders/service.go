@@ -84,6 +84,7 @@ type Record struct {
 	Reference      string // the partner's own, never logged
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
+	StatusAt       time.Time // when its status last changed
 }
 
 // Store keeps orders (DBStore in production).
@@ -93,12 +94,12 @@ type Store interface {
 	Get(ctx context.Context, id string) (Record, error)
 	// List reads a page of the key's orders, newest first (Limit+1 at most).
 	List(ctx context.Context, keyID string, p listing.Params) ([]Record, error)
-	// Expire moves an unpaid order past its expiry to expired, and
-	// answers the order as it now is.
-	Expire(ctx context.Context, id string, now time.Time) (Record, error)
-	// Advance moves an order forward to p, if p is forward of where it
-	// stands, and answers the order as it now is.
-	Advance(ctx context.Context, id string, p Progress) (Record, error)
+	// Advance moves an order forward to p at at, if p is forward of where
+	// it stands, and answers the order as it now is.
+	Advance(ctx context.Context, id string, p Progress, at time.Time) (Record, error)
+	// Due is the worker's round: the orders due at now, each given what
+	// work makes of it, in one transaction.
+	Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []Record) []Check) (int, error)
 	// Mint makes l its order's current link: the earlier ones stop counting.
 	Mint(ctx context.Context, l LinkRecord) error
 	Link(ctx context.Context, id string) (LinkRecord, error)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
@@ -156,6 +158,7 @@ type fixture struct {
 	store    *countingStore
 	provider *fakeProvider
 	clock    *clock
+	worker   *Worker
 }
 
 func newFixture(t *testing.T) fixture {
@@ -169,7 +172,25 @@ func newFixtureOn(db *database.DB) fixture {
 	f.provider.now = f.clock.now
 	f.svc = NewService(Config{Env: "sandbox", Store: f.store, Provider: f.provider, Secret: []byte("0123456789abcdef0123456789abcdef"),
 		ReturnURL: "http://gw.test/orders/return", Log: slog.New(slog.DiscardHandler), Now: f.clock.now}).(*service)
+	f.worker = NewWorker(f.svc, 2*time.Second, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	return f
+}
+
+// later moves the clock on by d and runs the worker's rounds until
+// nothing is due: what the provider says reaches the orders.
+func (f fixture) later(t *testing.T, d time.Duration) {
+	t.Helper()
+	f.clock.t = f.clock.t.Add(d)
+	for range 20 {
+		n, err := f.worker.Round(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("orders still due after 20 rounds")
 }
 
 func newTestService(t *testing.T) (*service, *countingStore, *clock) {
@@ -239,7 +260,8 @@ func TestOrderChecksRunInContractOrder(t *testing.T) {
 
 func TestABuyAndASellOrder(t *testing.T) {
 	t.Parallel()
-	svc, st, c := newTestService(t)
+	f := newFixture(t)
+	svc, st := f.svc, f.store
 	buy, err := svc.Create(context.Background(), card, CreateRequest{Direction: "BUY", CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", FiatAmount: ptr("100"), WalletAddress: strings.ToLower(wallet)})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +291,7 @@ func TestABuyAndASellOrder(t *testing.T) {
 	if err != nil || s.Status != StatusAwaitingPayment || s.Direction != "buy" || s.OrderID != buy.OrderID {
 		t.Errorf("status %+v %v", s, err)
 	}
-	c.t = c.t.Add(OrderTTL)
+	f.later(t, OrderTTL)
 	if s, err := svc.Status(context.Background(), card, StatusRequest{OrderID: buy.OrderID}); err != nil || s.Status != StatusExpired {
 		t.Errorf("at expiry: %+v %v, want expired", s, err)
 	}

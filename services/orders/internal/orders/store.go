@@ -5,8 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -34,8 +35,10 @@ func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
 func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, key_id, direction, status, crypto_currency, chain, fiat_currency, country,
-				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at, reference)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15, NULLIF($16, '')) ON CONFLICT (id) DO NOTHING`,
+				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at, reference,
+				status_at, next_check_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15, NULLIF($16, ''),
+				$15, $15) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.Direction, r.Status, r.CryptoCurrency, r.Chain, r.FiatCurrency, r.Country,
 			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ProviderID, r.ExpiresAt, r.CreatedAt, r.Reference); err != nil {
 			return fmt.Errorf("insert order: %w", err)
@@ -46,13 +49,13 @@ func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 
 const columns = `id, key_id, direction, status, crypto_currency, chain, fiat_currency, country, COALESCE(crypto_amount, ''),
 	COALESCE(fiat_amount, ''), wallet_address, COALESCE(deposit_address, ''), COALESCE(payment_method, ''), COALESCE(tx_hash, ''),
-	COALESCE(failure_reason, ''), COALESCE(provider_order_id, ''), expires_at, created_at, COALESCE(reference, '')`
+	COALESCE(failure_reason, ''), COALESCE(provider_order_id, ''), expires_at, created_at, COALESCE(reference, ''), status_at`
 
 func scan(row pgx.Row) (Record, error) {
 	var r Record
 	err := row.Scan(&r.ID, &r.Owner, &r.Direction, &r.Status, &r.CryptoCurrency, &r.Chain, &r.FiatCurrency, &r.Country,
 		&r.CryptoAmount, &r.FiatAmount, &r.WalletAddress, &r.DepositAddress, &r.PaymentMethod, &r.TxHash, &r.FailureReason,
-		&r.ProviderID, &r.ExpiresAt, &r.CreatedAt, &r.Reference)
+		&r.ProviderID, &r.ExpiresAt, &r.CreatedAt, &r.Reference, &r.StatusAt)
 	if errors.Is(err, database.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -63,16 +66,6 @@ func scan(row pgx.Row) (Record, error) {
 func (s *DBStore) Get(ctx context.Context, id string) (Record, error) {
 	r, err := scan(s.db.QueryRow(ctx, `SELECT `+columns+` FROM orders WHERE id = $1`, id))
 	return r, s.db.ReadBack(ctx, err)
-}
-
-// Expire moves an order still awaiting its payment or deposit at now past
-// its expiry to expired; whoever loses a race reads the winner's status.
-func (s *DBStore) Expire(ctx context.Context, id string, now time.Time) (Record, error) {
-	if _, err := s.db.Exec(ctx, `UPDATE orders SET status = 'expired'
-		WHERE id = $1 AND status IN ('awaiting_payment', 'awaiting_deposit') AND expires_at <= $2`, id, now); err != nil {
-		return Record{}, err
-	}
-	return s.Get(ctx, id)
 }
 
 // predecessors are the statuses an order may move to each status from.
@@ -87,22 +80,65 @@ var predecessors = map[string][]string{
 
 // Advance moves the order to p's status from one that may precede it,
 // keeping what it knew (a payment method, a hash) where p says nothing;
-// whoever loses a race reads the winner's order.
-func (s *DBStore) Advance(ctx context.Context, id string, p Progress) (Record, error) {
+// whoever loses a race reads the winner's order. The worker asks about it
+// again at once (a final order never again).
+func (s *DBStore) Advance(ctx context.Context, id string, p Progress, at time.Time) (Record, error) {
+	if _, err := advance(ctx, s.db, id, p, at); err != nil {
+		return Record{}, err
+	}
+	return s.Get(ctx, id)
+}
+
+func advance(ctx context.Context, q database.Querier, id string, p Progress, at time.Time) (bool, error) {
 	from := predecessors[p.Status]
 	if len(from) == 0 {
-		return Record{}, fmt.Errorf("advance order %s: unknown status", id)
+		return false, fmt.Errorf("advance order %s: unknown status", id)
 	}
 	for len(from) < 3 {
 		from = append(from, from[0])
 	}
-	if _, err := s.db.Exec(ctx, `UPDATE orders SET status = $2, payment_method = COALESCE(NULLIF($3, ''), payment_method),
-			tx_hash = COALESCE(NULLIF($4, ''), tx_hash), failure_reason = NULLIF($5, '')
+	tag, err := q.Exec(ctx, `UPDATE orders SET status = $2, payment_method = COALESCE(NULLIF($3, ''), payment_method),
+			tx_hash = COALESCE(NULLIF($4, ''), tx_hash), failure_reason = NULLIF($5, ''),
+			status_at = CASE WHEN status = $2 THEN status_at ELSE $9 END,
+			next_check_at = CASE WHEN $2 IN ('completed', 'failed', 'expired') THEN NULL ELSE $9 END
 		WHERE id = $1 AND status IN ($6, $7, $8)`,
-		id, p.Status, p.PaymentMethod, p.TxHash, p.FailureReason, from[0], from[1], from[2]); err != nil {
-		return Record{}, fmt.Errorf("advance order: %w", err)
+		id, p.Status, p.PaymentMethod, p.TxHash, p.FailureReason, from[0], from[1], from[2], at)
+	if err != nil {
+		return false, fmt.Errorf("advance order: %w", err)
 	}
-	return s.Get(ctx, id)
+	return tag.RowsAffected() == 1, nil
+}
+
+// Check is what the worker makes of a due order: a move (Progress), and
+// when it is next asked about (Next; nil: never again).
+type Check struct {
+	Progress *Progress
+	Next     *time.Time
+}
+
+// Due claims up to limit orders due at now (the database's clock), oldest
+// due first, skipping those another replica holds, and writes what work
+// makes of each (checks[i] for due[i]), in one transaction
+// (database.Claim). It returns how many it claimed.
+func (s *DBStore) Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []Record) []Check) (int, error) {
+	return database.Claim(ctx, s.db, `SELECT `+columns+` FROM orders WHERE next_check_at <= $1
+		ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scan,
+		func(ctx context.Context, tx pgx.Tx, due []Record) error {
+			for i, c := range work(ctx, due) {
+				if c.Progress != nil {
+					if _, err := advance(ctx, tx, due[i].ID, *c.Progress, now); err != nil {
+						return err
+					}
+					if Final(c.Progress.Status) {
+						continue
+					}
+				}
+				if _, err := tx.Exec(ctx, `UPDATE orders SET next_check_at = $2 WHERE id = $1`, due[i].ID, c.Next); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 }
 
 // Mint records l as its order's current link: every earlier link of the

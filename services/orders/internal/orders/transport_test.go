@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // failingStore fails its next n creates after the provider has opened the

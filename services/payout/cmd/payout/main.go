@@ -8,11 +8,11 @@ package main
 
 import (
 	"context"
-	"github.com/partnerpay/api/pkg/config"
 	"net/http"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
@@ -41,6 +41,8 @@ type settings struct {
 	// It keys the quote ids and the payouts' deposit addresses.
 	QuoteSecret config.Secret `env:"QUOTE_SECRET, required"`
 	QuoteTTL    time.Duration `env:"QUOTE_TTL, default=60s"`
+	// How payouts move on the provider's word (the worker).
+	Worker payout.WorkerConfig
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
@@ -82,9 +84,13 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// gateway timeout, while the commit itself runs on.
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payout.NewStore(db),
-		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret)})
+	store := payout.NewStore(db)
+	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: store,
+		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Worker: cfg.Worker, Log: s.Log})
+	// Every replica moves payouts on the provider's word and closes their
+	// deposit windows, whether or not anyone reads them.
+	go payout.NewWorker(svc, store, s.Log, s.Kit.Registry).Run(ctx)
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
-	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), s.Log)
+	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), creating, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -63,8 +63,9 @@ func TestDepositQuote(t *testing.T) {
 	if q != want {
 		t.Fatalf("quote\n got %+v\nwant %+v (addresses echoed checksummed)", q, want)
 	}
-	if again, _ := svc.Quote(context.Background(), acme, req(84532, baseUSDC, 11155111, sepoliaUSDC, "1000000")); again != q {
-		t.Errorf("the same request while open: %+v, want %+v", again, q)
+	// Every request opens a new quote (DESIGN §5, as the payout quote's).
+	if again, _ := svc.Quote(context.Background(), acme, req(84532, baseUSDC, 11155111, sepoliaUSDC, "1000000")); again.QuoteID == q.QuoteID {
+		t.Errorf("the same request again: %s, want a new quote", again.QuoteID)
 	}
 }
 

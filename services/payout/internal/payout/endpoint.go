@@ -17,6 +17,8 @@ type Endpoints struct {
 	Hold           endpoint.Endpoint
 	Status         endpoint.Endpoint
 	SandboxDeposit endpoint.Endpoint
+	SandboxExpire  endpoint.Endpoint
+	RefundAddress  endpoint.Endpoint
 	List           endpoint.Endpoint
 }
 
@@ -33,6 +35,8 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		Status: o.Op("payout_status", kithttp.Endpoint(s.Status)),
 		// A sandbox deposit moves a payout: logged like the rest.
 		SandboxDeposit: o.Op("sandbox_payout_deposit", kithttp.Endpoint(s.SandboxDeposit)),
+		SandboxExpire:  o.Op("sandbox_payout_expire", kithttp.Endpoint(s.SandboxExpire)),
+		RefundAddress:  o.Op("payout_refund_address", kithttp.Endpoint(s.SetRefundAddress)),
 		// A list's query (a partner's reference, dates) is never logged:
 		// the line says the operation, key and code only.
 		List: o.Op("list_payouts", kithttp.Endpoint(s.List)),

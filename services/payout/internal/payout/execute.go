@@ -31,6 +31,9 @@ type ExecuteRequest struct {
 	QuoteID     string          `json:"quoteId"`
 	Beneficiary json.RawMessage `json:"beneficiary"`
 	Reference   *string         `json:"reference"`
+	// RefundAddress is where what the payout owes back goes (an EVM
+	// address on the quote's chain), when the partner knows it now.
+	RefundAddress *string `json:"refundAddress"`
 }
 
 // Payout is the answer to an execution, less environment. While the quote
@@ -46,6 +49,23 @@ type Payout struct {
 	Beneficiary         beneficiary.Masked `json:"beneficiary"`
 	Reference           string             `json:"reference,omitempty"`
 	CreatedAt           string             `json:"createdAt"`
+	// Refunds is what the payout owes back (empty when nothing is owed).
+	Refunds []RefundAnswer `json:"refunds"`
+}
+
+// RefundAnswer is a refund as every payout answer shows it: stablecoins
+// owed back, why, and where and when they went.
+type RefundAnswer struct {
+	RefundID       string `json:"refundId"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason"`
+	Amount         string `json:"amount"`
+	CryptoCurrency string `json:"cryptoCurrency"`
+	Chain          int64  `json:"chain"`
+	Address        string `json:"address,omitempty"`
+	TxHash         string `json:"txHash,omitempty"`
+	CreatedAt      string `json:"createdAt"`
+	SentAt         string `json:"sentAt,omitempty"`
 }
 
 // Deposit says where the payout's stablecoins go: amount of token on chain
@@ -64,11 +84,11 @@ const DepositWindow = 30 * time.Minute
 
 // Payouts is the system of record of payouts (Store in production).
 type Payouts interface {
-	ByQuote(ctx context.Context, quoteID string) (StoredPayout, error)
-	ByID(ctx context.Context, id string) (StoredPayout, []Move, error)
-	Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error)
-	Move(ctx context.Context, id string, c Change) (bool, error)
-	List(ctx context.Context, keyID string, p listing.Params) ([]StoredPayout, map[string][]Move, error)
+	ByQuote(ctx context.Context, quoteID string) (Record, error)
+	ByID(ctx context.Context, id string) (Record, error)
+	Execute(ctx context.Context, p StoredPayout, answer func(Record) (Payout, error)) (Payout, error)
+	Update(ctx context.Context, id string, decide func(Record) (Change, error)) (Record, error)
+	List(ctx context.Context, keyID string, p listing.Params) ([]Record, error)
 }
 
 var (
@@ -76,6 +96,8 @@ var (
 	errQuoteExpired  = envelope.New(envelope.CodeQuoteExpired, "This quote has expired; request a new quote. Expired quotes are never repriced.")
 	errOtherPayee    = envelope.New(envelope.CodeQuoteAlreadyExecuted,
 		"This quote was already executed for another beneficiary; nothing was sent. Request a new quote for a new payout.")
+	errOtherTerms = envelope.New(envelope.CodeQuoteAlreadyExecuted,
+		"This quote was already executed with another reference or refundAddress; nothing changed. Send the execution again as it was made, or request a new quote for a new payout.")
 	errUnavailable = envelope.New(envelope.CodePayoutUnavailable,
 		"Payouts are not yet available in production; integrate in sandbox. Nothing was recorded.")
 )
@@ -116,7 +138,7 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 		return Payout{}, err
 	}
 	if a.open {
-		p, err := s.execute(ctx, caller, a.quote, a.payee, req.Reference)
+		p, err := s.execute(ctx, caller, a.quote, a.payee, req)
 		if !errors.Is(err, ErrExpired) {
 			return p, err
 		}
@@ -128,7 +150,7 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 		if err != nil {
 			return Payout{}, errOtherPayee
 		}
-		return s.samePayee(done, payee)
+		return s.samePayee(done, payee, req)
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return Payout{}, fmt.Errorf("read payout: %w", err)
 	}
@@ -211,7 +233,7 @@ func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRe
 
 // execute commits the payout of an open quote, or answers the one it was
 // executed as.
-func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee beneficiary.Checked, reference *string) (Payout, error) {
+func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) (Payout, error) {
 	id, _ := BankPayout.Parse(q.ID)
 	// The offer closes, for this beneficiary, before the payout commits:
 	// whatever fails between the two, the same quote request never answers
@@ -222,16 +244,16 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 	case !mine:
 		return Payout{}, errOtherPayee
 	}
-	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, reference), func(stored StoredPayout) (Payout, error) {
+	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, req), func(stored Record) (Payout, error) {
 		if stored.KeyID != caller.KeyID {
 			return Payout{}, errQuoteNotFound
 		}
-		return s.samePayee(stored, payee)
+		return s.samePayee(stored, payee, req)
 	})
 }
 
 // newPayout is the payout of quote q to payee, awaiting its deposit.
-func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee beneficiary.Checked, reference *string) StoredPayout {
+func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) StoredPayout {
 	now := s.now().UTC().Truncate(time.Microsecond)
 	payoutID := newPayoutID()
 	p := StoredPayout{
@@ -241,29 +263,50 @@ func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee benefici
 		Status: lifecycle.PayoutAwaitingDeposit, QuoteExpiresAt: q.ExpiresAt, CreatedAt: now, StatusAt: now,
 		DepositAddress: s.depositAddress(payoutID), DepositExpiresAt: now.Add(DepositWindow),
 	}
-	if reference != nil {
-		p.Reference = *reference
-	}
+	p.Reference, p.RefundAddress = optional(req.Reference), refundAddress(req)
 	return p
 }
 
-// samePayee answers the stored payout to the beneficiary it was made for,
-// and refuses anyone else.
-func (s *service) samePayee(p StoredPayout, payee beneficiary.Checked) (Payout, error) {
+func optional(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// refundAddress is the request's refund address in its checksummed form
+// (validateExecution checked it), or "".
+func refundAddress(req ExecuteRequest) string {
+	if req.RefundAddress == nil {
+		return ""
+	}
+	a, _ := format.Checksummed(*req.RefundAddress)
+	return a
+}
+
+// samePayee answers the stored payout to the execution it was made by
+// (DESIGN §3: the same body again answers the same payout): another
+// beneficiary is refused, and so is another reference or refund address
+// (the payout keeps those it was made with, and a partner who sent others
+// must not believe they were taken).
+func (s *service) samePayee(p Record, payee beneficiary.Checked, req ExecuteRequest) (Payout, error) {
 	if string(p.Beneficiary) != string(payee.Fields) {
 		return Payout{}, errOtherPayee
+	}
+	if optional(req.Reference) != p.Reference || refundAddress(req) != p.RefundAddress {
+		return Payout{}, errOtherTerms
 	}
 	return s.answerAs(p, payee.Masked()), nil
 }
 
 // answer is the payout as the partner sees it.
-func (s *service) answer(p StoredPayout) Payout {
+func (s *service) answer(p Record) Payout {
 	return s.answerAs(p, masked(p.Rail, p.BeneficiaryName, p.Beneficiary))
 }
 
 // answerAs is the payout as the partner sees it, its beneficiary masked
 // as m (known already where the request named it: nothing to parse).
-func (s *service) answerAs(p StoredPayout, m beneficiary.Masked) Payout {
+func (s *service) answerAs(p Record, m beneficiary.Masked) Payout {
 	token := ""
 	if chain, err := s.chains.Find("chain", p.Chain); err == nil {
 		if t, ok := chain.Token(p.CryptoCurrency); ok {
@@ -277,7 +320,21 @@ func (s *service) answerAs(p StoredPayout, m beneficiary.Masked) Payout {
 		Beneficiary: m,
 		Reference:   p.Reference,
 		CreatedAt:   p.CreatedAt.UTC().Format(time.RFC3339),
+		Refunds:     refundAnswers(p.Refunds),
 	}
+}
+
+// refundAnswers are refunds as answers show them: [] when none is owed.
+func refundAnswers(rs []Refund) []RefundAnswer {
+	out := make([]RefundAnswer, len(rs))
+	for i, r := range rs {
+		out[i] = RefundAnswer{RefundID: r.ID, Status: r.Status, Reason: r.Reason, Amount: r.Amount, CryptoCurrency: r.CryptoCurrency,
+			Chain: r.Chain, Address: r.Address, TxHash: r.TxHash, CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339)}
+		if r.SentAt != nil {
+			out[i].SentAt = r.SentAt.UTC().Format(time.RFC3339)
+		}
+	}
+	return out
 }
 
 // masked is a stored beneficiary as answers show it.
@@ -318,6 +375,11 @@ func validateExecution(req ExecuteRequest) error {
 		return envelope.InvalidRequest("beneficiary is required: the bank account paid, with the fields of the quote's rail (GET /v1/limits).")
 	case req.Beneficiary[0] != '{':
 		return envelope.InvalidRequest(`Field "beneficiary" must be an object.`)
+	}
+	if req.RefundAddress != nil {
+		if _, err := format.EVMAddress("refundAddress", *req.RefundAddress); err != nil {
+			return err
+		}
 	}
 	return checkReference(req.Reference)
 }

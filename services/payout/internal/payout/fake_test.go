@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -9,25 +10,42 @@ import (
 
 // fakeProvider is the bank provider as the payout service sees it: it takes
 // payouts over, once each by reference, and reports whatever status a test
-// sets for each.
+// sets for each. A test can make it fail (down), lose its answers to
+// creations it made (the hand-over's answer lost, as when our process dies
+// after the provider took the payout), or forget everything (a sandbox
+// provider restarted empty).
 type fakeProvider struct {
-	mu      sync.Mutex
-	payouts map[string]bankprovider.NewPayout
-	word    map[string]bankprovider.Payout
-	creates int
+	mu       sync.Mutex
+	payouts  map[string]bankprovider.NewPayout
+	word     map[string]bankprovider.Payout
+	creates  int // calls to CreatePayout
+	made     int // payouts it took
+	asked    int // calls to PayoutByReference
+	down     bool
+	loseNext bool // the next creation is made, and its answer lost
 }
 
 func newFakeProvider() *fakeProvider {
 	return &fakeProvider{payouts: map[string]bankprovider.NewPayout{}, word: map[string]bankprovider.Payout{}}
 }
 
+var errProviderDown = errors.New("bank provider: connection refused")
+
 func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout) (bankprovider.Payout, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.creates++
+	if f.down {
+		return bankprovider.Payout{}, errProviderDown
+	}
 	if _, ok := f.payouts[in.Reference]; !ok {
+		f.made++
 		f.payouts[in.Reference] = in
 		f.word[in.Reference] = bankprovider.Payout{ID: "po_" + in.Reference, Reference: in.Reference, Status: "processing"}
+	}
+	if f.loseNext {
+		f.loseNext = false
+		return bankprovider.Payout{}, errProviderDown
 	}
 	return f.word[in.Reference], nil
 }
@@ -35,6 +53,10 @@ func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout
 func (f *fakeProvider) PayoutByReference(_ context.Context, ref string) (bankprovider.Payout, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.asked++
+	if f.down {
+		return bankprovider.Payout{}, errProviderDown
+	}
 	w, ok := f.word[ref]
 	if !ok {
 		e := &bankprovider.Error{Status: 404}
@@ -50,4 +72,26 @@ func (f *fakeProvider) says(ref string, w bankprovider.Payout) {
 	defer f.mu.Unlock()
 	w.Reference = ref
 	f.word[ref] = w
+}
+
+// set runs change with the provider locked.
+func (f *fakeProvider) set(change func(f *fakeProvider)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(f)
+}
+
+// forget loses every payout, as a sandbox provider restarted empty.
+func (f *fakeProvider) forget() {
+	f.set(func(f *fakeProvider) {
+		f.payouts, f.word = map[string]bankprovider.NewPayout{}, map[string]bankprovider.Payout{}
+	})
+}
+
+// counts are the calls it was made (creations, reads) and the payouts it
+// took.
+func (f *fakeProvider) counts() (creates, asked, made int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.creates, f.asked, f.made
 }

@@ -2,7 +2,6 @@ package payout
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"net/url"
 	"os"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/listing"
@@ -165,12 +166,13 @@ func seedPayouts(tb testing.TB, db *database.DB, n int) {
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency,
 				fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, reference,
-				deposit_address, deposit_expires_at, status_at, deposit_tx_hash, completed_at)
+				deposit_address, deposit_expires_at, status_at, deposit_tx_hash, completed_at, handover_at, handed_over_at)
 			SELECT 'bpo_' || lpad(to_hex(g), 32, '0'), 'bpq_84532_' || lpad(to_hex(g), 32, '0'), 'bench', 'Ada',
 				'{"name":"Ada","iban":"DE89370400440532013000"}', 84532, 'USDC', 'EUR', 'DE', '100', 'sepa_instant', 'PT10S',
 				(ARRAY['awaiting_deposit', 'expired', 'processing', 'completed'])[1 + g % 4],
 				t + interval '60 seconds', t, 'inv-' || (g % 10000), '0x' || lpad(to_hex(g), 40, '0'), t + interval '30 minutes', t,
-				CASE WHEN g % 4 >= 2 THEN '0x' || lpad(to_hex(g), 64, '0') END, CASE WHEN g % 4 = 3 THEN t END
+				CASE WHEN g % 4 >= 2 THEN '0x' || lpad(to_hex(g), 64, '0') END, CASE WHEN g % 4 = 3 THEN t END,
+				CASE WHEN g % 4 >= 2 THEN t END, CASE WHEN g % 4 >= 2 THEN t END
 			FROM generate_series(1, $1) AS g, LATERAL (SELECT now() - interval '1 year' + g * interval '1 second' AS t) AS at`, n)
 		return err
 	})
@@ -208,7 +210,7 @@ func BenchmarkList(b *testing.B) {
 		deep*100-1).Scan(&at, &id); err != nil {
 		b.Fatal(err)
 	}
-	cursor := f.svc.(*service).lister().Encode(listing.Cursor{CreatedAt: at, ID: id}, "bench")
+	cursor := f.svc.(*service).lister().Encode(listing.Cursor{CreatedAt: at, ID: id}, "bench", listing.Params{Limit: 100})
 	queries := []struct{ name, query string }{
 		{"newest", "limit=100"},
 		{"status", "limit=100&status=completed"},
@@ -223,7 +225,7 @@ func BenchmarkList(b *testing.B) {
 		}
 		where, args := p.Where("bench")
 		var plan strings.Builder
-		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE) SELECT `+payoutColumns+` FROM payouts WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 101`, args...)
+		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE) SELECT `+payoutColumns+` FROM payouts p WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 101`, args...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -55,3 +55,8 @@ func (r DepositRequest) LogAttrs() []slog.Attr {
 func (p PayoutStatus) LogAttrs() []slog.Attr {
 	return []slog.Attr{slog.String("payout_id", p.PayoutID), slog.String("status", p.Status)}
 }
+
+// LogAttrs of a refund address: the payout id, never the address.
+func (r RefundAddressRequest) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("payout_id", logPayoutID(r.PayoutID))}
+}

@@ -4,9 +4,11 @@
 package payout
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net/url"
 	"strconv"
@@ -32,6 +34,8 @@ type Service interface {
 	Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
 	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
+	SandboxExpire(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
+	SetRefundAddress(ctx context.Context, caller partner.Caller, req RefundAddressRequest) (PayoutStatus, error)
 	// List answers GET /v1/bank/payouts: its query string, checked here.
 	List(ctx context.Context, caller partner.Caller, query url.Values) (PayoutList, error)
 }
@@ -99,6 +103,8 @@ type service struct {
 	provider Provider
 	now      func() time.Time
 	secret   []byte
+	cfg      WorkerConfig
+	log      *slog.Logger
 }
 
 var _ Service = (*service)(nil)
@@ -117,13 +123,27 @@ type Config struct {
 	Now func() time.Time
 	// Secret keys the deposit addresses (one per payout).
 	Secret []byte
+	// Worker tunes how payouts move on the provider's word.
+	Worker WorkerConfig
+	// Log receives what no request asked for (the worker's lines); nil
+	// discards them.
+	Log *slog.Logger
 }
 
 // NewService returns the payout service.
 func NewService(cfg Config) Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	w := cfg.Worker
+	w.PollMax, w.ReturnWindow, w.SandboxSettle = cmp.Or(w.PollMax, 2*time.Second), cmp.Or(w.ReturnWindow, 60*24*time.Hour),
+		cmp.Or(w.SandboxSettle, 3*time.Second)
 	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), ttl: cfg.TTL, book: cfg.Book, payouts: cfg.Payouts,
-		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret}
+		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret, cfg: w, log: cfg.Log}
 }
+
+// clock is the database's clock now, to the microsecond it keeps.
+func (s *service) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 
 // canonicalQuote is a quote request after validation: codes upper-cased,
 // amounts canonical, the rail resolved.

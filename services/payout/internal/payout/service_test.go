@@ -78,29 +78,37 @@ func TestQuoteAnswer(t *testing.T) {
 	}
 }
 
-func TestAnOpenQuoteIsAFixedOffer(t *testing.T) {
+// Every quote request opens a new quote (DESIGN §3), whatever form the
+// same request takes: no id is answered twice, each priced once, each
+// executable once; a retry that must not open a second one carries an
+// Idempotency-Key (the route's middleware).
+func TestEveryQuoteRequestOpensANewQuote(t *testing.T) {
 	t.Parallel()
 	svc, c := newTestService(t, time.Minute)
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100")}
 	first, _ := svc.Quote(ctx, acme, req)
 	c.add(20 * time.Second)
+	seen := map[string]bool{first.QuoteID: true}
 	for _, same := range []QuoteRequest{req,
 		{CryptoCurrency: "usdc", Chain: 84532, FiatCurrency: "eur", Country: "de", CryptoAmount: strp("100.00")},
 		{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("100"), Rail: strp("sepa_instant")},
 	} {
 		again, err := svc.Quote(ctx, acme, same)
-		if err != nil || again != first {
-			t.Fatalf("the same request 20 s later: %+v %v; want the same quote %+v", again, err, first)
+		if err != nil || seen[again.QuoteID] || again.Rail != first.Rail || again.ExpiresAt == first.ExpiresAt {
+			t.Fatalf("the same request 20 s later: %+v %v; want a new quote of its own (after %+v)", again, err, first)
 		}
+		seen[again.QuoteID] = true
 	}
-	other := acme
-	other.KeyID = "globex"
-	if q, _ := svc.Quote(ctx, other, req); q.QuoteID == first.QuoteID {
-		t.Error("another key got the same quote")
+	// Two quotes of one request are two payouts.
+	var ids []string
+	for range 2 {
+		ids = append(ids, quoteFor(t, svc, acme, req))
 	}
-	if q, _ := svc.Quote(ctx, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: strp("100")}); q.QuoteID == first.QuoteID {
-		t.Error("a fiat amount of 100 got the quote of a crypto amount of 100")
+	for _, id := range ids {
+		if _, err := svc.Execute(ctx, acme, pay(id, "Ada Lovelace", goodIBAN)); err != nil {
+			t.Errorf("executing %s: %v", id, err)
+		}
 	}
 }
 

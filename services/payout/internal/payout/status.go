@@ -3,32 +3,45 @@ package payout
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
+	"math/big"
 	"slices"
 	"time"
 
-	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 )
 
-// StatusRequest is the body of POST /v1/bank/payout/status.
+// StatusRequest is the body of POST /v1/bank/payout/status, and of
+// POST /v1/sandbox/payouts/expire.
 type StatusRequest struct {
 	PayoutID string `json:"payoutId"`
 }
 
-// DepositRequest is the body of POST /v1/sandbox/payouts/deposit: the
-// payout's stablecoins arrive now, and it comes to outcome (completed, the
-// default; failed or returned, with a reason).
+// DepositRequest is the body of POST /v1/sandbox/payouts/deposit: a deposit
+// arrives for the payout now. With the payout's own amount and token it
+// pays the payout, which comes to outcome (completed, the default; failed
+// or returned, with a reason); another amount or token is a mismatch
+// (DESIGN §3).
 type DepositRequest struct {
-	PayoutID string  `json:"payoutId"`
-	Outcome  *string `json:"outcome"`
-	Reason   *string `json:"reason"`
+	PayoutID       string  `json:"payoutId"`
+	Outcome        *string `json:"outcome"`
+	Reason         *string `json:"reason"`
+	Amount         *string `json:"amount"`
+	CryptoCurrency *string `json:"cryptoCurrency"`
+}
+
+// RefundAddressRequest is the body of POST /v1/bank/payout/refund-address.
+type RefundAddressRequest struct {
+	PayoutID string `json:"payoutId"`
+	Address  string `json:"address"`
 }
 
 // PayoutStatus is the payout answer plus what happened to it: every status
@@ -41,6 +54,7 @@ type PayoutStatus struct {
 	CompletedAt   string         `json:"completedAt,omitempty"`
 	FailureReason string         `json:"failureReason,omitempty"`
 	ReturnReason  string         `json:"returnReason,omitempty"`
+	ReturnCode    string         `json:"returnCode,omitempty"`
 }
 
 // HistoryEntry is one status a payout has been in, and since when.
@@ -49,231 +63,302 @@ type HistoryEntry struct {
 	At     string `json:"at"`
 }
 
-// Provider carries payouts: the bank provider (pkg/bankprovider).
-type Provider interface {
-	CreatePayout(ctx context.Context, in bankprovider.NewPayout) (bankprovider.Payout, error)
-	PayoutByReference(ctx context.Context, reference string) (bankprovider.Payout, error)
-}
-
-// ProviderWait is how long a status read waits for the provider's word
-// before it answers the status last known.
-const ProviderWait = 3 * time.Second
-
 var (
 	errPayoutNotFound = envelope.New(envelope.CodePayoutNotFound, "No payout with this payoutId exists for this key.")
 	errNotAwaiting    = envelope.New(envelope.CodePayoutNotAwaiting,
-		"This payout is not awaiting its deposit: its stablecoins arrived already, or its deposit window closed. See POST /v1/bank/payout/status.")
+		"This payout is not awaiting its deposit: its stablecoins arrived already, or it failed. See POST /v1/bank/payout/status.")
+	errAddressLocked = envelope.New(envelope.CodeRefundAddressLocked,
+		"This payout's refund address is set already; it is never changed. Its refunds go to the address it has.")
 )
 
 // findPayout reads a payout of the caller's: a malformed id is not looked
 // up, and another key's payout answers as an unknown one.
-func (s *service) findPayout(ctx context.Context, caller partner.Caller, id string) (StoredPayout, []Move, error) {
+func (s *service) findPayout(ctx context.Context, caller partner.Caller, id string) (Record, error) {
 	if !validPayoutID(id) {
-		return StoredPayout{}, nil, errPayoutNotFound
+		return Record{}, errPayoutNotFound
 	}
-	p, history, err := s.payouts.ByID(ctx, id)
+	r, err := s.payouts.ByID(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return StoredPayout{}, nil, errPayoutNotFound
+		return Record{}, errPayoutNotFound
 	case err != nil:
-		return StoredPayout{}, nil, err
-	case p.KeyID != caller.KeyID:
-		return StoredPayout{}, nil, errPayoutNotFound
+		return Record{}, err
+	case r.KeyID != caller.KeyID:
+		return Record{}, errPayoutNotFound
 	}
-	return p, history, nil
+	return r, nil
 }
 
-// Status answers a payout as it stands, brought up to date first: a
-// deposit window that closed makes it expired (our clock: the deposit is
-// ours to wait for), and a payout at the provider takes the provider's
-// word, moving only forward, one arrow at a time. With the provider
-// unreachable it answers the status last known.
+// update is Payouts.Update for a payout of the caller's (findPayout's
+// rules): decide sees it locked, as it stands.
+func (s *service) update(ctx context.Context, caller partner.Caller, id string, decide func(Record) (Change, error)) (Record, error) {
+	if !validPayoutID(id) {
+		return Record{}, errPayoutNotFound
+	}
+	r, err := s.payouts.Update(ctx, id, func(r Record) (Change, error) {
+		if r.KeyID != caller.KeyID {
+			return Change{}, errPayoutNotFound
+		}
+		return decide(r)
+	})
+	if errors.Is(err, ErrNotFound) {
+		return Record{}, errPayoutNotFound
+	}
+	return r, err
+}
+
+// Status answers a payout as the system of record has it: the worker
+// moves it on the provider's word and closes its deposit window, so a read
+// never calls the provider and never waits for it.
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error) {
-	p, history, err := s.findPayout(ctx, caller, req.PayoutID)
+	r, err := s.findPayout(ctx, caller, req.PayoutID)
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	if moved, err := s.catchUp(ctx, p); err != nil {
-		return PayoutStatus{}, err
-	} else if moved {
-		if p, history, err = s.payouts.ByID(ctx, p.ID); err != nil {
-			return PayoutStatus{}, err
-		}
-	}
-	return s.status(p, history), nil
+	return s.status(r), nil
 }
 
-// catchUp moves p forward to where it stands now; moved says whether it
-// did (or another reader did first).
-func (s *service) catchUp(ctx context.Context, p StoredPayout) (bool, error) {
-	now := s.now().UTC().Truncate(time.Microsecond)
-	switch p.Status {
-	case lifecycle.PayoutAwaitingDeposit:
-		if now.Before(p.DepositExpiresAt) {
-			return false, nil
-		}
-		_, err := s.payouts.Move(ctx, p.ID, Change{From: p.Status, To: lifecycle.PayoutExpired, At: now})
-		return true, err
-	case lifecycle.PayoutProcessing, lifecycle.PayoutCompleted:
-	default:
-		return false, nil // final
+// SetRefundAddress sets where the payout's refunds go, once: refunds
+// awaiting an address become pending in the same transaction. The same
+// address again answers the payout; another is 409 refund_address_locked.
+func (s *service) SetRefundAddress(ctx context.Context, caller partner.Caller, req RefundAddressRequest) (PayoutStatus, error) {
+	if req.PayoutID == "" {
+		return PayoutStatus{}, envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
 	}
-	if s.provider == nil {
-		return false, nil
-	}
-	pctx, cancel := context.WithTimeout(ctx, ProviderWait)
-	defer cancel()
-	word, err := s.provider.PayoutByReference(pctx, p.ID)
-	if bankprovider.IsType(err, bankprovider.TypeResourceMissing) {
-		// The provider does not have it (the sandbox provider restarted,
-		// or the hand-over's answer was lost): hand it over again.
-		word, err = s.handOver(pctx, p)
-	}
+	address, err := format.EVMAddress("address", req.Address)
 	if err != nil {
-		slog.WarnContext(ctx, "payout not brought up to date with the bank provider; answered as last known", "payout_id", p.ID, "err", err)
-		return false, nil
+		return PayoutStatus{}, err
 	}
-	moved := false
-	for _, c := range forward(p.Status, word, now) {
-		if _, err := s.payouts.Move(ctx, p.ID, c); err != nil {
-			return moved, err
+	r, err := s.update(ctx, caller, req.PayoutID, func(r Record) (Change, error) {
+		switch r.RefundAddress {
+		case "":
+			return Change{Steps: []Step{{At: s.clock(), RefundAddress: address}}}, nil
+		case address:
+			return Change{}, nil
 		}
-		moved = true
+		return Change{}, errAddressLocked
+	})
+	if err != nil {
+		return PayoutStatus{}, err
 	}
-	return moved, nil
+	return s.status(r), nil
 }
 
-// forward is the path of arrows from status to where the provider says the
-// payout stands; nothing for a word that is not ahead of it, or not one we
-// know.
-func forward(status string, word bankprovider.Payout, now time.Time) []Change {
-	completedAt := now
-	if t, err := time.Parse(time.RFC3339, word.CompletedAt); err == nil {
-		completedAt = t.UTC()
-	}
-	completed := Change{From: lifecycle.PayoutProcessing, To: lifecycle.PayoutCompleted, At: now, CompletedAt: &completedAt}
-	switch {
-	case word.Status == lifecycle.PayoutCompleted && status == lifecycle.PayoutProcessing:
-		return []Change{completed}
-	case word.Status == lifecycle.PayoutFailed && status == lifecycle.PayoutProcessing && slices.Contains(lifecycle.PayoutFailureReasons, word.FailureReason):
-		return []Change{{From: status, To: lifecycle.PayoutFailed, At: now, FailureReason: word.FailureReason}}
-	case word.Status == lifecycle.PayoutReturned && slices.Contains(lifecycle.PayoutReturnReasons, word.ReturnReason):
-		back := Change{From: lifecycle.PayoutCompleted, To: lifecycle.PayoutReturned, At: now, ReturnReason: word.ReturnReason}
-		switch status {
-		case lifecycle.PayoutProcessing:
-			return []Change{completed, back}
-		case lifecycle.PayoutCompleted:
-			return []Change{back}
-		}
-	}
-	return nil
-}
-
-// handOver gives the provider a payout whose stablecoins arrived; the
-// provider answers a retry with the payout it has.
-func (s *service) handOver(ctx context.Context, p StoredPayout) (bankprovider.Payout, error) {
-	amount := p.FiatAmount
-	if amount == "" {
-		amount = p.CryptoAmount
-	}
-	in := bankprovider.NewPayout{Reference: p.ID, Rail: p.Rail, Currency: p.FiatCurrency, Country: p.Country,
-		Amount: amount, Beneficiary: p.Beneficiary}
-	if s.env == environment.Sandbox && p.SandboxOutcome != "" {
-		in.Sandbox = &bankprovider.SandboxOutcome{Outcome: p.SandboxOutcome, Reason: p.SandboxReason}
-	}
-	return s.provider.CreatePayout(ctx, in)
-}
-
-// SandboxDeposit says a payout's stablecoins arrived now (a testnet
-// transaction): the payout is handed to the provider, which plays out the
-// chosen outcome, and is processing.
+// SandboxDeposit says stablecoins arrived for a payout now (a testnet
+// transaction). What they do is decided in one transaction with the
+// payout locked (arrival): the deposit that pays the payout is recorded
+// with the intent to hand it over, before the provider is called; a
+// mismatch moves the payout or not and owes its refund. The hand-over is
+// then tried at once; whatever stops it (a provider down, this process
+// killed), the worker finishes it from the recorded intent.
 func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error) {
 	if s.env != environment.Sandbox {
 		return PayoutStatus{}, envelope.NotFound()
 	}
-	outcome, reason, err := checkOutcome(req)
+	d, err := s.checkDeposit(req)
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	p, _, err := s.findPayout(ctx, caller, req.PayoutID)
+	// The same deposit on every attempt of a request with an
+	// Idempotency-Key: a retry after a crash makes no second refund.
+	sum := sha256.Sum256([]byte(idempotency.NewID(ctx, "deposit-")))
+	d.txHash = "0x" + hex.EncodeToString(sum[:])
+	r, err := s.update(ctx, caller, req.PayoutID, func(r Record) (Change, error) { return s.arrival(r.StoredPayout, d) })
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	now := s.now().UTC().Truncate(time.Microsecond)
-	if p.Status != lifecycle.PayoutAwaitingDeposit || !now.Before(p.DepositExpiresAt) {
-		return PayoutStatus{}, errNotAwaiting
+	if r.HandoverAt != nil && r.HandedOverAt == nil {
+		// Best effort: the worker finishes what this leaves.
+		if moved, err := s.payouts.Update(ctx, r.ID, func(r Record) (Change, error) { return s.work(ctx, r.StoredPayout), nil }); err == nil {
+			r = moved
+		}
 	}
-	if s.provider == nil {
-		return PayoutStatus{}, errors.New("payout: no bank provider configured")
-	}
-	p.SandboxOutcome, p.SandboxReason = outcome, reason
-	// The provider first (it takes a retry as the same payout), then the
-	// move: a payout is never processing without the provider having it.
-	if _, err := s.handOver(ctx, p); err != nil {
-		return PayoutStatus{}, bankprovider.ToAPI(err)
-	}
-	moved, err := s.payouts.Move(ctx, p.ID, Change{From: lifecycle.PayoutAwaitingDeposit, To: lifecycle.PayoutProcessing, At: now,
-		DepositTxHash: testnetHash(), SandboxOutcome: outcome, SandboxReason: reason})
-	if err != nil {
-		return PayoutStatus{}, err
-	}
-	if !moved {
-		return PayoutStatus{}, errNotAwaiting // another deposit, a moment earlier
-	}
-	p, history, err := s.payouts.ByID(ctx, p.ID)
-	if err != nil {
-		return PayoutStatus{}, err
-	}
-	return s.status(p, history), nil
+	return s.status(r), nil
 }
 
-// checkOutcome reads the sandbox outcome: completed (the default, no
-// reason), failed with a failure reason, or returned with a return reason.
-func checkOutcome(req DepositRequest) (outcome, reason string, err error) {
-	if req.PayoutID == "" {
-		return "", "", envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
+// SandboxExpire closes an awaiting_deposit payout's window now, as its end
+// would: it is expired, and a deposit after it is a late one.
+func (s *service) SandboxExpire(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error) {
+	if s.env != environment.Sandbox {
+		return PayoutStatus{}, envelope.NotFound()
 	}
-	outcome = lifecycle.PayoutCompleted
+	if req.PayoutID == "" {
+		return PayoutStatus{}, envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
+	}
+	r, err := s.update(ctx, caller, req.PayoutID, func(r Record) (Change, error) {
+		if r.Status != lifecycle.PayoutAwaitingDeposit || r.HandoverAt != nil {
+			return Change{}, errNotAwaiting
+		}
+		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: s.clock()}}, Done: true}, nil
+	})
+	if err != nil {
+		return PayoutStatus{}, err
+	}
+	return s.status(r), nil
+}
+
+// deposit is a sandbox deposit, checked: its amount and token, a testnet
+// transaction, and the outcome the provider is to play out.
+type deposit struct {
+	amount, token   string
+	txHash          string
+	outcome, reason string
+}
+
+// checkDeposit reads the sandbox deposit: the outcome (completed, the
+// default, no reason; failed with a failure reason; returned with a return
+// reason), the amount (the payout's deposit.amount by default) and the
+// token (the payout's by default; another is checked against the
+// catalogue once the payout's chain is known).
+func (s *service) checkDeposit(req DepositRequest) (deposit, error) {
+	if req.PayoutID == "" {
+		return deposit{}, envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
+	}
+	d := deposit{outcome: lifecycle.PayoutCompleted, amount: MockMoney}
 	if req.Outcome != nil {
-		outcome = *req.Outcome
+		d.outcome = *req.Outcome
 	}
 	if req.Reason != nil {
-		reason = *req.Reason
+		d.reason = *req.Reason
 	}
-	switch outcome {
+	switch d.outcome {
 	case lifecycle.PayoutCompleted:
 		if req.Reason != nil {
-			return "", "", envelope.InvalidRequest("reason is for a failed or returned outcome; a completed payout has none.")
+			return deposit{}, envelope.InvalidRequest("reason is for a failed or returned outcome; a completed payout has none.")
 		}
 	case lifecycle.PayoutFailed:
-		if !slices.Contains(lifecycle.PayoutFailureReasons, reason) {
-			return "", "", envelope.InvalidRequest("reason must be, for a failed payout, one of account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected.")
+		if !slices.Contains(lifecycle.PayoutFailureReasons, d.reason) {
+			return deposit{}, envelope.InvalidRequest("reason must be, for a failed payout, one of account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected.")
 		}
 	case lifecycle.PayoutReturned:
-		if !slices.Contains(lifecycle.PayoutReturnReasons, reason) {
-			return "", "", envelope.InvalidRequest("reason must be, for a returned payout, one of account_closed, beneficiary_deceased, refused_by_beneficiary.")
+		if !slices.Contains(lifecycle.PayoutReturnReasons, d.reason) {
+			return deposit{}, envelope.InvalidRequest("reason must be, for a returned payout, one of account_closed, beneficiary_deceased, refused_by_beneficiary.")
 		}
 	default:
-		return "", "", envelope.InvalidRequest("outcome must be completed, failed or returned.")
+		return deposit{}, envelope.InvalidRequest("outcome must be completed, failed or returned.")
 	}
-	return outcome, reason, nil
+	if req.Amount != nil {
+		a, err := format.Amount("amount", *req.Amount)
+		if err != nil {
+			return deposit{}, err
+		}
+		if v, _ := new(big.Rat).SetString(a); v.Sign() <= 0 {
+			return deposit{}, envelope.InvalidRequest("amount must be more than 0: what arrived, in major units of the token.")
+		}
+		d.amount = a
+	}
+	if req.CryptoCurrency != nil {
+		if *req.CryptoCurrency == "" || len(*req.CryptoCurrency) > 16 {
+			return deposit{}, envelope.InvalidRequest("cryptoCurrency, when sent, is the symbol of the token that arrived, as GET /v1/currencies lists it.")
+		}
+		d.token = *req.CryptoCurrency
+	}
+	return d, nil
 }
 
-func (s *service) status(p StoredPayout, history []Move) PayoutStatus {
-	st := PayoutStatus{Payout: s.answer(p), DepositTxHash: p.DepositTxHash, FailureReason: p.FailureReason, ReturnReason: p.ReturnReason,
-		History: make([]HistoryEntry, len(history))}
-	for i, m := range history {
+// arrival decides what deposit d does to payout p (DESIGN §3):
+//   - after the window (p expired, or its window closed): the payout is
+//     expired, and the deposit refunded (deposit_late);
+//   - another token: refunded (deposit_wrong_token), and the payout keeps
+//     waiting;
+//   - less than deposit.amount: the payout fails (deposit_short), the
+//     whole deposit refunded;
+//   - deposit.amount or more: the deposit is the payout's, recorded with
+//     the intent to hand the payout over, and the excess refunded
+//     (deposit_excess).
+//
+// The same deposit again (its transaction hash: a request retried with
+// its Idempotency-Key) changes nothing; its refund, if any, is owed once
+// (once per cause). Any other deposit to a payout whose deposit was taken,
+// or that failed, is 409 payout_not_awaiting_deposit.
+func (s *service) arrival(p StoredPayout, d deposit) (Change, error) {
+	now := s.clock()
+	token := p.CryptoCurrency
+	if d.token != "" {
+		chain, err := s.chains.Find("chain", p.Chain)
+		if err != nil {
+			return Change{}, err
+		}
+		t, ok := chain.Token(d.token)
+		if !ok {
+			return Change{}, envelope.InvalidRequest(fmt.Sprintf("cryptoCurrency is not a token on chain %d; see GET /v1/currencies.", p.Chain))
+		}
+		token = t.Symbol
+	}
+	refund := func(reason, amount string) Refund {
+		return Refund{ID: newRefundID(), Reason: reason, Amount: amount, CryptoCurrency: token, Chain: p.Chain, DepositTxHash: d.txHash, CreatedAt: now}
+	}
+	waiting := p.Status == lifecycle.PayoutAwaitingDeposit && p.HandoverAt == nil
+	switch {
+	case p.DepositTxHash == d.txHash:
+		// The same deposit again (a request retried with its
+		// Idempotency-Key after its answer was lost): taken already.
+		return Change{}, nil
+	case p.Status == lifecycle.PayoutExpired:
+		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
+	case waiting && !now.Before(p.DepositExpiresAt):
+		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}, Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}, Done: true}, nil
+	case !waiting:
+		return Change{}, errNotAwaiting
+	case token != p.CryptoCurrency:
+		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositWrongToken, d.amount)}}, nil
+	}
+	got, _ := new(big.Rat).SetString(d.amount)
+	owed, _ := new(big.Rat).SetString(owed(p))
+	switch got.Cmp(owed) {
+	case -1:
+		return Change{Steps: []Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: lifecycle.PayoutDepositShort,
+			DepositTxHash: d.txHash, DepositAmount: d.amount}}, Refunds: []Refund{refund(lifecycle.RefundDepositShort, d.amount)}, Done: true}, nil
+	}
+	c := Change{Steps: []Step{{At: now, DepositTxHash: d.txHash, DepositAmount: d.amount, HandoverAt: &now,
+		SandboxOutcome: d.outcome, SandboxReason: d.reason}}, Next: &now}
+	if got.Cmp(owed) > 0 {
+		c.Refunds = []Refund{refund(lifecycle.RefundDepositExcess, new(big.Rat).Sub(got, owed).FloatString(decimals(d.amount)))}
+	}
+	return c, nil
+}
+
+// owed is the deposit payout p asks for (its deposit.amount): the
+// placeholder while the quote is a mock.
+func owed(StoredPayout) string { return MockMoney }
+
+// decimals is how many digits a decimal amount has after its point (at
+// least 2): the excess is written as precisely as the deposit was.
+func decimals(amount string) int {
+	for i := range len(amount) {
+		if amount[i] == '.' {
+			return max(2, len(amount)-i-1)
+		}
+	}
+	return 2
+}
+
+func (s *service) status(r Record) PayoutStatus {
+	st := PayoutStatus{Payout: s.answer(r), FailureReason: r.FailureReason, ReturnReason: r.ReturnReason, ReturnCode: r.ReturnCode,
+		History: make([]HistoryEntry, len(r.History))}
+	for i, m := range r.History {
 		st.History[i] = HistoryEntry{Status: m.Status, At: m.At.UTC().Format(time.RFC3339)}
 	}
-	if p.CompletedAt != nil {
-		st.CompletedAt = p.CompletedAt.UTC().Format(time.RFC3339)
+	// The deposit is shown once the payout took it (processing, or a
+	// short one's failure), not while its hand-over is pending.
+	if r.Status != lifecycle.PayoutAwaitingDeposit {
+		st.DepositTxHash = r.DepositTxHash
+	}
+	if r.CompletedAt != nil {
+		st.CompletedAt = r.CompletedAt.UTC().Format(time.RFC3339)
 	}
 	return st
 }
 
-// testnetHash is a sandbox deposit's transaction hash.
+// testnetHash is a sandbox transaction's hash (a deposit's, a refund's).
 func testnetHash() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("0x%s", hex.EncodeToString(b[:]))
+	return "0x" + hex.EncodeToString(b[:])
+}
+
+func newRefundID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "rf_" + hex.EncodeToString(b[:])
 }

@@ -2,11 +2,15 @@ package payout
 
 import (
 	"context"
+	"log/slog"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -18,12 +22,15 @@ import (
 	"github.com/partnerpay/api/testkit/redistest"
 )
 
-// statusFixture is the service with a fake provider whose word a test sets.
+// statusFixture is the service and its worker with a fake provider whose
+// word a test sets, on a clock the test moves.
 type statusFixture struct {
 	svc      Service
 	clock    *clock
 	provider *fakeProvider
 	db       *database.DB
+	worker   *Worker
+	reg      *prometheus.Registry
 }
 
 func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
@@ -31,17 +38,25 @@ func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	c := &clock{t: time.Now()}
+	c := &clock{t: time.Now().UTC()}
 	p := newFakeProvider()
+	store := NewStore(db)
 	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Hour, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: NewStore(db), Provider: p, Now: c.now, Secret: []byte("test-secret-0123456789")})
-	return statusFixture{svc: svc, clock: c, provider: p, db: db}
+		Payouts: store, Provider: p, Now: c.now, Secret: []byte("test-secret-0123456789")})
+	reg := prometheus.NewPedanticRegistry()
+	return statusFixture{svc: svc, clock: c, provider: p, db: db, worker: NewWorker(svc, store, slog.New(slog.DiscardHandler), reg), reg: reg}
 }
 
-func (f statusFixture) payout(t *testing.T, amount string) Payout {
+// payout executes a new quote of amount for Ada, with a refund address
+// when one is given.
+func (f statusFixture) payout(t *testing.T, amount string, refundAddress ...string) Payout {
 	t.Helper()
 	id := quoteFor(t, f.svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp(amount)})
-	p, err := f.svc.Execute(context.Background(), acme, pay(id, "Ada Lovelace", goodIBAN))
+	req := pay(id, "Ada Lovelace", goodIBAN)
+	if len(refundAddress) == 1 {
+		req.RefundAddress = &refundAddress[0]
+	}
+	p, err := f.svc.Execute(context.Background(), acme, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +72,29 @@ func (f statusFixture) status(t *testing.T, id string) PayoutStatus {
 	return st
 }
 
+// work runs the worker's rounds at the fixture's clock until nothing is
+// due.
+func (f statusFixture) work(t *testing.T) {
+	t.Helper()
+	for range 20 {
+		n, err := f.worker.Round(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("the worker still had payouts due after 20 rounds")
+}
+
+// later moves the clock on by d and lets the worker work.
+func (f statusFixture) later(t *testing.T, d time.Duration) {
+	t.Helper()
+	f.clock.add(d)
+	f.work(t)
+}
+
 func statuses(st PayoutStatus) []string {
 	var out []string
 	for _, h := range st.History {
@@ -67,40 +105,49 @@ func statuses(st PayoutStatus) []string {
 
 func strs(s ...string) []string { return s }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+func equal(a, b []string) bool { return reflect.DeepEqual(a, b) }
+
+// refunds is each refund as reason/status/amount/currency[/address].
+func refunds(st PayoutStatus) []string {
+	var out []string
+	for _, r := range st.Refunds {
+		s := r.Reason + "/" + r.Status + "/" + r.Amount + "/" + r.CryptoCurrency
+		if r.Address != "" {
+			s += "/" + r.Address
 		}
+		out = append(out, s)
 	}
-	return true
+	return out
 }
 
 // A payout goes from awaiting_deposit through processing to the outcome
-// its sandbox deposit chose, as the provider reports it, each status once
-// in its history.
+// its sandbox deposit chose, as the provider reports it to the worker,
+// each status once in its history; a read never asks the provider. A
+// failed or returned payout owes its deposit back, and a return carries
+// its rail's code.
 func TestAPayoutReachesItsOutcome(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, migrationSets...)
-	f := newStatusFixture(t, db)
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name, outcome, reason string
 		amount                string
 		word                  bankprovider.Payout
 		want                  []string
+		refunds               []string
+		returnCode            string
 	}{
-		{"completed", "", "", "101", bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"}, strs("awaiting_deposit", "processing", "completed")},
-		{"failed", "failed", "name_mismatch", "102", bankprovider.Payout{Status: "failed", FailureReason: "name_mismatch"}, strs("awaiting_deposit", "processing", "failed")},
+		{"completed", "", "", "101", bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"},
+			strs("awaiting_deposit", "processing", "completed"), nil, ""},
+		{"failed", "failed", "name_mismatch", "102", bankprovider.Payout{Status: "failed", FailureReason: "name_mismatch"},
+			strs("awaiting_deposit", "processing", "failed"), strs("payout_failed/awaiting_address/1234567.89/USDC"), ""},
 		{"returned", "returned", "account_closed", "103", bankprovider.Payout{Status: "returned", ReturnReason: "account_closed", CompletedAt: "2026-11-26T12:00:03Z"},
-			strs("awaiting_deposit", "processing", "completed", "returned")},
+			strs("awaiting_deposit", "processing", "completed", "returned"), strs("payout_returned/awaiting_address/1234567.89/USDC"), "AC04"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := f.payout(t, tt.amount)
-			if st := f.status(t, p.PayoutID); st.Status != "awaiting_deposit" || !equal(statuses(st), strs("awaiting_deposit")) || st.Payout != p {
+			if st := f.status(t, p.PayoutID); st.Status != "awaiting_deposit" || !equal(statuses(st), strs("awaiting_deposit")) ||
+				!reflect.DeepEqual(st.Payout, p) || st.Refunds == nil || len(st.Refunds) != 0 {
 				t.Fatalf("a new payout's status: %+v", st)
 			}
 			req := DepositRequest{PayoutID: p.PayoutID}
@@ -122,97 +169,268 @@ func TestAPayoutReachesItsOutcome(t *testing.T) {
 				t.Errorf("a second deposit: %v", err)
 			}
 			f.provider.says(p.PayoutID, tt.word)
+			_, asked, _ := f.provider.counts()
+			if st := f.status(t, p.PayoutID); st.Status != "processing" {
+				t.Errorf("read before the worker's round: %s, want processing: a read never asks the provider", st.Status)
+			}
+			if _, now, _ := f.provider.counts(); now != asked {
+				t.Errorf("a status read asked the provider")
+			}
+			f.later(t, time.Second)
 			st = f.status(t, p.PayoutID)
 			if st.Status != tt.word.Status || !equal(statuses(st), tt.want) || st.FailureReason != tt.word.FailureReason || st.ReturnReason != tt.word.ReturnReason ||
-				(tt.word.CompletedAt != "") != (st.CompletedAt != "") || st.DepositTxHash == "" {
-				t.Fatalf("after the provider's word: %+v", st)
+				st.ReturnCode != tt.returnCode || (tt.word.CompletedAt != "") != (st.CompletedAt != "") || st.DepositTxHash == "" ||
+				!equal(refunds(st), tt.refunds) {
+				t.Fatalf("after the provider's word: %+v (refunds %v)", st, refunds(st))
 			}
-			if again := f.status(t, p.PayoutID); !equal(statuses(again), tt.want) {
-				t.Errorf("read again: %v", statuses(again))
+			f.later(t, time.Minute)
+			if again := f.status(t, p.PayoutID); !equal(statuses(again), tt.want) || !equal(refunds(again), tt.refunds) {
+				t.Errorf("later: %v %v", statuses(again), refunds(again))
 			}
 		})
 	}
 }
 
-// No deposit within the window: the payout expires, and a deposit after
-// that is refused.
+// No deposit within the window: the worker expires the payout (a read does
+// not), and a deposit after that is refunded, the payout staying expired.
 func TestAPayoutWithoutItsDepositExpires(t *testing.T) {
 	t.Parallel()
 	f := newStatusFixture(t, pgtest.Open(t, Migrations))
 	p := f.payout(t, "33")
 	f.clock.add(DepositWindow)
+	if st := f.status(t, p.PayoutID); st.Status != "awaiting_deposit" {
+		t.Fatalf("read at the window's end, before the worker: %s", st.Status)
+	}
+	f.work(t)
 	st := f.status(t, p.PayoutID)
 	if st.Status != "expired" || !equal(statuses(st), strs("awaiting_deposit", "expired")) {
 		t.Fatalf("%+v", st)
 	}
-	if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID}); code(err) != "payout_not_awaiting_deposit" {
-		t.Errorf("a deposit after expiry: %v", err)
+	late, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
+	if err != nil || late.Status != "expired" || late.DepositTxHash != "" || !equal(refunds(late), strs("deposit_late/awaiting_address/1234567.89/USDC")) {
+		t.Errorf("a deposit after expiry: %+v %v", late, err)
 	}
 }
 
-// Another key's payout, an unknown id and a malformed one are all 404
-// payout_not_found.
-func TestAPayoutIsFoundOnlyByItsKey(t *testing.T) {
+// A deposit that arrives when the window has closed but before the worker
+// has moved the payout is late all the same, on the database's clock.
+func TestADepositAfterTheWindowIsLateBeforeTheWorkerRuns(t *testing.T) {
 	t.Parallel()
 	f := newStatusFixture(t, pgtest.Open(t, Migrations))
-	p := f.payout(t, "44")
-	other := acme
-	other.KeyID = "globex"
+	p := f.payout(t, "34")
+	f.clock.add(DepositWindow)
+	st, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
+	if err != nil || st.Status != "expired" || !equal(refunds(st), strs("deposit_late/awaiting_address/1234567.89/USDC")) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if _, _, made := f.provider.counts(); made != 0 {
+		t.Errorf("a late deposit reached the provider")
+	}
+}
+
+// Deposits that do not match (DESIGN §3): a short one fails the payout
+// and is refunded whole; an excess pays the payout and is refunded; a wrong
+// token is refunded and the payout keeps waiting. Refunds go to the
+// payout's refund address once it has one (pending), and a sandbox refund
+// is sent, with a hash, one settle later.
+func TestDepositMismatchesAreRefunded(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	ctx := context.Background()
+	addr := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+	deposit := func(t *testing.T, p Payout, amount, token string) PayoutStatus {
+		t.Helper()
+		req := DepositRequest{PayoutID: p.PayoutID}
+		if amount != "" {
+			req.Amount = &amount
+		}
+		if token != "" {
+			req.CryptoCurrency = &token
+		}
+		st, err := f.svc.SandboxDeposit(ctx, acme, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	short := f.payout(t, "40", addr)
+	if st := deposit(t, short, "100", ""); st.Status != "failed" || st.FailureReason != "deposit_short" || st.DepositTxHash == "" ||
+		!equal(statuses(st), strs("awaiting_deposit", "failed")) || !equal(refunds(st), strs("deposit_short/pending/100/USDC/"+addr)) {
+		t.Errorf("short: %+v %v", st, refunds(st))
+	}
+	excess := f.payout(t, "41", addr)
+	if st := deposit(t, excess, "1234570.00", ""); st.Status != "processing" || !equal(refunds(st), strs("deposit_excess/pending/2.11/USDC/"+addr)) {
+		t.Errorf("excess: %+v %v", st, refunds(st))
+	}
+	// An excess, then a failure: the failure refunds what the payout took,
+	// not the excess again.
+	excessFailed := f.payout(t, "43", addr)
+	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: excessFailed.PayoutID, Amount: strp("1234600.00"),
+		Outcome: strp("failed"), Reason: strp("account_closed")}); err != nil {
+		t.Fatal(err)
+	}
+	f.provider.says(excessFailed.PayoutID, bankprovider.Payout{Status: "failed", FailureReason: "account_closed"})
+	f.later(t, time.Second)
+	if st := f.status(t, excessFailed.PayoutID); st.Status != "failed" ||
+		!equal(refunds(st), strs("deposit_excess/pending/32.11/USDC/"+addr, "payout_failed/pending/1234567.89/USDC/"+addr)) {
+		t.Errorf("an excess, then a failure: %+v %v", st, refunds(st))
+	}
+	wrong := f.payout(t, "42")
+	if st := deposit(t, wrong, "", "EURC"); st.Status != "awaiting_deposit" || st.DepositTxHash != "" ||
+		!equal(refunds(st), strs("deposit_wrong_token/awaiting_address/1234567.89/EURC")) {
+		t.Errorf("wrong token: %+v %v", st, refunds(st))
+	}
+	if st := deposit(t, wrong, "", "USDC"); st.Status != "processing" || len(st.Refunds) != 1 {
+		t.Errorf("then the right token: %+v %v", st, refunds(st))
+	}
+	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: wrong.PayoutID, CryptoCurrency: strp("DAI")}); code(err) != "invalid_request" {
+		t.Errorf("a token not on the chain: %v", err)
+	}
+
+	// The refund address, set once; the refunds awaiting it go to it.
 	for _, tt := range []struct {
-		caller   string
-		payoutID string
-	}{{"globex", p.PayoutID}, {"acme", "bpo_00000000000000000000000000000000"}, {"acme", "bpo_x"}, {"acme", p.PayoutID + "0"}, {"acme", ""}} {
-		c := acme
-		c.KeyID = tt.caller
-		if _, err := f.svc.Status(context.Background(), c, StatusRequest{PayoutID: tt.payoutID}); code(err) != "payout_not_found" {
-			t.Errorf("%s asking for %q: %v", tt.caller, tt.payoutID, err)
+		address, code string
+	}{{"0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "invalid_request"}, {"", "invalid_request"}} {
+		if _, err := f.svc.SetRefundAddress(ctx, acme, RefundAddressRequest{PayoutID: wrong.PayoutID, Address: tt.address}); code(err) != tt.code {
+			t.Errorf("refund address %q: %v, want %s", tt.address, err, tt.code)
 		}
 	}
-	for _, bad := range []DepositRequest{
-		{PayoutID: p.PayoutID, Outcome: strp("failed")},
-		{PayoutID: p.PayoutID, Outcome: strp("returned"), Reason: strp("name_mismatch")},
-		{PayoutID: p.PayoutID, Reason: strp("account_closed")},
-		{PayoutID: p.PayoutID, Outcome: strp("lost")},
-	} {
-		if _, err := f.svc.SandboxDeposit(context.Background(), acme, bad); code(err) != "invalid_request" {
-			t.Errorf("%+v: %v", bad, err)
+	st, err := f.svc.SetRefundAddress(ctx, acme, RefundAddressRequest{PayoutID: wrong.PayoutID, Address: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"})
+	if err != nil || !equal(refunds(st), strs("deposit_wrong_token/pending/1234567.89/EURC/"+addr)) {
+		t.Fatalf("the refund address: %+v %v", refunds(st), err)
+	}
+	if _, err := f.svc.SetRefundAddress(ctx, acme, RefundAddressRequest{PayoutID: wrong.PayoutID, Address: addr}); err != nil {
+		t.Errorf("the same address again: %v", err)
+	}
+	if _, err := f.svc.SetRefundAddress(ctx, acme, RefundAddressRequest{PayoutID: wrong.PayoutID, Address: "0x000000000000000000000000000000000000dEaD"}); code(err) != "refund_address_locked" {
+		t.Errorf("another address: %v", err)
+	}
+
+	f.later(t, 2*time.Second)
+	if st := f.status(t, wrong.PayoutID); st.Refunds[0].Status != "pending" {
+		t.Errorf("a refund sent before its settle: %+v", st.Refunds)
+	}
+	f.later(t, 2*time.Second)
+	for _, p := range []Payout{short, excess, excessFailed, wrong} {
+		for _, r := range f.status(t, p.PayoutID).Refunds {
+			if r.Status != "sent" || len(r.TxHash) != 66 || r.SentAt == "" || r.Address != addr {
+				t.Errorf("%s: a refund one settle after it was pending: %+v", p.PayoutID, r)
+			}
 		}
 	}
 }
 
-// Two status readers and a deposit racing, then two readers racing the
-// provider's word: the payout moves forward once each time, and its history
-// holds each status once.
-func TestRacingReadersMoveAPayoutOnce(t *testing.T) {
+// The hand-over is exactly once and never forgotten: a deposit's intent
+// is recorded before the provider is called; a provider that is down, or
+// whose answer is lost after it took the payout, has it (once) by the
+// worker's next round, and no window expires the payout meanwhile; a
+// provider that no longer has a payout it confirmed is an incident,
+// counted, and the payout is neither sent again nor moved.
+func TestTheHandOverIsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	ctx := context.Background()
+
+	down := f.payout(t, "50")
+	f.provider.set(func(f *fakeProvider) { f.down = true })
+	st, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: down.PayoutID})
+	if err != nil || st.Status != "awaiting_deposit" || st.DepositTxHash != "" {
+		t.Fatalf("the deposit with the provider down: %+v %v", st, err)
+	}
+	f.later(t, DepositWindow+time.Minute)
+	if st := f.status(t, down.PayoutID); st.Status != "awaiting_deposit" {
+		t.Fatalf("a payout whose hand-over was recorded, past its window: %s, want still awaiting its hand-over", st.Status)
+	}
+	f.provider.set(func(f *fakeProvider) { f.down = false })
+	f.later(t, time.Minute)
+	if st := f.status(t, down.PayoutID); st.Status != "processing" || st.DepositTxHash == "" {
+		t.Fatalf("once the provider is back: %+v", st)
+	}
+
+	lost := f.payout(t, "51")
+	f.provider.set(func(f *fakeProvider) { f.loseNext = true })
+	if st, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: lost.PayoutID}); err != nil || st.Status != "awaiting_deposit" {
+		t.Fatalf("the deposit whose hand-over answer was lost: %+v %v", st, err)
+	}
+	f.later(t, time.Second)
+	if st := f.status(t, lost.PayoutID); st.Status != "processing" {
+		t.Fatalf("after the worker: %s", st.Status)
+	}
+	if _, _, made := f.provider.counts(); made != 2 {
+		t.Fatalf("the provider took %d payouts, want 2 (each once)", made)
+	}
+
+	creates, _, made := f.provider.counts()
+	f.provider.forget()
+	f.later(t, 5*time.Second)
+	for _, p := range []Payout{down, lost} {
+		if st := f.status(t, p.PayoutID); st.Status != "processing" {
+			t.Errorf("a payout the provider forgot: %s, want processing as last known", st.Status)
+		}
+	}
+	if again, _, madeAfter := f.provider.counts(); again != creates || madeAfter != made {
+		t.Errorf("the forgotten payouts were sent again: %d creations after %d, %d payouts taken after %d", again, creates, madeAfter, made)
+	}
+	if n := testutil.ToFloat64(f.worker.missing); n < 2 {
+		t.Errorf("partnerapi_payout_provider_missing_total = %v, want the two payouts counted", n)
+	}
+}
+
+// Two replicas' workers at once, with deposits and reads beside them:
+// every payout is handed over once and moves forward once each time, its
+// history holding each status once.
+func TestTwoWorkersMoveAPayoutOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.Open(t, migrationSets...)
 	f := newStatusFixture(t, db)
+	second := NewWorker(f.svc, NewStore(db), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	ctx := context.Background()
-	for round := range 5 {
-		p := f.payout(t, "5"+string(rune('0'+round)))
-		race := func(fns ...func()) {
-			var wg sync.WaitGroup
-			for _, fn := range fns {
-				wg.Add(1)
-				go func() { defer wg.Done(); fn() }()
-			}
-			wg.Wait()
+	race := func(fns ...func()) {
+		var wg sync.WaitGroup
+		for _, fn := range fns {
+			wg.Go(fn)
 		}
-		read := func() {
-			if _, err := f.svc.Status(ctx, acme, StatusRequest{PayoutID: p.PayoutID}); err != nil {
+		wg.Wait()
+	}
+	rounds := func() {
+		for range 5 {
+			if _, err := f.worker.Round(ctx); err != nil {
 				t.Error(err)
 			}
 		}
-		race(read, read, func() {
+	}
+	rounds2 := func() {
+		for range 5 {
+			if _, err := second.Round(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var ps []Payout
+	for i := range 10 {
+		ps = append(ps, f.payout(t, "6"+strconv.Itoa(i)))
+	}
+	race(rounds, rounds2, func() {
+		for _, p := range ps {
 			if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID, Outcome: strp("returned"), Reason: strp("refused_by_beneficiary")}); err != nil {
 				t.Error(err)
 			}
-		})
-		f.provider.says(p.PayoutID, bankprovider.Payout{Status: "returned", ReturnReason: "refused_by_beneficiary", CompletedAt: "2026-11-26T12:00:03Z"})
-		race(read, read, read)
-		if st := f.status(t, p.PayoutID); !equal(statuses(st), strs("awaiting_deposit", "processing", "completed", "returned")) {
-			t.Fatalf("round %d: history %v", round, statuses(st))
 		}
+	})
+	for _, p := range ps {
+		f.provider.says(p.PayoutID, bankprovider.Payout{Status: "returned", ReturnReason: "refused_by_beneficiary", CompletedAt: "2026-11-26T12:00:03Z"})
+	}
+	f.clock.add(time.Minute)
+	race(rounds, rounds2)
+	for _, p := range ps {
+		st := f.status(t, p.PayoutID)
+		if !equal(statuses(st), strs("awaiting_deposit", "processing", "completed", "returned")) || len(st.Refunds) != 1 {
+			t.Fatalf("%s: history %v, refunds %v", p.PayoutID, statuses(st), refunds(st))
+		}
+	}
+	if _, _, made := f.provider.counts(); made != len(ps) {
+		t.Errorf("the provider took %d payouts, want %d", made, len(ps))
 	}
 }
 
@@ -229,12 +447,13 @@ func TestTheDatabaseHoldsThePayoutsArrows(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})
-	f.status(t, p.PayoutID)
+	f.later(t, time.Second)
 	for _, stmt := range []string{
 		`UPDATE payouts SET status = 'processing'`,
-		`UPDATE payouts SET status = 'awaiting_deposit', completed_at = NULL, deposit_tx_hash = NULL`,
+		`UPDATE payouts SET status = 'awaiting_deposit', completed_at = NULL`,
 		`UPDATE payouts SET status = 'failed', failure_reason = 'name_mismatch', completed_at = NULL`,
 		`UPDATE payouts SET deposit_tx_hash = '0x00'`,
+		`UPDATE payouts SET handed_over_at = NULL`,
 		`UPDATE payouts SET completed_at = deposit_expires_at`,
 		`UPDATE payouts SET status = 'returned'`, // without its reason
 		`INSERT INTO payout_history (payout_id, status, at) SELECT id, 'completed', status_at FROM payouts`,
@@ -250,11 +469,12 @@ func TestTheDatabaseHoldsThePayoutsArrows(t *testing.T) {
 
 // The database's arrows are DESIGN §3's, no more, no fewer: of every move
 // between two statuses, it takes exactly those lifecycle.PayoutMoves
-// lists (GET /v1/statuses and the service read that table). Each move brings what its status needs (a deposit hash, a
-// completion time, a reason), so a refusal is the arrow's.
+// lists (GET /v1/statuses and the service read that table). Each move
+// brings what its status needs (a deposit and its hand-over, a completion
+// time, a reason), so a refusal is the arrow's.
 func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 	t.Parallel()
-	statuses := []string{"awaiting_deposit", "processing", "completed", "returned", "expired", "failed"}
+	all := []string{"awaiting_deposit", "processing", "completed", "returned", "expired", "failed"}
 	allowed := map[[2]string]bool{}
 	for _, m := range lifecycle.PayoutMoves {
 		allowed[m] = true
@@ -262,9 +482,36 @@ func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
 	s := NewStore(db)
+	at := time.Now().UTC().Truncate(time.Second)
+	// step is the move to status with what it needs, from a payout that
+	// is where it comes from.
+	step := func(from, to string) Step {
+		st := Step{To: to, At: at}
+		switch {
+		case to == "processing":
+			st.DepositTxHash, st.HandoverAt, st.HandedOverAt = "0xaa", &at, &at
+		case to == "completed":
+			st.DepositTxHash, st.HandoverAt, st.HandedOverAt, st.CompletedAt = "0xaa", &at, &at, &at
+		case to == "returned":
+			st.DepositTxHash, st.HandoverAt, st.HandedOverAt, st.CompletedAt, st.ReturnReason = "0xaa", &at, &at, &at, "account_closed"
+		case to == "failed" && from == "awaiting_deposit":
+			st.DepositTxHash, st.FailureReason = "0xaa", lifecycle.PayoutDepositShort
+		case to == "failed":
+			st.DepositTxHash, st.FailureReason = "0xaa", "name_mismatch"
+		}
+		return st
+	}
+	paths := map[string][]string{
+		"awaiting_deposit": nil,
+		"processing":       {"processing"},
+		"completed":        {"processing", "completed"},
+		"returned":         {"processing", "completed", "returned"},
+		"expired":          {"expired"},
+		"failed":           {"processing", "failed"},
+	}
 	n := 0
-	for _, from := range statuses {
-		for _, to := range statuses {
+	for _, from := range all {
+		for _, to := range all {
 			if from == to {
 				continue
 			}
@@ -273,35 +520,15 @@ func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 			if _, err := s.Execute(ctx, p, answerAny); err != nil {
 				t.Fatal(err)
 			}
-			// Bring the payout to from, along the arrows, with what each needs.
-			at := p.CreatedAt.Add(time.Second)
-			done := time.Now().UTC().Truncate(time.Second)
-			path := map[string][]Change{
-				"processing": {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}},
-				"completed":  {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}, {From: "processing", To: "completed", At: at, CompletedAt: &done}},
-				"returned": {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}, {From: "processing", To: "completed", At: at, CompletedAt: &done},
-					{From: "completed", To: "returned", At: at, ReturnReason: "account_closed"}},
-				"expired": {{From: "awaiting_deposit", To: "expired", At: at}},
-				"failed":  {{From: "awaiting_deposit", To: "processing", At: at, DepositTxHash: "0xaa"}, {From: "processing", To: "failed", At: at, FailureReason: "name_mismatch"}},
-			}[from]
-			for _, c := range path {
-				if moved, err := s.Move(ctx, p.ID, c); err != nil || !moved {
-					t.Fatalf("to %s: %v %v", from, moved, err)
+			prev := "awaiting_deposit"
+			for _, next := range paths[from] {
+				if _, err := s.Update(ctx, p.ID, func(Record) (Change, error) { return Change{Steps: []Step{step(prev, next)}}, nil }); err != nil {
+					t.Fatalf("to %s: %v", from, err)
 				}
+				prev = next
 			}
-			c := Change{From: from, To: to, At: at.Add(time.Second)}
-			switch to {
-			case "processing":
-				c.DepositTxHash = "0xaa"
-			case "completed":
-				c.DepositTxHash, c.CompletedAt = "0xaa", &done
-			case "returned":
-				c.DepositTxHash, c.CompletedAt, c.ReturnReason = "0xaa", &done, "account_closed"
-			case "failed":
-				c.DepositTxHash, c.FailureReason = "0xaa", "name_mismatch"
-			}
-			moved, err := s.Move(ctx, p.ID, c)
-			if took := err == nil && moved; took != allowed[[2]string{from, to}] {
+			_, err := s.Update(ctx, p.ID, func(Record) (Change, error) { return Change{Steps: []Step{step(from, to)}}, nil })
+			if took := err == nil; took != allowed[[2]string{from, to}] {
 				t.Errorf("%s → %s: taken %v (%v), want %v", from, to, took, err, allowed[[2]string{from, to}])
 			}
 		}

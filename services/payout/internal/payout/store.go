@@ -3,12 +3,13 @@ package payout
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -18,7 +19,8 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
-// Migrations is the payout service's schema.
+// Migrations is the payout service's schema (services/payout/schema.sql
+// is what they make).
 var Migrations = database.MigrationsIn("payout", migrations)
 
 // StoredPayout is a payout as the system of record keeps it. It holds the
@@ -41,12 +43,17 @@ type StoredPayout struct {
 	QuoteExpiresAt   time.Time
 	CreatedAt        time.Time
 	Reference        string
+	RefundAddress    string
 	DepositAddress   string
 	DepositExpiresAt time.Time
 	DepositTxHash    string
+	DepositAmount    string
+	HandoverAt       *time.Time // our intent to hand it to the provider, recorded with its deposit
+	HandedOverAt     *time.Time // the provider confirmed it has it
 	CompletedAt      *time.Time
 	FailureReason    string
 	ReturnReason     string
+	ReturnCode       string
 	SandboxOutcome   string // what a sandbox payout comes to (POST /v1/sandbox/payouts/deposit)
 	SandboxReason    string
 	StatusAt         time.Time
@@ -56,6 +63,29 @@ type StoredPayout struct {
 type Move struct {
 	Status string    `json:"status"`
 	At     time.Time `json:"at"`
+}
+
+// Refund is what a payout owes back, as the system of record keeps it.
+type Refund struct {
+	ID             string     `json:"id"`
+	Reason         string     `json:"reason"`
+	Status         string     `json:"status"`
+	Amount         string     `json:"amount"`
+	CryptoCurrency string     `json:"crypto_currency"`
+	Chain          int64      `json:"chain"`
+	DepositTxHash  string     `json:"deposit_tx_hash"`
+	Address        string     `json:"address"`
+	TxHash         string     `json:"tx_hash"`
+	CreatedAt      time.Time  `json:"created_at"`
+	SentAt         *time.Time `json:"sent_at"`
+}
+
+// Record is a payout with what its answers show of it: every status it
+// has been in, oldest first, and what it owes back.
+type Record struct {
+	StoredPayout
+	History []Move
+	Refunds []Refund
 }
 
 // ErrNotFound is a payout the store does not have.
@@ -73,18 +103,34 @@ var _ Payouts = (*Store)(nil)
 // NewStore returns the store on db.
 func NewStore(db *database.DB) *Store { return &Store{db: db} }
 
-const payoutColumns = `id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency, fiat_currency,
-	country, COALESCE(crypto_amount, ''), COALESCE(fiat_amount, ''), rail, estimated_settlement, status, quote_expires_at,
-	created_at, COALESCE(reference, ''), deposit_address, deposit_expires_at, COALESCE(deposit_tx_hash, ''), completed_at,
-	COALESCE(failure_reason, ''), COALESCE(return_reason, ''), COALESCE(sandbox_outcome, ''), COALESCE(sandbox_reason, ''), status_at`
+const payoutColumns = `p.id, p.quote_id, p.key_id, p.beneficiary_name, p.beneficiary, p.chain, p.crypto_currency, p.fiat_currency,
+	p.country, COALESCE(p.crypto_amount, ''), COALESCE(p.fiat_amount, ''), p.rail, p.estimated_settlement, p.status, p.quote_expires_at,
+	p.created_at, COALESCE(p.reference, ''), COALESCE(p.refund_address, ''), p.deposit_address, p.deposit_expires_at,
+	COALESCE(p.deposit_tx_hash, ''), COALESCE(p.deposit_amount, ''), p.handover_at, p.handed_over_at, p.completed_at,
+	COALESCE(p.failure_reason, ''), COALESCE(p.return_reason, ''), COALESCE(p.return_code, ''), COALESCE(p.sandbox_outcome, ''),
+	COALESCE(p.sandbox_reason, ''), p.status_at`
+
+// recordColumns are a payout's columns and, in the same row, its history
+// and refunds as JSON arrays: one statement reads a payout or a page whole.
+const recordColumns = payoutColumns + `,
+	(SELECT COALESCE(json_agg(json_build_object('status', h.status, 'at', h.at) ORDER BY h.at), '[]') FROM payout_history h WHERE h.payout_id = p.id),
+	(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'reason', r.reason, 'status', r.status, 'amount', r.amount,
+		'crypto_currency', r.crypto_currency, 'chain', r.chain, 'deposit_tx_hash', r.deposit_tx_hash, 'address', COALESCE(r.address, ''),
+		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at) ORDER BY r.created_at, r.id), '[]')
+		FROM payout_refunds r WHERE r.payout_id = p.id)`
+
+func payoutFields(p *StoredPayout, fields *string) []any {
+	return []any{&p.ID, &p.QuoteID, &p.KeyID, &p.BeneficiaryName, fields, &p.Chain, &p.CryptoCurrency,
+		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt,
+		&p.CreatedAt, &p.Reference, &p.RefundAddress, &p.DepositAddress, &p.DepositExpiresAt, &p.DepositTxHash, &p.DepositAmount,
+		&p.HandoverAt, &p.HandedOverAt, &p.CompletedAt, &p.FailureReason, &p.ReturnReason, &p.ReturnCode, &p.SandboxOutcome,
+		&p.SandboxReason, &p.StatusAt}
+}
 
 func scanPayout(row pgx.Row) (StoredPayout, error) {
 	var p StoredPayout
 	var fields string
-	err := row.Scan(&p.ID, &p.QuoteID, &p.KeyID, &p.BeneficiaryName, &fields, &p.Chain, &p.CryptoCurrency,
-		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt,
-		&p.CreatedAt, &p.Reference, &p.DepositAddress, &p.DepositExpiresAt, &p.DepositTxHash, &p.CompletedAt,
-		&p.FailureReason, &p.ReturnReason, &p.SandboxOutcome, &p.SandboxReason, &p.StatusAt)
+	err := row.Scan(payoutFields(&p, &fields)...)
 	if errors.Is(err, database.ErrNoRows) {
 		return p, ErrNotFound
 	}
@@ -92,50 +138,63 @@ func scanPayout(row pgx.Row) (StoredPayout, error) {
 	return p, err
 }
 
+func scanRecord(row pgx.Row) (Record, error) {
+	var r Record
+	var fields string
+	var history, refunds []byte
+	err := row.Scan(append(payoutFields(&r.StoredPayout, &fields), &history, &refunds)...)
+	if errors.Is(err, database.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Beneficiary = []byte(fields)
+	if err := json.Unmarshal(history, &r.History); err != nil {
+		return r, fmt.Errorf("payout history: %w", err)
+	}
+	if err := json.Unmarshal(refunds, &r.Refunds); err != nil {
+		return r, fmt.Errorf("payout refunds: %w", err)
+	}
+	for i := range r.History {
+		r.History[i].At = r.History[i].At.UTC()
+	}
+	for i := range r.Refunds {
+		r.Refunds[i].CreatedAt = r.Refunds[i].CreatedAt.UTC()
+		if t := r.Refunds[i].SentAt; t != nil {
+			*t = t.UTC()
+		}
+	}
+	r.History = orderMoves(r.History)
+	return r, nil
+}
+
+func byQuote(ctx context.Context, q database.Querier, quoteID string) (Record, error) {
+	return scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+` FROM payouts p WHERE p.quote_id = $1`, quoteID))
+}
+
+func byID(ctx context.Context, q database.Querier, id string, lock string) (Record, error) {
+	return scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+` FROM payouts p WHERE p.id = $1`+lock, id))
+}
+
 // ByQuote is the payout a quote was executed as; ErrNotFound when it was
 // not. A payout found is confirmed on a synchronous standby before it is
-// returned (database.DB.Confirm): it may have been made by a commit whose
+// returned (database.DB.ReadBack): it may have been made by a commit whose
 // wait for the standby was cut short, and an answer rests on it.
-func (s *Store) ByQuote(ctx context.Context, quoteID string) (StoredPayout, error) {
-	p, err := byQuote(ctx, s.db, quoteID)
-	return p, s.db.ReadBack(ctx, err)
+func (s *Store) ByQuote(ctx context.Context, quoteID string) (Record, error) {
+	r, err := byQuote(ctx, s.db, quoteID)
+	return r, s.db.ReadBack(ctx, err)
 }
 
-func byQuote(ctx context.Context, q database.Querier, quoteID string) (StoredPayout, error) {
-	return scanPayout(q.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE quote_id = $1`, quoteID))
-}
-
-// ByID is a payout and its history, oldest first; ErrNotFound when there
-// is none. Like ByQuote, what it returns is confirmed on the standby.
-func (s *Store) ByID(ctx context.Context, id string) (StoredPayout, []Move, error) {
-	p, err := scanPayout(s.db.QueryRow(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE id = $1`, id))
-	if err != nil {
-		return p, nil, err
-	}
-	rows, err := s.db.Query(ctx, `SELECT status, at FROM payout_history WHERE payout_id = $1 ORDER BY at, status`, id)
-	if err != nil {
-		return p, nil, err
-	}
-	defer rows.Close()
-	var history []Move
-	for rows.Next() {
-		var m Move
-		if err := rows.Scan(&m.Status, &m.At); err != nil {
-			return p, nil, err
-		}
-		history = append(history, m)
-	}
-	if err := rows.Err(); err != nil {
-		return p, nil, err
-	}
-	if err := s.db.Confirm(ctx); err != nil {
-		return StoredPayout{}, nil, err
-	}
-	return p, orderMoves(history), nil
+// ByID is a payout with its history and refunds; ErrNotFound when there is
+// none. Like ByQuote, what it returns is confirmed on the standby.
+func (s *Store) ByID(ctx context.Context, id string) (Record, error) {
+	r, err := byID(ctx, s.db, id, "")
+	return r, s.db.ReadBack(ctx, err)
 }
 
 // orderMoves puts moves made in the same instant in the order of the
-// arrows (a read that learns of a completion and a return at once).
+// arrows (a worker that learns of a completion and a return at once).
 func orderMoves(m []Move) []Move {
 	rank := map[string]int{"awaiting_deposit": 0, "processing": 1, "expired": 1, "completed": 2, "failed": 2, "returned": 3}
 	for i := 1; i < len(m); i++ {
@@ -156,14 +215,14 @@ func orderMoves(m []Move) []Move {
 // the commit goes on. A payout read back, made by another request, is
 // confirmed on the standby before it is answered (a commit of ours that
 // wrote the idempotency answer confirms it by itself).
-func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredPayout) (Payout, error)) (Payout, error) {
+func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record) (Payout, error)) (Payout, error) {
 	if !idempotency.Claimed(ctx) {
 		// Nothing to keep beside the payout: one statement (its history row
 		// is a trigger's), committed on its own, one round trip.
 		err := s.db.CommitRow(ctx, []any{&p.CreatedAt}, insertSQL, insertArgs(p)...)
 		switch {
 		case err == nil:
-			return answer(p)
+			return answer(newRecord(p))
 		case database.Violates(err, "payouts_not_after_expiry"):
 			return Payout{}, ErrExpired
 		case !errors.Is(err, database.ErrNoRows):
@@ -177,7 +236,7 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredP
 	}
 	var out Payout
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		stored, _, err := insertPayout(ctx, tx, p)
+		stored, err := insertPayout(ctx, tx, p)
 		if err != nil {
 			return err
 		}
@@ -194,128 +253,213 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(StoredP
 	return out, nil
 }
 
+// newRecord is p just made: awaiting its deposit since its creation,
+// owing nothing.
+func newRecord(p StoredPayout) Record {
+	return Record{StoredPayout: p, History: []Move{{Status: p.Status, At: p.StatusAt}}, Refunds: []Refund{}}
+}
+
+// A new payout is next looked at when its deposit window closes.
 const insertSQL = `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
 		crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
-		quote_expires_at, created_at, reference, deposit_address, deposit_expires_at, status_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''), $18, $19, $20)
+		quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at, next_check_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''),
+		NULLIF($18, ''), $19, $20, $21, $20)
 	ON CONFLICT (quote_id) DO NOTHING RETURNING created_at`
 
 func insertArgs(p StoredPayout) []any {
 	return []any{p.ID, p.QuoteID, p.KeyID, p.BeneficiaryName, string(p.Beneficiary), p.Chain, p.CryptoCurrency, p.FiatCurrency,
 		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt,
-		p.Reference, p.DepositAddress, p.DepositExpiresAt, p.StatusAt}
+		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt}
 }
 
 // insertPayout inserts p unless its quote has a payout, and returns the
 // quote's payout: p (inserted, with the database's created_at), or the one
-// executed before. On PostgreSQL created_at is the database's now() (a
-// trigger), and a quote past its expiry on that clock is refused
-// (ErrExpired).
-func insertPayout(ctx context.Context, q database.Querier, p StoredPayout) (StoredPayout, bool, error) {
-	err := q.QueryRow(ctx, insertSQL, insertArgs(p)...).Scan(&p.CreatedAt)
+// executed before. created_at is the database's now() (a trigger), and a
+// quote past its expiry on that clock is refused (ErrExpired).
+func insertPayout(ctx context.Context, tx pgx.Tx, p StoredPayout) (Record, error) {
+	err := tx.QueryRow(ctx, insertSQL, insertArgs(p)...).Scan(&p.CreatedAt)
 	switch {
 	case err == nil:
-		return p, true, nil
+		return newRecord(p), nil
 	case database.Violates(err, "payouts_not_after_expiry"):
-		return StoredPayout{}, false, ErrExpired
+		return Record{}, ErrExpired
 	case !errors.Is(err, database.ErrNoRows):
-		return StoredPayout{}, false, fmt.Errorf("insert payout: %w", err)
+		return Record{}, fmt.Errorf("insert payout: %w", err)
 	}
-	stored, err := byQuote(ctx, q, p.QuoteID)
+	stored, err := byQuote(ctx, tx, p.QuoteID)
 	if err != nil {
-		return StoredPayout{}, false, fmt.Errorf("read the quote's payout: %w", err)
+		return Record{}, fmt.Errorf("read the quote's payout: %w", err)
 	}
-	return stored, false, nil
+	return stored, nil
 }
 
-// Change is one move of a payout's status, with what it brings.
-type Change struct {
-	From, To      string
-	At            time.Time
-	DepositTxHash string
-	CompletedAt   *time.Time
-	FailureReason string
-	ReturnReason  string
-	// What the sandbox provider is to make of the payout, chosen with its
-	// deposit (POST /v1/sandbox/payouts/deposit).
+// Step is one write to a payout: a move along an arrow (To, with its
+// history row, at At), and what it brings; fields left empty keep their
+// values. The database refuses a move that is not an arrow of DESIGN §3,
+// and a field rewritten once set.
+type Step struct {
+	To                            string
+	At                            time.Time
+	DepositTxHash, DepositAmount  string
+	HandoverAt, HandedOverAt      *time.Time
+	CompletedAt                   *time.Time
+	FailureReason                 string
+	ReturnReason, ReturnCode      string
 	SandboxOutcome, SandboxReason string
+	RefundAddress                 string
 }
 
-// Move makes the change if the payout is still in c.From, and reports
-// whether it did: of two readers racing to make it, one does. Its history
-// row commits with it (a trigger); the database refuses any move that is
-// not an arrow of DESIGN §3.
-func (s *Store) Move(ctx context.Context, id string, c Change) (bool, error) {
-	var moved bool
+// Change is what one transaction does to a payout: its steps in order, the
+// refunds it makes owed (each once per cause: a second one of the same
+// reason for the same deposit is none), and when the worker next looks at
+// it: Next, or never again (Done); neither keeps the time it had.
+type Change struct {
+	Steps   []Step
+	Refunds []Refund
+	Next    *time.Time
+	Done    bool
+	// missing: the provider did not have the payout (the worker counts
+	// it); nothing is written of it.
+	missing bool
+}
+
+const stepSQL = `UPDATE payouts SET status = COALESCE(NULLIF($2, ''), status),
+		status_at = CASE WHEN $2 = '' THEN status_at ELSE $3 END,
+		deposit_tx_hash = COALESCE(NULLIF($4, ''), deposit_tx_hash), deposit_amount = COALESCE(NULLIF($5, ''), deposit_amount),
+		handover_at = COALESCE($6, handover_at), handed_over_at = COALESCE($7, handed_over_at), completed_at = COALESCE($8, completed_at),
+		failure_reason = COALESCE(NULLIF($9, ''), failure_reason), return_reason = COALESCE(NULLIF($10, ''), return_reason),
+		return_code = COALESCE(NULLIF($11, ''), return_code), sandbox_outcome = COALESCE(NULLIF($12, ''), sandbox_outcome),
+		sandbox_reason = COALESCE(NULLIF($13, ''), sandbox_reason), refund_address = COALESCE(NULLIF($14, ''), refund_address)
+	WHERE id = $1`
+
+// A refund owed is awaiting its address until the payout has one, then
+// pending; once per cause.
+const refundSQL = `INSERT INTO payout_refunds (id, payout_id, reason, status, amount, crypto_currency, chain, deposit_tx_hash,
+		address, created_at, pending_at)
+	SELECT $1, p.id, $3, CASE WHEN p.refund_address IS NULL THEN 'awaiting_address' ELSE 'pending' END, $4, $5, $6, $7,
+		p.refund_address, $8, CASE WHEN p.refund_address IS NULL THEN NULL ELSE $8::timestamptz END
+	FROM payouts p WHERE p.id = $2
+	ON CONFLICT (payout_id, reason, deposit_tx_hash) DO NOTHING`
+
+// apply writes c to payout id, in tx.
+func apply(ctx context.Context, tx pgx.Tx, id string, c Change) error {
+	for _, st := range c.Steps {
+		if _, err := tx.Exec(ctx, stepSQL, id, st.To, st.At, st.DepositTxHash, st.DepositAmount, st.HandoverAt, st.HandedOverAt,
+			st.CompletedAt, st.FailureReason, st.ReturnReason, st.ReturnCode, st.SandboxOutcome, st.SandboxReason, st.RefundAddress); err != nil {
+			return fmt.Errorf("payout %s → %q: %w", id, st.To, err)
+		}
+		if st.RefundAddress != "" {
+			// Refunds awaiting the address go to it now.
+			if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'pending', address = $2, pending_at = $3
+				WHERE payout_id = $1 AND status = 'awaiting_address'`, id, st.RefundAddress, st.At); err != nil {
+				return fmt.Errorf("refunds of %s to their address: %w", id, err)
+			}
+		}
+	}
+	for _, r := range c.Refunds {
+		if _, err := tx.Exec(ctx, refundSQL, r.ID, id, r.Reason, r.Amount, r.CryptoCurrency, r.Chain, r.DepositTxHash, r.CreatedAt); err != nil {
+			return fmt.Errorf("refund %s of %s: %w", r.Reason, id, err)
+		}
+	}
+	switch {
+	case c.Done:
+		_, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = NULL WHERE id = $1`, id)
+		return err
+	case c.Next != nil:
+		_, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = $2 WHERE id = $1`, id, *c.Next)
+		return err
+	}
+	return nil
+}
+
+// Update locks payout id, asks decide what to make of it as it stands, and
+// writes that in the same transaction: two callers deciding on one payout
+// take turns, each deciding on what the other left. It answers the payout
+// as it then is; ErrNotFound when there is none. decide's error rolls the
+// transaction back and is returned as it is.
+func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Change, error)) (Record, error) {
+	var out Record
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE payouts SET status = $3, status_at = $4,
-				deposit_tx_hash = COALESCE(NULLIF($5, ''), deposit_tx_hash), completed_at = COALESCE($6, completed_at),
-				failure_reason = COALESCE(NULLIF($7, ''), failure_reason), return_reason = COALESCE(NULLIF($8, ''), return_reason),
-				sandbox_outcome = COALESCE(NULLIF($9, ''), sandbox_outcome), sandbox_reason = COALESCE(NULLIF($10, ''), sandbox_reason)
-			WHERE id = $1 AND status = $2`,
-			id, c.From, c.To, c.At, c.DepositTxHash, c.CompletedAt, c.FailureReason, c.ReturnReason, c.SandboxOutcome, c.SandboxReason)
-		moved = tag.RowsAffected() == 1
+		r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
+		if err != nil {
+			return err
+		}
+		c, err := decide(r)
+		if err != nil {
+			return err
+		}
+		if err := apply(ctx, tx, id, c); err != nil {
+			return err
+		}
+		out, err = byID(ctx, tx, id, "")
 		return err
 	})
-	if err != nil {
-		return false, fmt.Errorf("move payout %s → %s: %w", c.From, c.To, err)
-	}
-	return moved, nil
+	return out, err
+}
+
+// Due claims up to limit payouts due at now (the database's clock,
+// DB.Now), oldest due first, skipping those another replica holds, and
+// writes what work makes of each (changes[i] for due[i]), in one
+// transaction (database.Claim): two replicas never work one payout at
+// once, and a replica that dies mid-round leaves its payouts to the next
+// round of any. It returns how many it claimed.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []StoredPayout) []Change) (int, error) {
+	return database.Claim(ctx, s.db, `SELECT `+payoutColumns+` FROM payouts p WHERE p.next_check_at <= $1
+		ORDER BY p.next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scanPayout,
+		func(ctx context.Context, tx pgx.Tx, due []StoredPayout) error {
+			for i, c := range work(ctx, due) {
+				if err := apply(ctx, tx, due[i].ID, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+// RefundsDue marks sent at at (the database's clock) up to limit pending
+// refunds pending since before or earlier, each with the transaction hash
+// sent makes (skipping those another replica holds), and returns how many.
+func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r Refund) string, at time.Time) (int, error) {
+	n := 0
+	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, chain FROM payout_refunds WHERE status = 'pending' AND pending_at <= $1
+			ORDER BY pending_at LIMIT $2 FOR UPDATE SKIP LOCKED`, before, limit)
+		if err != nil {
+			return err
+		}
+		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Refund, error) {
+			var r Refund
+			return r, row.Scan(&r.ID, &r.Chain)
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range due {
+			if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'sent', tx_hash = $2, sent_at = $3 WHERE id = $1`, r.ID, sent(r), at); err != nil {
+				return fmt.Errorf("refund %s sent: %w", r.ID, err)
+			}
+		}
+		n = len(due)
+		return nil
+	})
+	return n, err
 }
 
 // List reads a page of the key's payouts, newest first, as p says (Limit+1
-// rows at most: the extra one says there are more), with their histories;
-// what it returns is confirmed on the standby.
-func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]StoredPayout, map[string][]Move, error) {
+// rows at most: the extra one says there are more), each with its history
+// and refunds, in one statement; what it returns is confirmed on the
+// standby.
+func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]Record, error) {
 	where, args := p.Where(keyID)
-	rows, err := s.db.Query(ctx, `SELECT `+payoutColumns+` FROM payouts WHERE `+where+
-		` ORDER BY created_at DESC, id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
+	rows, err := s.db.Query(ctx, `SELECT `+recordColumns+` FROM payouts p WHERE `+where+
+		` ORDER BY p.created_at DESC, p.id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var out []StoredPayout
-	for rows.Next() {
-		sp, err := scanPayout(rows)
-		if err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		out = append(out, sp)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
+	if err != nil {
+		return nil, err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	history := map[string][]Move{}
-	if len(out) > 0 {
-		ph := make([]string, len(out))
-		idArgs := make([]any, len(out))
-		for i, sp := range out {
-			ph[i], idArgs[i] = "$"+strconv.Itoa(i+1), sp.ID
-		}
-		hrows, err := s.db.Query(ctx, `SELECT payout_id, status, at FROM payout_history WHERE payout_id IN (`+strings.Join(ph, ", ")+`) ORDER BY at, status`, idArgs...)
-		if err != nil {
-			return nil, nil, err
-		}
-		for hrows.Next() {
-			var id string
-			var m Move
-			if err := hrows.Scan(&id, &m.Status, &m.At); err != nil {
-				hrows.Close()
-				return nil, nil, err
-			}
-			history[id] = append(history[id], m)
-		}
-		hrows.Close()
-		if err := hrows.Err(); err != nil {
-			return nil, nil, err
-		}
-		for id, h := range history {
-			history[id] = orderMoves(h)
-		}
-	}
-	if err := s.db.Confirm(ctx); err != nil {
-		return nil, nil, err
-	}
-	return out, history, nil
+	return out, s.db.Confirm(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"maps"
 	"reflect"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/database"
@@ -37,7 +37,7 @@ func storedPayout(id, quoteID, name string) StoredPayout {
 		DepositAddress: "0x000000000000000000000000000000000000dEaD", DepositExpiresAt: now.Add(DepositWindow), StatusAt: now}
 }
 
-func answerAny(p StoredPayout) (Payout, error) {
+func answerAny(p Record) (Payout, error) {
 	return Payout{PayoutID: p.ID, QuoteID: p.QuoteID}, nil
 }
 
@@ -51,7 +51,7 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 	if _, err := s.Execute(ctx, storedPayout("bpo_1", "bpq_1", "Ada"), answerAny); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p StoredPayout) (Payout, error) {
+	got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p Record) (Payout, error) {
 		if p.ID != "bpo_1" || p.BeneficiaryName != "Ada" {
 			t.Errorf("the second execution saw %+v, want the first payout", p)
 		}
@@ -66,7 +66,7 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 		t.Fatalf("read back %+v %v", stored, err)
 	}
 	stored.CreatedAt = want.CreatedAt
-	if !reflect.DeepEqual(stored, want) {
+	if !reflect.DeepEqual(stored.StoredPayout, want) {
 		t.Fatalf("read back %+v, want %+v", stored, want)
 	}
 	for _, stmt := range []string{
@@ -106,8 +106,8 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 	columns := []string{"id", "quote_id", "key_id", "beneficiary_name", "beneficiary", "chain", "crypto_currency", "fiat_currency",
 		"country", "crypto_amount", "fiat_amount", "rail", "estimated_settlement", "status", "quote_expires_at", "created_at",
 		"reference", "deposit_address", "deposit_expires_at", "deposit_tx_hash", "completed_at", "failure_reason", "return_reason",
-		"status_at"}
-	arrived := map[string]string{"deposit_tx_hash": "'0xab'"}
+		"status_at", "handover_at", "handed_over_at", "return_code", "refund_address", "deposit_amount"}
+	arrived := map[string]string{"deposit_tx_hash": "'0xab'", "handover_at": "created_at", "handed_over_at": "created_at"}
 	with := func(base map[string]string, more map[string]string) map[string]string {
 		m := map[string]string{}
 		maps.Copy(m, base)
@@ -129,6 +129,15 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 		{"payouts_failure_reason", with(arrived, map[string]string{"status": "'processing'", "failure_reason": "'name_mismatch'"})},
 		{"payouts_return_reason", with(arrived, map[string]string{"status": "'completed'", "completed_at": "created_at",
 			"return_reason": "'refused_by_beneficiary'"})},
+		{"payouts_deposit_arrived", map[string]string{"status": "'expired'", "deposit_tx_hash": "'0xab'"}},
+		{"payouts_handover_after_deposit", map[string]string{"handover_at": "created_at"}},
+		{"payouts_handed_over_after_intent", map[string]string{"deposit_tx_hash": "'0xab'", "handed_over_at": "created_at"}},
+		{"payouts_processing_handed_over", map[string]string{"status": "'processing'", "deposit_tx_hash": "'0xab'", "handover_at": "created_at"}},
+		{"payouts_short_not_handed_over", with(arrived, map[string]string{"status": "'failed'", "failure_reason": "'deposit_short'",
+			"handed_over_at": "NULL"})},
+		{"payouts_return_code", map[string]string{"return_code": "'R02'"}},
+		{"payouts_refund_address", map[string]string{"refund_address": "'0x12'"}},
+		{"payouts_deposit_amount", map[string]string{"deposit_amount": "'ten'"}},
 	}
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
@@ -226,7 +235,7 @@ func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := svc.Execute(ctx, acme, ada); err != nil || p != first {
+	if p, err := svc.Execute(ctx, acme, ada); err != nil || !reflect.DeepEqual(p, first) {
 		t.Errorf("the same beneficiary after Redis lost everything: %+v %v, want %+v", p, err, first)
 	}
 	if _, err := svc.Execute(ctx, acme, pay(executed, "Eve", "DE12500105170648489890")); code(err) != "quote_already_executed" {

@@ -1,10 +1,11 @@
 // Package quote is the machinery the payout and deposit quotes share: quote
-// ids, open instances (offers), closing an executed one, and tombstones.
+// ids, open offers, closing an executed one, and tombstones.
 //
-// A quote is a fixed offer. While it is open, the same request from the same
-// key answers the same instance: same id, same expiry, same figures. Once it
-// has been closed (a payout is executing it) or has expired, the same
-// request opens a new instance with a new id, so no id is ever priced twice.
+// A quote is a fixed offer. Every quote request opens a new one (DESIGN
+// §3): two identical payouts quoted at once are two quotes, each executable
+// once; a retry that must not open a second quote carries an
+// Idempotency-Key and is answered the first one. No id is ever priced
+// twice.
 //
 // Offers are short-lived and may be lost without harm: a lost offer makes
 // its id unknown (quote again), never repriced. What an executed quote
@@ -12,16 +13,14 @@
 // book's.
 //
 // An id is <prefix>_<chain>_<32 hex>: 16 bytes of HMAC-SHA256 under the
-// server secret. The first 2 bytes come from the key id and the canonical
-// request (they are the same for every instance of one request); the other
-// 14 from the key id, the canonical request and the instance's random nonce.
-// Nobody without the secret can make one, and none repeats.
+// server secret of the key id, the canonical request and the quote's random
+// nonce; its first 2 bytes are also its keys' hash tag. Nobody without the
+// secret can make one, and none repeats.
 //
 // Storage (Redis): every key of one quote carries the same hash tag, the
 // first 4 hex of its id, so each operation below is one Lua script on one
 // cluster slot — atomic on a single node and on a Redis Cluster alike:
 //
-//	<p>:{tag}:s:<slot>   the open instance of a request: its id (expires with it)
 //	<p>:{tag}:q:<id>     the open quote: owner and the caller's record (expires with it)
 //	<p>:{tag}:x:<id>     closed: a payout is executing it (expires with the quote)
 //	<p>:{tag}:t:<day>    tombstones of the quotes expiring that UTC day, packed
@@ -127,29 +126,24 @@ func keyPrefix(k Kind, raw []byte) string {
 	return k.Prefix + ":{" + hex.EncodeToString(raw[:tagBytes]) + "}:"
 }
 
-// Offer is an open quote instance.
+// Offer is an open quote.
 type Offer struct {
 	ID string
-	// Record is the caller's record of the instance: the one just built, or
-	// the one of the instance that was already open.
+	// Record is the caller's record of the quote (build's).
 	Record []byte
-	// New is true when this call opened the instance.
-	New bool
 }
 
-// Open answers the open instance of canonical (the request, canonical
-// form) for keyID, or opens a new one that lives ttl. build makes the
-// caller's record of a new instance from its id and expiry.
+// Open opens a new quote of canonical (the request, canonical form) for
+// keyID, alive ttl. build makes the caller's record of it from its id and
+// expiry.
 func (b *Book) Open(ctx context.Context, k Kind, keyID string, chain int64, canonical string, ttl time.Duration,
 	build func(id string, expiresAt time.Time) ([]byte, error)) (Offer, error) {
-	slot := b.mac(k.Prefix+"/slot", keyID, canonical)[:idBytes]
 	var nonce [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return Offer{}, err
 	}
 	id := ID{Kind: k, Chain: chain}
-	copy(id.raw[:tagBytes], slot)
-	copy(id.raw[tagBytes:], b.mac(k.Prefix+"/v2", keyID, canonical, string(nonce[:])))
+	copy(id.raw[:], b.mac(k.Prefix+"/v3", keyID, canonical, string(nonce[:])))
 	now := b.now()
 	expires := now.UTC().Add(ttl).Truncate(time.Second)
 	life := expires.Sub(now)
@@ -161,41 +155,27 @@ func (b *Book) Open(ctx context.Context, k Kind, keyID string, chain int64, cano
 		return Offer{}, err
 	}
 	owner := b.owner(keyID)
-	p := keyPrefix(k, slot)
+	p := keyPrefix(k, id.raw[:])
 	tomb := make([]byte, 0, tombSize)
 	tomb = append(tomb, id.raw[tagBytes:tagBytes+tombIDBytes]...)
 	tomb = append(tomb, owner...)
 	tomb = binary.BigEndian.AppendUint32(tomb, uint32(expires.Add(TombstoneLife).Unix()))
 	day := expires.Unix() / 86400
-	res, err := openScript.Run(ctx, b.rdb,
-		[]string{p + "s:" + hex.EncodeToString(slot), p + "t:" + strconv.FormatInt(day, 10)},
-		p, id.String(), string(owner)+string(record), life.Milliseconds(), string(tomb), (day+2)*86400,
-	).Slice()
-	if err != nil {
+	if err := openScript.Run(ctx, b.rdb, []string{p + "q:" + id.String(), p + "t:" + strconv.FormatInt(day, 10)},
+		string(owner)+string(record), life.Milliseconds(), string(tomb), (day+2)*86400).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return Offer{}, fmt.Errorf("open quote: %w", err)
 	}
-	got, _ := res[1].(string)
-	if len(got) < ownerBytes {
-		return Offer{}, errors.New("open quote: short record")
-	}
-	return Offer{ID: res[0].(string), Record: []byte(got[ownerBytes:]), New: res[0].(string) == id.String()}, nil
+	return Offer{ID: id.String(), Record: record}, nil
 }
 
-// openScript answers the slot's instance while it is open and not closed;
-// otherwise it stores the new instance, points the slot at it and appends
-// its tombstone. KEYS: slot, tombstone bucket. ARGV: key prefix, new id,
-// owner+record, life (ms), tombstone, bucket expiry (unix s).
+// openScript stores a new quote and appends its tombstone. KEYS: the
+// quote, its tombstone bucket. ARGV: owner+record, life (ms), tombstone,
+// bucket expiry (unix s).
 var openScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur and redis.call('EXISTS', ARGV[1] .. 'x:' .. cur) == 0 then
-  local rec = redis.call('GET', ARGV[1] .. 'q:' .. cur)
-  if rec then return {cur, rec} end
-end
-redis.call('SET', ARGV[1] .. 'q:' .. ARGV[2], ARGV[3], 'PX', ARGV[4])
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])
-redis.call('APPEND', KEYS[2], ARGV[5])
-redis.call('EXPIREAT', KEYS[2], ARGV[6])
-return {ARGV[2], ARGV[3]}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('APPEND', KEYS[2], ARGV[3])
+redis.call('EXPIREAT', KEYS[2], ARGV[4])
+return 1
 `)
 
 // State is what a quote id is now, for the key that asks.
@@ -266,9 +246,8 @@ return {'unknown'}
 `)
 
 // Close marks an open quote (parsed id) as being executed for by (a
-// digest of the beneficiary), before its payout commits: the same request
-// then opens a new instance, so a second identical payout is a new quote
-// and never the first one's. The mark lives as long as the offer and binds
+// digest of the beneficiary), before its payout commits. The mark lives
+// as long as the offer and binds
 // the quote to its beneficiary: closing it for anyone else answers false,
 // even when the payout of the first did not survive a database failover
 // (its commit was never acknowledged), so the quote is never paid to

@@ -1,0 +1,394 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The payout finishes on its own, and its stablecoins always have a way
+// home (DESIGN §3): a worker moves every payout on the provider's word, reads
+// never call the provider, and every deposit that will not be paid out is
+// refunded.
+
+// payoutStatus is a payout's status answer, decoded.
+type payoutStatus struct {
+	PayoutID      string `json:"payoutId"`
+	Status        string `json:"status"`
+	FailureReason string `json:"failureReason"`
+	ReturnReason  string `json:"returnReason"`
+	ReturnCode    string `json:"returnCode"`
+	DepositTxHash string `json:"depositTxHash"`
+	History       []struct {
+		Status string `json:"status"`
+	} `json:"history"`
+	Refunds []struct {
+		RefundID       string `json:"refundId"`
+		Status         string `json:"status"`
+		Reason         string `json:"reason"`
+		Amount         string `json:"amount"`
+		CryptoCurrency string `json:"cryptoCurrency"`
+		Address        string `json:"address"`
+		TxHash         string `json:"txHash"`
+		SentAt         string `json:"sentAt"`
+	} `json:"refunds"`
+}
+
+func decodeStatus(t *testing.T, r response) payoutStatus {
+	t.Helper()
+	var st payoutStatus
+	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &st) != nil {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	return st
+}
+
+// newPayout quotes and executes a payout to Ada (with a refund address
+// when one is given) and returns its id.
+func (s *stack) newPayout(key, amount string, refundAddress string) string {
+	s.t.Helper()
+	q := s.quoteID(key, eur(amount))
+	body := `{"quoteId":"` + q + `","beneficiary":{"name":"Ada Lovelace","iban":"DE89370400440532013000"}`
+	if refundAddress != "" {
+		body += `,"refundAddress":"` + refundAddress + `"`
+	}
+	r := s.post(executePath, key, body+"}")
+	id := payoutOf(r.Body)
+	if r.Status != 200 || id == "" {
+		s.t.Fatalf("execute: %d %s", r.Status, r.Body)
+	}
+	return id
+}
+
+func (s *stack) payoutStatus(key, id string) payoutStatus {
+	s.t.Helper()
+	return decodeStatus(s.t, s.post("/v1/bank/payout/status", key, `{"payoutId":"`+id+`"}`))
+}
+
+// A deposited payout appears under status=completed in the list within
+// 5 s of the provider settling it, with no status call made; and every
+// status and list answers at once, with the last known status, while the
+// provider is frozen (SIGSTOP).
+func TestThePayoutMovesOnItsOwn(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank,fiat,card", "--source-chains", "84532", "--destination-chains", "84532",
+		"--tokens", "84532:"+baseUSDC, "--rate", "1000", "--max-execution-usd", "1000000")
+	id := s.newPayout(key, "75", "")
+	dep := decodeStatus(t, s.post("/v1/sandbox/payouts/deposit", key, `{"payoutId":"`+id+`"}`))
+	if dep.Status != "processing" {
+		t.Fatalf("the deposit: %+v", dep)
+	}
+	deposited := time.Now()
+	// The sandbox provider settles SANDBOX_PAYOUT_SETTLE (3 s) after it
+	// took the payout; only the list is read meanwhile.
+	var listed time.Time
+	if !eventually(20*time.Second, func() bool {
+		r := s.get("/v1/bank/payouts?status=completed", key)
+		if strings.Contains(r.Body, id) {
+			listed = time.Now()
+			return true
+		}
+		return false
+	}) {
+		t.Fatalf("the payout never appeared under status=completed")
+	}
+	// The stack's sandbox provider settles 300 ms after it took a payout.
+	if late := listed.Sub(deposited.Add(300 * time.Millisecond)); late > 5*time.Second {
+		t.Errorf("listed as completed %.2fs after the provider settled it, want within 5 s", late.Seconds())
+	}
+	t.Logf("deposited, then listed as completed %.2fs later (the provider settles 0.3 s after the deposit), no status call made",
+		listed.Sub(deposited).Seconds())
+
+	// Freeze the provider: every read still answers at once.
+	waiting := s.newPayout(key, "76", "")
+	order := decodeOK(t, s.post("/v1/orders", key, `{"direction":"buy","cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100","walletAddress":"`+orderWallet+`"}`))["orderId"].(string)
+	bank := s.Services["sandboxbank"]
+	if err := bank.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer bank.Signal(syscall.SIGCONT)
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/bank/payout/status", `{"payoutId":"` + id + `"}`},
+		{"POST", "/v1/bank/payout/status", `{"payoutId":"` + waiting + `"}`},
+		{"GET", "/v1/bank/payouts", ""},
+		{"POST", "/v1/orders/status", `{"orderId":"` + order + `"}`},
+		{"GET", "/v1/orders", ""},
+		{"GET", "/v1/fiat/accounts", ""},
+		{"GET", "/v1/fiat/virtual-accounts", ""},
+		{"GET", "/v1/fiat/deposits", ""},
+	} {
+		start := time.Now()
+		got := s.do(r.method, r.path, key, r.body)
+		if took := time.Since(start); got.Status != 200 || took > time.Second {
+			t.Errorf("%s %s with the provider frozen: %d in %.2fs, want 200 within a second", r.method, r.path, got.Status, took.Seconds())
+		}
+	}
+	if st := s.payoutStatus(key, id); st.Status != "completed" {
+		t.Errorf("a completed payout, the provider frozen: %s", st.Status)
+	}
+}
+
+// Every way a payout's deposit does not pay its beneficiary ends with the
+// refund DESIGN §3 describes, sent with its hash once an address is known:
+// a failed payout, a returned one (with its rail's code), a short deposit,
+// an excess, a late one and a wrong token.
+func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000", "--max-execution-usd", "1000000")
+	addr := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+	type refund struct{ reason, amount, token string }
+	cases := []struct {
+		name, deposit string
+		withAddress   bool
+		status        string
+		refunds       []refund
+	}{
+		{"failed", `"outcome":"failed","reason":"name_mismatch"`, true, "failed", []refund{{"payout_failed", "1234567.89", "USDC"}}},
+		{"returned", `"outcome":"returned","reason":"account_closed"`, false, "returned", []refund{{"payout_returned", "1234567.89", "USDC"}}},
+		{"short", `"amount":"100"`, true, "failed", []refund{{"deposit_short", "100", "USDC"}}},
+		{"excess", `"amount":"1234600.00"`, true, "completed", []refund{{"deposit_excess", "32.11", "USDC"}}},
+		{"late", "", false, "expired", []refund{{"deposit_late", "1234567.89", "USDC"}}},
+		{"wrong token", `"cryptoCurrency":"EURC"`, true, "awaiting_deposit", []refund{{"deposit_wrong_token", "1234567.89", "EURC"}}},
+	}
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		wg.Go(func() {
+			a := ""
+			if c.withAddress {
+				a = addr
+			}
+			id := s.newPayout(key, fmt.Sprintf("8%d", i), a)
+			if c.name == "late" {
+				if r := s.post("/v1/sandbox/payouts/expire", key, `{"payoutId":"`+id+`"}`); r.Status != 200 || !strings.Contains(r.Body, `"status":"expired"`) {
+					t.Errorf("expire: %d %s", r.Status, r.Body)
+					return
+				}
+			}
+			body := `{"payoutId":"` + id + `"`
+			if c.deposit != "" {
+				body += "," + c.deposit
+			}
+			if r := s.post("/v1/sandbox/payouts/deposit", key, body+"}"); r.Status != 200 {
+				t.Errorf("%s: the deposit: %d %s", c.name, r.Status, r.Body)
+				return
+			}
+			var st payoutStatus
+			done := func() bool {
+				st = decodeStatus(t, s.post("/v1/bank/payout/status", key, `{"payoutId":"`+id+`"}`))
+				if st.Status != c.status || len(st.Refunds) != len(c.refunds) {
+					return false
+				}
+				for _, r := range st.Refunds {
+					if (c.withAddress && r.Status != "sent") || (!c.withAddress && r.Status != "awaiting_address") {
+						return false
+					}
+				}
+				return true
+			}
+			if !eventually(30*time.Second, done) {
+				t.Errorf("%s: %+v, want %s with %v", c.name, st, c.status, c.refunds)
+				return
+			}
+			for j, r := range st.Refunds {
+				want := c.refunds[j]
+				if r.Reason != want.reason || r.Amount != want.amount || r.CryptoCurrency != want.token || !strings.HasPrefix(r.RefundID, "rf_") {
+					t.Errorf("%s: refund %+v, want %+v", c.name, r, want)
+				}
+				if c.withAddress && (r.Address != addr || len(r.TxHash) != 66 || r.SentAt == "") {
+					t.Errorf("%s: a sent refund %+v", c.name, r)
+				}
+			}
+			if c.name == "returned" && (st.ReturnReason != "account_closed" || st.ReturnCode != "AC04") {
+				t.Errorf("returned: reason %q code %q, want account_closed AC04", st.ReturnReason, st.ReturnCode)
+			}
+			if !c.withAddress {
+				// The address, set now, once: the refund is sent.
+				r := s.post("/v1/bank/payout/refund-address", key, `{"payoutId":"`+id+`","address":"`+addr+`"}`)
+				if r.Status != 200 {
+					t.Errorf("%s: refund address: %d %s", c.name, r.Status, r.Body)
+					return
+				}
+				if again := s.post("/v1/bank/payout/refund-address", key, `{"payoutId":"`+id+`","address":"0x000000000000000000000000000000000000dEaD"}`); again.Status != 409 ||
+					!strings.Contains(again.Body, `"code":"refund_address_locked"`) {
+					t.Errorf("%s: another address: %d %s", c.name, again.Status, again.Body)
+				}
+				if !eventually(30*time.Second, func() bool {
+					st = s.payoutStatus(key, id)
+					return len(st.Refunds) == 1 && st.Refunds[0].Status == "sent" && st.Refunds[0].Address == addr && len(st.Refunds[0].TxHash) == 66
+				}) {
+					t.Errorf("%s: after the address: %+v", c.name, st.Refunds)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// The payout service is SIGKILLed again and again while payouts are
+// deposited, handed over, settled, failed, returned and refunded, and the
+// sandbox provider is restarted empty once their hand-overs are confirmed:
+// every payout is handed over exactly once (never sent again, even to a
+// provider that forgot it) and ends in one final status (or stays as last
+// known, for the ones the provider forgot), with each refund it owes once,
+// never beside a completed payout (the refund of an excess aside).
+func TestKillsLoseAndDoubleNothing(t *testing.T) {
+	s := startStack(t, withEnv("SANDBOX_PAYOUT_SETTLE", "1s"))
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000000")
+	addr := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+	outcomes := []string{``, `"outcome":"failed","reason":"account_closed"`, `"outcome":"returned","reason":"refused_by_beneficiary"`, `"amount":"10"`, `"amount":"1234570.00"`}
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, s.newPayout(key, fmt.Sprintf("%d.%02d", 90+i/100, i%100), addr))
+	}
+	payout := s.Services["payout"]
+	kill := func() {
+		if err := payout.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		payout.Wait(10 * time.Second)
+		if err := payout.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := payout.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deposits, six at a time, with the service killed as soon as the
+	// first of each six is answered: the others are between their deposit,
+	// their hand-over and their move, and the ones before are settling,
+	// failing, coming back and being refunded.
+	deposit := func(i int, id string) {
+		body := `{"payoutId":"` + id + `"`
+		if o := outcomes[i%len(outcomes)]; o != "" {
+			body += "," + o
+		}
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+			if r := s.do("POST", "/v1/sandbox/payouts/deposit", key, body+"}", "Idempotency-Key", "dep-"+id); r.Status == 200 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("%s: no deposit answered within 60 s", id)
+	}
+	for g := 0; g < len(ids); g += 6 {
+		answered := make(chan struct{}, 6)
+		var wg sync.WaitGroup
+		for i := g; i < min(g+6, len(ids)); i++ {
+			wg.Go(func() { deposit(i, ids[i]); answered <- struct{}{} })
+		}
+		<-answered
+		kill()
+		wg.Wait()
+	}
+	kill() // once more, with hand-overs, settlements and refunds in flight
+	final := map[string]bool{"completed": true, "failed": true, "returned": true}
+	settled := func() bool {
+		for _, id := range ids {
+			st := s.payoutStatus(key, id)
+			if !final[st.Status] {
+				return false
+			}
+			for _, r := range st.Refunds {
+				if r.Status != "sent" {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if !eventually(90*time.Second, settled) {
+		t.Fatal("not every payout reached its final status, with its refunds sent, within 90 s")
+	}
+	// Each payout was handed over once: the provider made one payout per
+	// hand-over (a retry keyed by the payout id is answered the one it
+	// has), every short one aside.
+	bank := s.Services["sandboxbank"]
+	short := 0
+	for i := range ids {
+		if strings.Contains(outcomes[i%len(outcomes)], `"amount":"10"`) {
+			short++
+		}
+	}
+	if made, _ := metricValue(s.metrics("sandboxbank"), "partnerapi_http_requests_total", map[string]string{"route": "POST /v1/payouts", "code": "201"}); int(made) != len(ids)-short {
+		t.Errorf("the provider made %v payouts, want %d: one per hand-over", made, len(ids)-short)
+	}
+	// The provider restarts empty: no payout it confirmed is sent again;
+	// the ones still asked about (completed, for a return) are incidents.
+	bank.Stop()
+	if err := bank.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bank.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	kill()
+	if !eventually(30*time.Second, func() bool {
+		v, ok := metricValue(s.metrics("payout"), "partnerapi_payout_provider_missing_total", nil)
+		return ok && v > 0
+	}) {
+		t.Error("no payout the restarted provider forgot was counted as missing")
+	}
+	if v, _ := metricValue(s.metrics("sandboxbank"), "partnerapi_http_requests_total", map[string]string{"route": "POST /v1/payouts"}); v != 0 {
+		t.Errorf("the provider, restarted empty, was handed %v payouts again", v)
+	}
+	for _, id := range ids {
+		if st := s.payoutStatus(key, id); !final[st.Status] {
+			t.Errorf("%s: %s after the provider forgot it, want its final status as last known", id, st.Status)
+		}
+	}
+
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, s.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT p.id, p.status, p.handed_over_at IS NOT NULL, COALESCE(p.failure_reason, ''),
+			(SELECT count(*) FROM payout_history h WHERE h.payout_id = p.id),
+			(SELECT string_agg(r.reason, ',' ORDER BY r.reason) FROM payout_refunds r WHERE r.payout_id = p.id)
+		FROM payouts p WHERE key_id = 'acme'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for rows.Next() {
+		var id, status, failure string
+		var handed bool
+		var moves int
+		var reasons *string
+		if err := rows.Scan(&id, &status, &handed, &failure, &moves, &reasons); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		got := ""
+		if reasons != nil {
+			got = *reasons
+		}
+		want := map[string]string{"completed": "", "failed": "payout_failed", "returned": "payout_returned"}[status]
+		switch {
+		case failure == "deposit_short":
+			want = "deposit_short"
+			if handed {
+				t.Errorf("%s: a short deposit was handed over", id)
+			}
+		case !handed:
+			t.Errorf("%s: %s without the provider having it", id, status)
+		}
+		if strings.Contains(got, "deposit_excess") {
+			got = strings.TrimPrefix(strings.TrimSuffix(strings.ReplaceAll(got, "deposit_excess", ""), ","), ",")
+		}
+		if got != want {
+			t.Errorf("%s: %s with refunds %q, want %q (each once)", id, status, got, want)
+		}
+	}
+	if seen != len(ids) {
+		t.Errorf("%d payouts in the database, want %d", seen, len(ids))
+	}
+}
