@@ -28,7 +28,8 @@ build:
 CLUSTER_TESTS := TestQuote|TestQuoteTTLIsConfigurable|TestDepositQuote|TestExpiredQuoteIsRefusedNeverRepriced|TestPayoutExecution|\
 	TestASecondIdenticalPayoutIsNotMergedIntoTheFirst|TestConcurrentExecutionsWithMixedBeneficiaries|TestAnAcknowledgedPayoutOutlivesKill9OfRedis|\
 	TestIdempotencyOfExecution|TestEveryRailCanBePaidAndLands|TestAGeneratedClientCompletesThePayout|TestPayoutsAreListedThroughTheClientsIterator|\
-	TestRateLimitPerKey|TestTwoGatewaysShareOneBucketPerKey|TestRedisKilledOrFrozenUnderLoad|TestChecksInContractOrder
+	TestRateLimitPerKey|TestTwoGatewaysShareOneBucketPerKey|TestRedisKilledOrFrozenUnderLoad|TestChecksInContractOrder|\
+	TestValidateBeforeAnyoneDeposits
 empty :=
 space := $(empty) $(empty)
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"time"
 )
 
 // WithAPIKey authenticates every call with the partner key
@@ -191,6 +192,51 @@ func paged[T any](after *string, fetch func(after *string) ([]T, bool, *string, 
 				return
 			}
 			after = next
+		}
+	}
+}
+
+// FollowEvents follows the key's events feed (GET /v1/events) from
+// params.StartingAfter (nil: from the oldest event kept) until ctx ends:
+// each page that holds events, oldest first, asking again at once while
+// the feed has more and every between polls when it has none. Handle a
+// page's events, then keep its NextCursor: passed back as StartingAfter,
+// it resumes the feed after them, none skipped and none twice. An error
+// ends the iteration (a 410 cursor_expired: start again without a cursor
+// and reconcile with the lists).
+func (c *ClientWithResponses) FollowEvents(ctx context.Context, params *ListEventsParams, every time.Duration, reqEditors ...RequestEditorFn) iter.Seq2[EventList, error] {
+	var p ListEventsParams
+	if params != nil {
+		p = *params
+	}
+	return func(yield func(EventList, error) bool) {
+		for {
+			r, err := c.ListEventsWithResponse(ctx, &p, reqEditors...)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				yield(EventList{}, err)
+				return
+			case r.JSON200 == nil:
+				yield(EventList{}, ErrorOf(r.HTTPResponse, r.Body))
+				return
+			}
+			page := *r.JSON200
+			if len(page.Data) > 0 && !yield(page, nil) {
+				return
+			}
+			p.StartingAfter = &page.NextCursor
+			if page.HasMore {
+				continue
+			}
+			t := time.NewTimer(every)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 	}
 }

@@ -79,6 +79,36 @@ func (e BankPayoutStatusReturnReason) Valid() bool {
 	}
 }
 
+// Defines values for BeneficiaryProblemCode.
+const (
+	CountryMismatch BeneficiaryProblemCode = "country_mismatch"
+	InvalidChecksum BeneficiaryProblemCode = "invalid_checksum"
+	InvalidFormat   BeneficiaryProblemCode = "invalid_format"
+	Required        BeneficiaryProblemCode = "required"
+	TooLong         BeneficiaryProblemCode = "too_long"
+	UnknownField    BeneficiaryProblemCode = "unknown_field"
+)
+
+// Valid indicates whether the value is a known member of the BeneficiaryProblemCode enum.
+func (e BeneficiaryProblemCode) Valid() bool {
+	switch e {
+	case CountryMismatch:
+		return true
+	case InvalidChecksum:
+		return true
+	case InvalidFormat:
+		return true
+	case Required:
+		return true
+	case TooLong:
+		return true
+	case UnknownField:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CardCorridorDirections.
 const (
 	CardCorridorDirectionsBuy  CardCorridorDirections = "buy"
@@ -366,12 +396,15 @@ func (e Error409ErrorCode) Valid() bool {
 
 // Defines values for Error410ErrorCode.
 const (
-	Error410ErrorCodeQuoteExpired Error410ErrorCode = "quote_expired"
+	Error410ErrorCodeCursorExpired Error410ErrorCode = "cursor_expired"
+	Error410ErrorCodeQuoteExpired  Error410ErrorCode = "quote_expired"
 )
 
 // Valid indicates whether the value is a known member of the Error410ErrorCode enum.
 func (e Error410ErrorCode) Valid() bool {
 	switch e {
+	case Error410ErrorCodeCursorExpired:
+		return true
 	case Error410ErrorCodeQuoteExpired:
 		return true
 	default:
@@ -544,6 +577,99 @@ func (e ErrorEnvelopeErrorCode) Valid() bool {
 	case ErrorEnvelopeErrorCodeUnauthorized:
 		return true
 	case ErrorEnvelopeErrorCodeVirtualAccountNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventType.
+const (
+	EventTypeConsentPending                       EventType = "consent.pending"
+	EventTypeConsentReturned                      EventType = "consent.returned"
+	EventTypeFiatAccountActive                    EventType = "fiat_account.active"
+	EventTypeFiatAccountConsentRequired           EventType = "fiat_account.consent_required"
+	EventTypeFiatAccountIdentityPending           EventType = "fiat_account.identity_pending"
+	EventTypeFiatAccountRejected                  EventType = "fiat_account.rejected"
+	EventTypeFiatDepositAwaitingDeposit           EventType = "fiat_deposit.awaiting_deposit"
+	EventTypeFiatDepositFunded                    EventType = "fiat_deposit.funded"
+	EventTypeOrderAwaitingDeposit                 EventType = "order.awaiting_deposit"
+	EventTypeOrderAwaitingPayment                 EventType = "order.awaiting_payment"
+	EventTypeOrderCompleted                       EventType = "order.completed"
+	EventTypeOrderExpired                         EventType = "order.expired"
+	EventTypeOrderFailed                          EventType = "order.failed"
+	EventTypeOrderProcessing                      EventType = "order.processing"
+	EventTypePayoutAwaitingDeposit                EventType = "payout.awaiting_deposit"
+	EventTypePayoutCompleted                      EventType = "payout.completed"
+	EventTypePayoutExpired                        EventType = "payout.expired"
+	EventTypePayoutFailed                         EventType = "payout.failed"
+	EventTypePayoutProcessing                     EventType = "payout.processing"
+	EventTypePayoutRefundAwaitingAddress          EventType = "payout.refund.awaiting_address"
+	EventTypePayoutRefundPending                  EventType = "payout.refund.pending"
+	EventTypePayoutRefundSent                     EventType = "payout.refund.sent"
+	EventTypePayoutReturned                       EventType = "payout.returned"
+	EventTypeVirtualAccountActive                 EventType = "virtual_account.active"
+	EventTypeVirtualAccountConsentRequired        EventType = "virtual_account.consent_required"
+	EventTypeVirtualAccountFundingAwaitingDeposit EventType = "virtual_account.funding.awaiting_deposit"
+	EventTypeVirtualAccountFundingFunded          EventType = "virtual_account.funding.funded"
+)
+
+// Valid indicates whether the value is a known member of the EventType enum.
+func (e EventType) Valid() bool {
+	switch e {
+	case EventTypeConsentPending:
+		return true
+	case EventTypeConsentReturned:
+		return true
+	case EventTypeFiatAccountActive:
+		return true
+	case EventTypeFiatAccountConsentRequired:
+		return true
+	case EventTypeFiatAccountIdentityPending:
+		return true
+	case EventTypeFiatAccountRejected:
+		return true
+	case EventTypeFiatDepositAwaitingDeposit:
+		return true
+	case EventTypeFiatDepositFunded:
+		return true
+	case EventTypeOrderAwaitingDeposit:
+		return true
+	case EventTypeOrderAwaitingPayment:
+		return true
+	case EventTypeOrderCompleted:
+		return true
+	case EventTypeOrderExpired:
+		return true
+	case EventTypeOrderFailed:
+		return true
+	case EventTypeOrderProcessing:
+		return true
+	case EventTypePayoutAwaitingDeposit:
+		return true
+	case EventTypePayoutCompleted:
+		return true
+	case EventTypePayoutExpired:
+		return true
+	case EventTypePayoutFailed:
+		return true
+	case EventTypePayoutProcessing:
+		return true
+	case EventTypePayoutRefundAwaitingAddress:
+		return true
+	case EventTypePayoutRefundPending:
+		return true
+	case EventTypePayoutRefundSent:
+		return true
+	case EventTypePayoutReturned:
+		return true
+	case EventTypeVirtualAccountActive:
+		return true
+	case EventTypeVirtualAccountConsentRequired:
+		return true
+	case EventTypeVirtualAccountFundingAwaitingDeposit:
+		return true
+	case EventTypeVirtualAccountFundingFunded:
 		return true
 	default:
 		return false
@@ -922,6 +1048,30 @@ func (e OrderStateStatus) Valid() bool {
 	case OrderStateStatusFailed:
 		return true
 	case OrderStateStatusProcessing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayeeNameCheckResult.
+const (
+	CloseMatch  PayeeNameCheckResult = "close_match"
+	Match       PayeeNameCheckResult = "match"
+	NoMatch     PayeeNameCheckResult = "no_match"
+	NotPossible PayeeNameCheckResult = "not_possible"
+)
+
+// Valid indicates whether the value is a known member of the PayeeNameCheckResult enum.
+func (e PayeeNameCheckResult) Valid() bool {
+	switch e {
+	case CloseMatch:
+		return true
+	case Match:
+		return true
+	case NoMatch:
+		return true
+	case NotPossible:
 		return true
 	default:
 		return false
@@ -1736,6 +1886,40 @@ type BankPayoutStatusRequest struct {
 	PayoutId string `json:"payoutId"`
 }
 
+// BankPayoutValidateRequest defines model for BankPayoutValidateRequest.
+type BankPayoutValidateRequest struct {
+	// Beneficiary The beneficiary to check, as execution would take it. Any object is accepted here, and each of its problems is answered in `errors`.
+	Beneficiary map[string]interface{} `json:"beneficiary"`
+	QuoteId     string                 `json:"quoteId"`
+}
+
+// BankPayoutValidation defines model for BankPayoutValidation.
+type BankPayoutValidation struct {
+	// Environment The deployment that answered.
+	Environment Environment          `json:"environment"`
+	Errors      []BeneficiaryProblem `json:"errors"`
+
+	// NameCheck The payee's bank's word on the beneficiary's name, on the rails that have a payee check.
+	NameCheck *PayeeNameCheck `json:"nameCheck,omitempty"`
+
+	// Valid True when `errors` is empty.
+	Valid bool `json:"valid"`
+}
+
+// BeneficiaryProblem defines model for BeneficiaryProblem.
+type BeneficiaryProblem struct {
+	Code BeneficiaryProblemCode `json:"code"`
+
+	// Field The field, as execution's message names it (`beneficiary.iban`, `beneficiary.address.postalCode`).
+	Field string `json:"field"`
+
+	// Message What is wrong, in execution's words.
+	Message string `json:"message"`
+}
+
+// BeneficiaryProblemCode defines model for BeneficiaryProblem.Code.
+type BeneficiaryProblemCode string
+
 // CardCorridor A card route, what the hosted card page offers in it, its directions and per-order limits (major units of `fiatCurrency`).
 type CardCorridor struct {
 	// Countries The cardholders' countries it serves.
@@ -1832,6 +2016,8 @@ type ConsentLinkRequest struct {
 
 // ConsentStatus defines model for ConsentStatus.
 type ConsentStatus struct {
+	ConsentSessionId string `json:"consentSessionId"`
+
 	// Environment The deployment that answered.
 	Environment Environment        `json:"environment"`
 	State       ConsentStatusState `json:"state"`
@@ -2095,7 +2281,7 @@ type Error409 struct {
 // Error409ErrorCode defines model for Error409.Error.Code.
 type Error409ErrorCode string
 
-// Error410 A quote past its expiry: the error envelope with the codes answered with 410.
+// Error410 A quote past its expiry, or an events cursor past the feed's retention: the error envelope with the codes answered with 410.
 type Error410 struct {
 	// Environment The deployment that answered.
 	Environment Environment `json:"environment"`
@@ -2226,6 +2412,43 @@ type ErrorFields map[string]string
 
 // ErrorMessage Human-readable; the wording may change.
 type ErrorMessage = string
+
+// Event defines model for Event.
+type Event struct {
+	// CreatedAt When the change was made.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Object The record once the change committed, as its status call answers it (`payout.*`: BankPayoutStatus; `order.*`: OrderState; `consent.*`: ConsentStatus; `virtual_account.funding.*`: FiatStatus), or the on-ramp's records as their creating call does (`fiat_account.*`: FiatAccount; `virtual_account.*`: VirtualAccountActive; `fiat_deposit.*`: FiatDeposit).
+		Object Event_Data_Object `json:"object"`
+
+		// PreviousStatus The status before the change; absent for a record just made.
+		PreviousStatus *string `json:"previousStatus,omitempty"`
+	} `json:"data"`
+	Id   string    `json:"id"`
+	Type EventType `json:"type"`
+}
+
+// Event_Data_Object The record once the change committed, as its status call answers it (`payout.*`: BankPayoutStatus; `order.*`: OrderState; `consent.*`: ConsentStatus; `virtual_account.funding.*`: FiatStatus), or the on-ramp's records as their creating call does (`fiat_account.*`: FiatAccount; `virtual_account.*`: VirtualAccountActive; `fiat_deposit.*`: FiatDeposit).
+type Event_Data_Object struct {
+	union json.RawMessage
+}
+
+// EventList defines model for EventList.
+type EventList struct {
+	Data []Event `json:"data"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+
+	// HasMore More events are there now: ask again at once.
+	HasMore bool `json:"hasMore"`
+
+	// NextCursor Where to go on from: always present; with no new events, the cursor given.
+	NextCursor string `json:"nextCursor"`
+}
+
+// EventType defines model for EventType.
+type EventType string
 
 // EvmAddress An EVM address, `0x` and 40 hex digits; a mixed-case one must carry a valid EIP-55 checksum.
 //
@@ -2410,12 +2633,18 @@ type FiatStatus struct {
 
 // FiatStatusAwaitingDeposit defines model for FiatStatusAwaitingDeposit.
 type FiatStatusAwaitingDeposit struct {
+	// DepositId The one-off deposit whose funding this is (when asked by depositId).
+	DepositId *string `json:"depositId,omitempty"`
+
 	// Environment The deployment that answered.
 	Environment Environment                     `json:"environment"`
 	Status      FiatStatusAwaitingDepositStatus `json:"status"`
 
 	// Transactions The bank's raw records, for debugging. Their shape is explicitly not a contract: the fields below are what the bank sends today, typed so a client can read them, and others may appear. Ids in them are the bank's: `virtual_account_id` is the bank's id of the virtual account, not our `virtualAccountId`, and is empty for a one-off deposit; match transactions by `id`, and read amounts and the settlement from the status's own fields.
 	Transactions RawTransactions `json:"transactions"`
+
+	// VirtualAccountId The virtual account whose funding this is (when asked by virtualAccountId).
+	VirtualAccountId *string `json:"virtualAccountId,omitempty"`
 }
 
 // FiatStatusAwaitingDepositStatus defines model for FiatStatusAwaitingDeposit.Status.
@@ -2427,6 +2656,9 @@ type FiatStatusFunded struct {
 	//
 	// Examples: 100.50
 	DeliveredAmount DecimalMajorUnits `json:"deliveredAmount"`
+
+	// DepositId The one-off deposit whose funding this is (when asked by depositId).
+	DepositId *string `json:"depositId,omitempty"`
 
 	// DepositedAmount A decimal string in major units, never a JSON number.
 	//
@@ -2440,6 +2672,9 @@ type FiatStatusFunded struct {
 	// Transactions The bank's raw records, for debugging. Their shape is explicitly not a contract: the fields below are what the bank sends today, typed so a client can read them, and others may appear. Ids in them are the bank's: `virtual_account_id` is the bank's id of the virtual account, not our `virtualAccountId`, and is empty for a one-off deposit; match transactions by `id`, and read amounts and the settlement from the status's own fields.
 	Transactions RawTransactions `json:"transactions"`
 	TxHash       string          `json:"txHash"`
+
+	// VirtualAccountId The virtual account whose funding this is (when asked by virtualAccountId).
+	VirtualAccountId *string `json:"virtualAccountId,omitempty"`
 }
 
 // FiatStatusFundedStatus defines model for FiatStatusFunded.Status.
@@ -2712,6 +2947,16 @@ type OrderStatusRequest struct {
 // PartnerReference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
 type PartnerReference = string
 
+// PayeeNameCheck The payee's bank's word on the beneficiary's name, on the rails that have a payee check.
+type PayeeNameCheck struct {
+	// RegisteredName The account holder's name, with `close_match`.
+	RegisteredName *string              `json:"registeredName,omitempty"`
+	Result         PayeeNameCheckResult `json:"result"`
+}
+
+// PayeeNameCheckResult defines model for PayeeNameCheck.Result.
+type PayeeNameCheckResult string
+
 // PaymentMethods defines model for PaymentMethods.
 type PaymentMethods struct {
 	// Environment The deployment that answered.
@@ -2970,7 +3215,10 @@ type SpeiBeneficiary struct {
 type Statuses struct {
 	// Environment The deployment that answered.
 	Environment Environment `json:"environment"`
-	Resources   []struct {
+
+	// EventTypes Every type of event GET /v1/events answers, `<resource>.<status>`.
+	EventTypes []EventType `json:"eventTypes"`
+	Resources  []struct {
 		Field    StatusesResourcesField    `json:"field"`
 		Resource StatusesResourcesResource `json:"resource"`
 		Statuses []struct {
@@ -3195,6 +3443,21 @@ type DepositQuoteParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// Limit How many events a page holds: 1 to 100 (20 when left out).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// StartingAfter The nextCursor of the page before: opaque, signed, this key's and these filters' own.
+	StartingAfter *string `form:"startingAfter,omitempty" json:"startingAfter,omitempty"`
+
+	// Type An event type, or a kind followed by `.*`.
+	Type *string `form:"type,omitempty" json:"type,omitempty"`
+
+	// ObjectId A payout, order, account, virtual account, deposit or consent session id.
+	ObjectId *string `form:"objectId,omitempty" json:"objectId,omitempty"`
+}
+
 // ListFiatAccountsParams defines parameters for ListFiatAccounts.
 type ListFiatAccountsParams struct {
 	// Limit How many records a page holds: 1 to 100 (20 when left out).
@@ -3330,6 +3593,9 @@ type BankPayoutRefundAddressJSONRequestBody = BankPayoutRefundAddressRequest
 
 // BankPayoutStatusJSONRequestBody defines body for BankPayoutStatus for application/json ContentType.
 type BankPayoutStatusJSONRequestBody = BankPayoutStatusRequest
+
+// ValidateBankPayoutJSONRequestBody defines body for ValidateBankPayout for application/json ContentType.
+type ValidateBankPayoutJSONRequestBody = BankPayoutValidateRequest
 
 // DepositQuoteJSONRequestBody defines body for DepositQuote for application/json ContentType.
 type DepositQuoteJSONRequestBody = DepositQuoteRequest
@@ -4122,6 +4388,198 @@ func (t *CreateOrderRequest) UnmarshalJSON(b []byte) error {
 		}
 	}
 
+	return err
+}
+
+// AsBankPayoutStatus returns the union data inside the Event_Data_Object as a BankPayoutStatus
+func (t Event_Data_Object) AsBankPayoutStatus() (BankPayoutStatus, error) {
+	var body BankPayoutStatus
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBankPayoutStatus overwrites any union data inside the Event_Data_Object as the provided BankPayoutStatus
+func (t *Event_Data_Object) FromBankPayoutStatus(v BankPayoutStatus) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBankPayoutStatus performs a merge with any union data inside the Event_Data_Object, using the provided BankPayoutStatus
+func (t *Event_Data_Object) MergeBankPayoutStatus(v BankPayoutStatus) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderState returns the union data inside the Event_Data_Object as a OrderState
+func (t Event_Data_Object) AsOrderState() (OrderState, error) {
+	var body OrderState
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderState overwrites any union data inside the Event_Data_Object as the provided OrderState
+func (t *Event_Data_Object) FromOrderState(v OrderState) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOrderState performs a merge with any union data inside the Event_Data_Object, using the provided OrderState
+func (t *Event_Data_Object) MergeOrderState(v OrderState) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsConsentStatus returns the union data inside the Event_Data_Object as a ConsentStatus
+func (t Event_Data_Object) AsConsentStatus() (ConsentStatus, error) {
+	var body ConsentStatus
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromConsentStatus overwrites any union data inside the Event_Data_Object as the provided ConsentStatus
+func (t *Event_Data_Object) FromConsentStatus(v ConsentStatus) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeConsentStatus performs a merge with any union data inside the Event_Data_Object, using the provided ConsentStatus
+func (t *Event_Data_Object) MergeConsentStatus(v ConsentStatus) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsFiatAccount returns the union data inside the Event_Data_Object as a FiatAccount
+func (t Event_Data_Object) AsFiatAccount() (FiatAccount, error) {
+	var body FiatAccount
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromFiatAccount overwrites any union data inside the Event_Data_Object as the provided FiatAccount
+func (t *Event_Data_Object) FromFiatAccount(v FiatAccount) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeFiatAccount performs a merge with any union data inside the Event_Data_Object, using the provided FiatAccount
+func (t *Event_Data_Object) MergeFiatAccount(v FiatAccount) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsVirtualAccountActive returns the union data inside the Event_Data_Object as a VirtualAccountActive
+func (t Event_Data_Object) AsVirtualAccountActive() (VirtualAccountActive, error) {
+	var body VirtualAccountActive
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromVirtualAccountActive overwrites any union data inside the Event_Data_Object as the provided VirtualAccountActive
+func (t *Event_Data_Object) FromVirtualAccountActive(v VirtualAccountActive) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeVirtualAccountActive performs a merge with any union data inside the Event_Data_Object, using the provided VirtualAccountActive
+func (t *Event_Data_Object) MergeVirtualAccountActive(v VirtualAccountActive) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsFiatDeposit returns the union data inside the Event_Data_Object as a FiatDeposit
+func (t Event_Data_Object) AsFiatDeposit() (FiatDeposit, error) {
+	var body FiatDeposit
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromFiatDeposit overwrites any union data inside the Event_Data_Object as the provided FiatDeposit
+func (t *Event_Data_Object) FromFiatDeposit(v FiatDeposit) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeFiatDeposit performs a merge with any union data inside the Event_Data_Object, using the provided FiatDeposit
+func (t *Event_Data_Object) MergeFiatDeposit(v FiatDeposit) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsFiatStatus returns the union data inside the Event_Data_Object as a FiatStatus
+func (t Event_Data_Object) AsFiatStatus() (FiatStatus, error) {
+	var body FiatStatus
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromFiatStatus overwrites any union data inside the Event_Data_Object as the provided FiatStatus
+func (t *Event_Data_Object) FromFiatStatus(v FiatStatus) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeFiatStatus performs a merge with any union data inside the Event_Data_Object, using the provided FiatStatus
+func (t *Event_Data_Object) MergeFiatStatus(v FiatStatus) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Event_Data_Object) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Event_Data_Object) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
 	return err
 }
 
@@ -5057,6 +5515,44 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
 	BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ValidateBankPayoutWithBody Check a beneficiary before anyone deposits
+	//
+	// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+	// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+	// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+	// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+	// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+	// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+	// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+	//
+	// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+	// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+	// `409 quote_already_executed`). Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+	ValidateBankPayoutWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ValidateBankPayout Check a beneficiary before anyone deposits
+	//
+	// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+	// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+	// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+	// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+	// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+	// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+	// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+	//
+	// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+	// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+	// `409 quote_already_executed`). Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+	ValidateBankPayout(ctx context.Context, body ValidateBankPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListBankPayouts List the key's payouts
 	//
 	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
@@ -5141,6 +5637,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
 	DepositQuote(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListEvents Follow every change with one call
+	//
+	// Every status change of this key's payouts (and their refunds), card orders, fiat accounts, virtual
+	// accounts (and their funding), one-off deposits and consent sessions, oldest first. V1 sends no webhooks:
+	// poll this instead of a status call per record. Any valid key; only the key's own events.
+	//
+	// Keep polling from `nextCursor`, which is always there (with no new events it is the cursor you gave).
+	// Following it from any point within the 30-day retention, you see every event once, in order for each
+	// object, with none skipped, even while changes commit out of the order in which they began: an event is
+	// given its place in the feed only once its change has committed. Events of different records may come in
+	// another order than their `createdAt`. One service down delays its events and loses none; the others keep
+	// flowing.
+	//
+	// An event is `{id, type, createdAt, data: {object, previousStatus?}}`: `type` is `<resource>.<status>`
+	// (`GET /v1/statuses` lists them as `eventTypes`), `object` the record as its status call (or, for the
+	// on-ramp's records, its creating call) answers it once the change committed, `previousStatus` the status
+	// before (absent for a record just made). When one change moves a record through several statuses at once
+	// (a payout the provider reports returned while we had it processing), each status has its event, in
+	// order, with the same object. The `payout.refund.*` events carry the payout, its refunds in `refunds`.
+	//
+	// `type` filters by an exact type or a kind followed by `.*` (`payout.*`, `payout.refund.*`); `objectId`
+	// by a record. A cursor is bound to its key and filters: another key's, a tampered one, or one made under
+	// other filters is `400` naming `startingAfter`. Past the retention it is `410 cursor_expired`: start again
+	// without `startingAfter` and reconcile with the lists.
+	//
+	// Corresponds with GET /v1/events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListFiatAccounts List the key's onboarded users
 	//
@@ -5655,7 +6179,7 @@ type ClientInterface interface {
 
 	// ListStatuses Every status of every resource, with its meaning
 	//
-	// Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
+	// Every value the `status` (or `state`) field of each resource can take — payout, payout refund, funding, consent session, account, virtual account, deposit, order — what it means, and whether it is final; and every type of event GET /v1/events answers (`eventTypes`). Any valid key.
 	//
 	// Corresponds with GET /v1/statuses (the `ListStatuses` operationId).
 	ListStatuses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5998,6 +6522,64 @@ func (c *Client) BankPayoutStatus(ctx context.Context, body BankPayoutStatusJSON
 	return c.Client.Do(req)
 }
 
+// ValidateBankPayoutWithBody Check a beneficiary before anyone deposits
+//
+// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+//
+// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+// `409 quote_already_executed`). Needs the `bank` product.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+func (c *Client) ValidateBankPayoutWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewValidateBankPayoutRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ValidateBankPayout Check a beneficiary before anyone deposits
+//
+// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+//
+// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+// `409 quote_already_executed`). Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+func (c *Client) ValidateBankPayout(ctx context.Context, body ValidateBankPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewValidateBankPayoutRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListBankPayouts List the key's payouts
 //
 // The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
@@ -6133,6 +6715,44 @@ func (c *Client) DepositQuoteWithBody(ctx context.Context, params *DepositQuoteP
 // Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
 func (c *Client) DepositQuote(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDepositQuoteRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEvents Follow every change with one call
+//
+// Every status change of this key's payouts (and their refunds), card orders, fiat accounts, virtual
+// accounts (and their funding), one-off deposits and consent sessions, oldest first. V1 sends no webhooks:
+// poll this instead of a status call per record. Any valid key; only the key's own events.
+//
+// Keep polling from `nextCursor`, which is always there (with no new events it is the cursor you gave).
+// Following it from any point within the 30-day retention, you see every event once, in order for each
+// object, with none skipped, even while changes commit out of the order in which they began: an event is
+// given its place in the feed only once its change has committed. Events of different records may come in
+// another order than their `createdAt`. One service down delays its events and loses none; the others keep
+// flowing.
+//
+// An event is `{id, type, createdAt, data: {object, previousStatus?}}`: `type` is `<resource>.<status>`
+// (`GET /v1/statuses` lists them as `eventTypes`), `object` the record as its status call (or, for the
+// on-ramp's records, its creating call) answers it once the change committed, `previousStatus` the status
+// before (absent for a record just made). When one change moves a record through several statuses at once
+// (a payout the provider reports returned while we had it processing), each status has its event, in
+// order, with the same object. The `payout.refund.*` events carry the payout, its refunds in `refunds`.
+//
+// `type` filters by an exact type or a kind followed by `.*` (`payout.*`, `payout.refund.*`); `objectId`
+// by a record. A cursor is bound to its key and filters: another key's, a tampered one, or one made under
+// other filters is `400` naming `startingAfter`. Past the retention it is `410 cursor_expired`: start again
+// without `startingAfter` and reconcile with the lists.
+//
+// Corresponds with GET /v1/events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7006,7 +7626,7 @@ func (c *Client) SandboxPayoutExpire(ctx context.Context, body SandboxPayoutExpi
 
 // ListStatuses Every status of every resource, with its meaning
 //
-// Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
+// Every value the `status` (or `state`) field of each resource can take — payout, payout refund, funding, consent session, account, virtual account, deposit, order — what it means, and whether it is final; and every type of event GET /v1/events answers (`eventTypes`). Any valid key.
 //
 // Corresponds with GET /v1/statuses (the `ListStatuses` operationId).
 func (c *Client) ListStatuses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7304,6 +7924,46 @@ func NewBankPayoutStatusRequestWithBody(server string, contentType string, body 
 	return req, nil
 }
 
+// NewValidateBankPayoutRequest calls the generic ValidateBankPayout builder with application/json body
+func NewValidateBankPayoutRequest(server string, body ValidateBankPayoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewValidateBankPayoutRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewValidateBankPayoutRequestWithBody constructs an http.Request for the ValidateBankPayout method, with any body, and a specified content type
+func NewValidateBankPayoutRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/bank/payout/validate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListBankPayoutsRequest constructs an http.Request for the ListBankPayouts method
 func NewListBankPayoutsRequest(server string, params *ListBankPayoutsParams) (*http.Request, error) {
 	var err error
@@ -7549,6 +8209,96 @@ func NewDepositQuoteRequestWithBody(server string, params *DepositQuoteParams, c
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "startingAfter", *params.StartingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ObjectId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "objectId", *params.ObjectId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -9053,6 +9803,44 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/bank/payout/status (the `BankPayoutStatus` operationId).
 	BankPayoutStatusWithResponse(ctx context.Context, body BankPayoutStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*BankPayoutStatusResponse, error)
 
+	// ValidateBankPayoutWithBodyWithResponse Check a beneficiary before anyone deposits
+	//
+	// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+	// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+	// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+	// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+	// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+	// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+	// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+	//
+	// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+	// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+	// `409 quote_already_executed`). Needs the `bank` product.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+	ValidateBankPayoutWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ValidateBankPayoutResponse, error)
+
+	// ValidateBankPayoutWithResponse Check a beneficiary before anyone deposits
+	//
+	// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+	// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+	// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+	// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+	// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+	// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+	// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+	//
+	// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+	// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+	// `409 quote_already_executed`). Needs the `bank` product.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+	ValidateBankPayoutWithResponse(ctx context.Context, body ValidateBankPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*ValidateBankPayoutResponse, error)
+
 	// ListBankPayoutsWithResponse List the key's payouts
 	//
 	// The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
@@ -9145,6 +9933,36 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/deposit/quote (the `DepositQuote` operationId).
 	DepositQuoteWithResponse(ctx context.Context, params *DepositQuoteParams, body DepositQuoteJSONRequestBody, reqEditors ...RequestEditorFn) (*DepositQuoteResponse, error)
+
+	// ListEventsWithResponse Follow every change with one call
+	//
+	// Every status change of this key's payouts (and their refunds), card orders, fiat accounts, virtual
+	// accounts (and their funding), one-off deposits and consent sessions, oldest first. V1 sends no webhooks:
+	// poll this instead of a status call per record. Any valid key; only the key's own events.
+	//
+	// Keep polling from `nextCursor`, which is always there (with no new events it is the cursor you gave).
+	// Following it from any point within the 30-day retention, you see every event once, in order for each
+	// object, with none skipped, even while changes commit out of the order in which they began: an event is
+	// given its place in the feed only once its change has committed. Events of different records may come in
+	// another order than their `createdAt`. One service down delays its events and loses none; the others keep
+	// flowing.
+	//
+	// An event is `{id, type, createdAt, data: {object, previousStatus?}}`: `type` is `<resource>.<status>`
+	// (`GET /v1/statuses` lists them as `eventTypes`), `object` the record as its status call (or, for the
+	// on-ramp's records, its creating call) answers it once the change committed, `previousStatus` the status
+	// before (absent for a record just made). When one change moves a record through several statuses at once
+	// (a payout the provider reports returned while we had it processing), each status has its event, in
+	// order, with the same object. The `payout.refund.*` events carry the payout, its refunds in `refunds`.
+	//
+	// `type` filters by an exact type or a kind followed by `.*` (`payout.*`, `payout.refund.*`); `objectId`
+	// by a record. A cursor is bound to its key and filters: another key's, a tampered one, or one made under
+	// other filters is `400` naming `startingAfter`. Past the retention it is `410 cursor_expired`: start again
+	// without `startingAfter` and reconcile with the lists.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
 	// ListFiatAccountsWithResponse List the key's onboarded users
 	//
@@ -9673,7 +10491,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListStatusesWithResponse Every status of every resource, with its meaning
 	//
-	// Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
+	// Every value the `status` (or `state`) field of each resource can take — payout, payout refund, funding, consent session, account, virtual account, deposit, order — what it means, and whether it is final; and every type of event GET /v1/events answers (`eventTypes`). Any valid key.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10642,6 +11460,229 @@ func (r BankPayoutStatusResponse) ContentType() string {
 	return ""
 }
 
+// ValidateBankPayoutResponse200Headers the declared response headers of an HTTP 200 response for ValidateBankPayout
+type ValidateBankPayoutResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse400Headers the declared response headers of an HTTP 400 response for ValidateBankPayout
+type ValidateBankPayoutResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse401Headers the declared response headers of an HTTP 401 response for ValidateBankPayout
+type ValidateBankPayoutResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse403Headers the declared response headers of an HTTP 403 response for ValidateBankPayout
+type ValidateBankPayoutResponse403Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse404Headers the declared response headers of an HTTP 404 response for ValidateBankPayout
+type ValidateBankPayoutResponse404Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse408Headers the declared response headers of an HTTP 408 response for ValidateBankPayout
+type ValidateBankPayoutResponse408Headers struct {
+	Connection *string
+	XRequestId string
+}
+
+// ValidateBankPayoutResponse409Headers the declared response headers of an HTTP 409 response for ValidateBankPayout
+type ValidateBankPayoutResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse410Headers the declared response headers of an HTTP 410 response for ValidateBankPayout
+type ValidateBankPayoutResponse410Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse413Headers the declared response headers of an HTTP 413 response for ValidateBankPayout
+type ValidateBankPayoutResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse429Headers the declared response headers of an HTTP 429 response for ValidateBankPayout
+type ValidateBankPayoutResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ValidateBankPayoutResponse500Headers the declared response headers of an HTTP 500 response for ValidateBankPayout
+type ValidateBankPayoutResponse500Headers struct {
+	XRequestId string
+}
+
+// ValidateBankPayoutResponse503Headers the declared response headers of an HTTP 503 response for ValidateBankPayout
+type ValidateBankPayoutResponse503Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+type ValidateBankPayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BankPayoutValidation
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *PermissionDenied
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error404
+	// JSON408 the response for an HTTP 408 `application/json` response
+	JSON408 *RequestTimeout
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error409
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *Error410
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error503
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ValidateBankPayoutResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ValidateBankPayoutResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ValidateBankPayoutResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ValidateBankPayoutResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ValidateBankPayoutResponse404Headers
+	// Headers408 the parsed response headers for an HTTP 408 response
+	Headers408 *ValidateBankPayoutResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ValidateBankPayoutResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ValidateBankPayoutResponse410Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ValidateBankPayoutResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ValidateBankPayoutResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ValidateBankPayoutResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ValidateBankPayoutResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON200() *BankPayoutValidation {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON403() *PermissionDenied {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON404() *Error404 {
+	return r.JSON404
+}
+
+// GetJSON408 returns the response for an HTTP 408 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON408() *RequestTimeout {
+	return r.JSON408
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON409() *Error409 {
+	return r.JSON409
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON410() *Error410 {
+	return r.JSON410
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ValidateBankPayoutResponse) GetJSON503() *Error503 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ValidateBankPayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ValidateBankPayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ValidateBankPayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ValidateBankPayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListBankPayoutsResponse200Headers the declared response headers of an HTTP 200 response for ListBankPayouts
 type ListBankPayoutsResponse200Headers struct {
 	RateLimit       string
@@ -11332,6 +12373,165 @@ func (r DepositQuoteResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DepositQuoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEventsResponse200Headers the declared response headers of an HTTP 200 response for ListEvents
+type ListEventsResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListEventsResponse400Headers the declared response headers of an HTTP 400 response for ListEvents
+type ListEventsResponse400Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
+type ListEventsResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// ListEventsResponse404Headers the declared response headers of an HTTP 404 response for ListEvents
+type ListEventsResponse404Headers struct {
+	XRequestId string
+}
+
+// ListEventsResponse409Headers the declared response headers of an HTTP 409 response for ListEvents
+type ListEventsResponse409Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListEventsResponse410Headers the declared response headers of an HTTP 410 response for ListEvents
+type ListEventsResponse410Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
+type ListEventsResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// ListEventsResponse500Headers the declared response headers of an HTTP 500 response for ListEvents
+type ListEventsResponse500Headers struct {
+	XRequestId string
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyInProgress
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *Error410
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEventsResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListEventsResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ListEventsResponse409Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ListEventsResponse410Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEventsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListEventsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *EventList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEventsResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEventsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListEventsResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListEventsResponse) GetJSON409() *IdempotencyInProgress {
+	return r.JSON409
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ListEventsResponse) GetJSON410() *Error410 {
+	return r.JSON410
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEventsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListEventsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15501,6 +16701,56 @@ func (c *ClientWithResponses) BankPayoutStatusWithResponse(ctx context.Context, 
 	return ParseBankPayoutStatusResponse(rsp)
 }
 
+// ValidateBankPayoutWithBodyWithResponse Check a beneficiary before anyone deposits
+//
+// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+//
+// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+// `409 quote_already_executed`). Needs the `bank` product.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+func (c *ClientWithResponses) ValidateBankPayoutWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ValidateBankPayoutResponse, error) {
+	rsp, err := c.ValidateBankPayoutWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseValidateBankPayoutResponse(rsp)
+}
+
+// ValidateBankPayoutWithResponse Check a beneficiary before anyone deposits
+//
+// Runs every check that executing the quote runs on `beneficiary` (the same code) and reports every problem
+// at once, not the first: `errors` is `[{field, code, message}]`, in the order execution checks them (its
+// first is execution's `400` message, word for word). On a rail whose payee's bank checks names (`sepa`,
+// `sepa_instant`: Verification of Payee; `faster_payments`: Confirmation of Payee; `pix`), a beneficiary
+// with no problems also gets `nameCheck`: `match`, `close_match` (with the holder's `registeredName`),
+// `no_match`, or `not_possible` (the payee's bank could not say). Other rails omit it. In sandbox a name
+// containing `Mismatch` is `no_match`, `Close` is `close_match`, `Unavailable` is `not_possible`.
+//
+// It consumes nothing, binds nothing and records nothing: the quote can be executed afterwards, to any
+// valid beneficiary. The quote's own refusals are execution's (`404 quote_not_found`, `410 quote_expired`,
+// `409 quote_already_executed`). Needs the `bank` product.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/bank/payout/validate (the `ValidateBankPayout` operationId).
+func (c *ClientWithResponses) ValidateBankPayoutWithResponse(ctx context.Context, body ValidateBankPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*ValidateBankPayoutResponse, error) {
+	rsp, err := c.ValidateBankPayout(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseValidateBankPayoutResponse(rsp)
+}
+
 // ListBankPayoutsWithResponse List the key's payouts
 //
 // The payouts this key made, newest first, each as `POST /v1/bank/payout/status` answers it: the service
@@ -15628,6 +16878,42 @@ func (c *ClientWithResponses) DepositQuoteWithResponse(ctx context.Context, para
 		return nil, err
 	}
 	return ParseDepositQuoteResponse(rsp)
+}
+
+// ListEventsWithResponse Follow every change with one call
+//
+// Every status change of this key's payouts (and their refunds), card orders, fiat accounts, virtual
+// accounts (and their funding), one-off deposits and consent sessions, oldest first. V1 sends no webhooks:
+// poll this instead of a status call per record. Any valid key; only the key's own events.
+//
+// Keep polling from `nextCursor`, which is always there (with no new events it is the cursor you gave).
+// Following it from any point within the 30-day retention, you see every event once, in order for each
+// object, with none skipped, even while changes commit out of the order in which they began: an event is
+// given its place in the feed only once its change has committed. Events of different records may come in
+// another order than their `createdAt`. One service down delays its events and loses none; the others keep
+// flowing.
+//
+// An event is `{id, type, createdAt, data: {object, previousStatus?}}`: `type` is `<resource>.<status>`
+// (`GET /v1/statuses` lists them as `eventTypes`), `object` the record as its status call (or, for the
+// on-ramp's records, its creating call) answers it once the change committed, `previousStatus` the status
+// before (absent for a record just made). When one change moves a record through several statuses at once
+// (a payout the provider reports returned while we had it processing), each status has its event, in
+// order, with the same object. The `payout.refund.*` events carry the payout, its refunds in `refunds`.
+//
+// `type` filters by an exact type or a kind followed by `.*` (`payout.*`, `payout.refund.*`); `objectId`
+// by a record. A cursor is bound to its key and filters: another key's, a tampered one, or one made under
+// other filters is `400` naming `startingAfter`. Past the retention it is `410 cursor_expired`: start again
+// without `startingAfter` and reconcile with the lists.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
 }
 
 // ListFiatAccountsWithResponse List the key's onboarded users
@@ -16367,7 +17653,7 @@ func (c *ClientWithResponses) SandboxPayoutExpireWithResponse(ctx context.Contex
 
 // ListStatusesWithResponse Every status of every resource, with its meaning
 //
-// Every value the `status` (or `state`) field of each resource can take — payout, funding, consent session, account, virtual account, deposit — what it means, and whether it is final. Any valid key.
+// Every value the `status` (or `state`) field of each resource can take — payout, payout refund, funding, consent session, account, virtual account, deposit, order — what it means, and whether it is final; and every type of event GET /v1/events answers (`eventTypes`). Any valid key.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17909,6 +19195,379 @@ func ParseBankPayoutStatusResponse(rsp *http.Response) (*BankPayoutStatusRespons
 	return response, nil
 }
 
+// ParseValidateBankPayoutResponse parses an HTTP response from a ValidateBankPayoutWithResponse call
+func ParseValidateBankPayoutResponse(rsp *http.Response) (*ValidateBankPayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ValidateBankPayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BankPayoutValidation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest PermissionDenied
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error404
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error409
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Error410
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error503
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ValidateBankPayoutResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ValidateBankPayoutResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ValidateBankPayoutResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ValidateBankPayoutResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ValidateBankPayoutResponse404Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 408:
+		var headers ValidateBankPayoutResponse408Headers
+		if values := rsp.Header.Values("Connection"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Connection", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Connection = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers ValidateBankPayoutResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers ValidateBankPayoutResponse410Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 413:
+		var headers ValidateBankPayoutResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers ValidateBankPayoutResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ValidateBankPayoutResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ValidateBankPayoutResponse503Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListBankPayoutsResponse parses an HTTP response from a ListBankPayoutsWithResponse call
 func ParseListBankPayoutsResponse(rsp *http.Response) (*ListBankPayoutsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18934,6 +20593,255 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DepositQuoteResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyInProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Error410
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEventsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListEventsResponse400Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListEventsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ListEventsResponse409Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 410:
+		var headers ListEventsResponse410Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEventsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListEventsResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

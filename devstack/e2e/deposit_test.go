@@ -173,7 +173,7 @@ func TestOneOffDepositFromOnboardingToFunded(t *testing.T) {
 		t.Errorf("idempotent replay: %s", again.Body)
 	}
 	statusBody := `{"accountId":"` + accountID + `","depositId":"` + depositID + `"}`
-	if r := s.post("/v1/fiat/status", key, statusBody); r.Body != `{"environment":"sandbox","status":"awaiting_deposit","transactions":[]}` {
+	if r := s.post("/v1/fiat/status", key, statusBody); r.Body != `{"environment":"sandbox","depositId":"`+depositID+`","status":"awaiting_deposit","transactions":[]}` {
 		t.Fatalf("before any transfer: %s", r.Body)
 	}
 	for _, tt := range []struct{ name, key, body, code, message string }{

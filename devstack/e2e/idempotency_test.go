@@ -100,7 +100,7 @@ func TestARetryAfterAClientTimeoutGetsTheRecordThatWasMade(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM fiat_accounts WHERE key_id = 'acme'`); n != 1 {
 		t.Errorf("%d accounts for one onboarding", n)
 	}
-	if r := s.post("/v1/fiat/consent/status", key, `{"consentSessionId":"`+m[2]+`"}`); r.Status != 200 || r.Body != `{"environment":"sandbox","state":"pending"}` {
+	if r := s.post("/v1/fiat/consent/status", key, `{"consentSessionId":"`+m[2]+`"}`); r.Status != 200 || r.Body != `{"environment":"sandbox","consentSessionId":"`+m[2]+`","state":"pending"}` {
 		t.Errorf("the account's consent session: %d %s", r.Status, r.Body)
 	}
 }

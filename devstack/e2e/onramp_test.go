@@ -132,7 +132,7 @@ func onRampFromNothingToFunded(t *testing.T, s *stack) {
 	}
 
 	statusBody := `{"accountId":"` + accountID + `","virtualAccountId":"` + vaID + `"}`
-	if r := s.post("/v1/fiat/status", key, statusBody); r.Body != `{"environment":"sandbox","status":"awaiting_deposit","transactions":[]}` {
+	if r := s.post("/v1/fiat/status", key, statusBody); r.Body != `{"environment":"sandbox","virtualAccountId":"`+vaID+`","status":"awaiting_deposit","transactions":[]}` {
 		t.Fatalf("before the pay-in: %s", r.Body)
 	}
 
@@ -151,7 +151,7 @@ func onRampFromNothingToFunded(t *testing.T, s *stack) {
 		}
 		return strings.Contains(funded.Body, `"status":"funded"`)
 	})
-	if got := fieldOrder(t, funded.Body); !slices.Equal(got, []string{"environment", "status", "transactions", "deliveredAmount", "depositedAmount", "txHash"}) {
+	if got := fieldOrder(t, funded.Body); !slices.Equal(got, []string{"environment", "virtualAccountId", "status", "transactions", "deliveredAmount", "depositedAmount", "txHash"}) {
 		t.Fatalf("funded fields %v: %s", got, funded.Body)
 	}
 	f := decodeOK(t, funded)

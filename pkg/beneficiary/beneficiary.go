@@ -9,10 +9,16 @@
 package beneficiary
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/partnerpay/api/pkg/bankaccount"
 	"github.com/partnerpay/api/pkg/envelope"
@@ -103,128 +109,283 @@ type (
 	}
 )
 
+// Problem is one thing wrong with a beneficiary: the field, as a message
+// names it (beneficiary.iban), a code, and the message execution answers
+// when it is the first.
+type Problem struct {
+	Field   string `json:"field"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Problem codes.
+const (
+	Required        = "required"
+	UnknownField    = "unknown_field"
+	InvalidFormat   = "invalid_format"
+	InvalidChecksum = "invalid_checksum"
+	CountryMismatch = "country_mismatch"
+	TooLong         = "too_long"
+)
+
+// problems collects a beneficiary's problems, in the order the checks run.
+type problems []Problem
+
+func (p *problems) add(field, code, message string) { *p = append(*p, Problem{field, code, message}) }
+
 // Check reads raw, the beneficiary object of a payout, against rail (the
-// quote's) and country (the quote's destination, canonical).
+// quote's) and country (the quote's destination, canonical). A wrong one is
+// 400 invalid_request naming the first problem.
 func Check(rail, country string, raw []byte) (Checked, error) {
+	c, found, err := run(rail, country, raw, false)
+	if err != nil {
+		return Checked{}, err
+	}
+	if len(found) > 0 {
+		return Checked{}, envelope.InvalidRequest(found[0].Message)
+	}
+	return c, nil
+}
+
+// Validate runs Check's checks on raw and reports every problem, not only
+// the first (POST /v1/bank/payout/validate): the first is the one Check
+// refuses with, in its words. The error is for a rail Check does not know.
+func Validate(rail, country string, raw []byte) (Checked, []Problem, error) {
+	return run(rail, country, raw, true)
+}
+
+func run(rail, country string, raw []byte, all bool) (Checked, problems, error) {
 	switch rail {
 	case "sepa", "sepa_instant":
-		return check(rail, raw, func(b *sepa) (string, error) {
-			account, err := checkIBAN("beneficiary.iban", b.IBAN, country)
-			if err != nil {
-				return "", err
-			}
+		return check(rail, raw, all, func(b *sepa, p *problems) string {
+			account, ok := checkIBAN(p, "beneficiary.iban", b.IBAN, country)
 			b.IBAN = account
 			if b.BIC != nil {
-				c, err := checkBIC("beneficiary.bic", *b.BIC)
-				if err != nil {
-					return "", err
-				}
-				if c != account[:2] && c != country {
-					return "", envelope.InvalidRequest("beneficiary.bic is a bank in " + c + ", not in the IBAN's country " + account[:2] + ".")
+				if c, ok2 := checkBIC(p, "beneficiary.bic", *b.BIC); ok && ok2 && c != account[:2] && c != country {
+					p.add("beneficiary.bic", CountryMismatch, "beneficiary.bic is a bank in "+c+", not in the IBAN's country "+account[:2]+".")
 				}
 			}
-			return account, nil
+			return account
 		})
 	case "faster_payments":
-		return check(rail, raw, func(b *fasterPayments) (string, error) {
+		return check(rail, raw, all, func(b *fasterPayments, p *problems) string {
 			sc, err := bankaccount.SortCode(b.SortCode)
-			if err != nil {
-				return "", fieldError("beneficiary.sortCode", err)
+			if fieldProblem(p, "beneficiary.sortCode", err) {
+				b.SortCode = sc
 			}
-			b.SortCode = sc
-			return b.AccountNumber, fieldError("beneficiary.accountNumber", bankaccount.UKAccountNumber(b.AccountNumber))
+			fieldProblem(p, "beneficiary.accountNumber", bankaccount.UKAccountNumber(b.AccountNumber))
+			return b.AccountNumber
 		})
 	case "ach":
-		return check(rail, raw, func(b *ach) (string, error) {
-			if err := checkUS(b.RoutingNumber, b.AccountNumber); err != nil {
-				return "", err
+		return check(rail, raw, all, func(b *ach, p *problems) string {
+			checkUS(p, b.RoutingNumber, b.AccountNumber)
+			switch b.AccountType {
+			case "checking", "savings":
+			case "":
+				p.add("beneficiary.accountType", Required, "beneficiary.accountType is required: "+describe["beneficiary.accountType"]+".")
+			default:
+				p.add("beneficiary.accountType", InvalidFormat, "beneficiary.accountType must be "+describe["beneficiary.accountType"]+".")
 			}
-			if b.AccountType != "checking" && b.AccountType != "savings" {
-				if b.AccountType == "" {
-					return "", envelope.InvalidRequest("beneficiary.accountType is required: " + describe["beneficiary.accountType"] + ".")
-				}
-				return "", envelope.InvalidRequest("beneficiary.accountType must be " + describe["beneficiary.accountType"] + ".")
-			}
-			return b.AccountNumber, nil
+			return b.AccountNumber
 		})
 	case "wire":
-		return check(rail, raw, func(b *wire) (string, error) {
-			if err := checkUS(b.RoutingNumber, b.AccountNumber); err != nil {
-				return "", err
-			}
-			return b.AccountNumber, checkAddress(b.Address)
+		return check(rail, raw, all, func(b *wire, p *problems) string {
+			checkUS(p, b.RoutingNumber, b.AccountNumber)
+			checkAddress(p, b.Address)
+			return b.AccountNumber
 		})
 	case "spei":
-		return check(rail, raw, func(b *spei) (string, error) {
-			return b.CLABE, fieldError("beneficiary.clabe", bankaccount.CLABE(b.CLABE))
+		return check(rail, raw, all, func(b *spei, p *problems) string {
+			fieldProblem(p, "beneficiary.clabe", bankaccount.CLABE(b.CLABE))
+			return b.CLABE
 		})
 	case "pix":
-		return check(rail, raw, func(b *pix) (string, error) {
-			if _, err := bankaccount.PixKey(b.PixKey); err != nil {
-				return "", fieldError("beneficiary.pixKey", err)
-			}
-			return b.PixKey, fieldError("beneficiary.taxId", bankaccount.TaxID(b.TaxID))
+		return check(rail, raw, all, func(b *pix, p *problems) string {
+			_, err := bankaccount.PixKey(b.PixKey)
+			fieldProblem(p, "beneficiary.pixKey", err)
+			fieldProblem(p, "beneficiary.taxId", bankaccount.TaxID(b.TaxID))
+			return b.PixKey
 		})
 	case "swift":
-		return check(rail, raw, func(b *swift) (string, error) {
-			c, err := checkBIC("beneficiary.bic", b.BIC)
-			if err != nil {
-				return "", err
-			}
-			if c != country && c != iban.CountryOf(country) {
-				return "", envelope.InvalidRequest("beneficiary.bic is a bank in " + c + "; this quote pays out to " + country + ".")
+		return check(rail, raw, all, func(b *swift, p *problems) string {
+			if c, ok := checkBIC(p, "beneficiary.bic", b.BIC); ok && c != country && c != iban.CountryOf(country) {
+				p.add("beneficiary.bic", CountryMismatch, "beneficiary.bic is a bank in "+c+"; this quote pays out to "+country+".")
 			}
 			var account string
 			switch {
-			case (b.IBAN == nil) == (b.AccountNumber == nil):
-				return "", envelope.InvalidRequest("Send exactly one of beneficiary.iban and beneficiary.accountNumber.")
+			case b.IBAN == nil && b.AccountNumber == nil:
+				p.add("beneficiary.iban", Required, "Send exactly one of beneficiary.iban and beneficiary.accountNumber.")
+			case b.IBAN != nil && b.AccountNumber != nil:
+				p.add("beneficiary.accountNumber", UnknownField, "Send exactly one of beneficiary.iban and beneficiary.accountNumber.")
 			case b.IBAN != nil:
-				if account, err = checkIBAN("beneficiary.iban", *b.IBAN, country); err != nil {
-					return "", err
-				}
+				account, _ = checkIBAN(p, "beneficiary.iban", *b.IBAN, country)
 				b.IBAN = &account
 			default:
 				account = *b.AccountNumber
 				if !swiftAccount.MatchString(account) {
-					return "", envelope.InvalidRequest("beneficiary.accountNumber must be " + describe["beneficiary.accountNumber@swift"] + ".")
+					p.add("beneficiary.accountNumber", InvalidFormat, "beneficiary.accountNumber must be "+describe["beneficiary.accountNumber@swift"]+".")
 				}
 			}
-			return account, checkAddress(b.Address)
+			checkAddress(p, b.Address)
+			return account
 		})
 	}
-	return Checked{}, errors.New("beneficiary: no rail " + rail)
+	return Checked{}, nil, errors.New("beneficiary: no rail " + rail)
 }
 
 // check decodes raw into the rail's fields, strictly (unknown fields and
 // wrong types are named as beneficiary.<field>), checks the name, then the
 // rail's own fields with rule, which canonicalises them and returns the
-// account identifier.
-func check[T any](rail string, raw []byte, rule func(*T) (string, error)) (Checked, error) {
+// account identifier. With all, a decoding problem does not end the
+// checks: every field that decodes is checked (decodeAll).
+func check[T any](rail string, raw []byte, all bool, rule func(*T, *problems) string) (Checked, problems, error) {
+	var p problems
+	b, err := decode[T](raw)
+	if err != nil {
+		msg := err.Error()
+		if e, ok := envelope.From(err); ok {
+			msg = e.Message
+		}
+		if !all {
+			return Checked{}, problems{{"beneficiary", InvalidFormat, msg}}, nil
+		}
+		if b, p = decodeAll[T](raw, "beneficiary", msg); b == nil {
+			return Checked{}, p, nil
+		}
+	}
+	name := nameOf(b)
+	checkName(&p, name)
+	account := rule(b, &p)
+	if len(p) > 0 {
+		return Checked{}, p, nil
+	}
+	fields, err := envelope.JSON(b)
+	if err != nil {
+		return Checked{}, nil, err
+	}
+	return Checked{Rail: rail, Name: name, Account: account, Fields: fields}, nil, nil
+}
+
+// decode reads raw into the rail's fields as Check always has: strictly,
+// the first problem refused.
+func decode[T any](raw []byte) (*T, error) {
 	var in struct {
 		Beneficiary *T `json:"beneficiary"`
 	}
 	wrapped := make([]byte, 0, len(raw)+len(`{"beneficiary":}`))
 	wrapped = append(append(append(wrapped, `{"beneficiary":`...), raw...), '}')
 	if err := jsonbody.Bytes(wrapped, &in); err != nil {
-		return Checked{}, err
+		return nil, err
 	}
 	if in.Beneficiary == nil {
-		return Checked{}, envelope.InvalidRequest("beneficiary is required: the bank account paid, with the fields of the quote's rail (GET /v1/limits).")
+		return nil, envelope.InvalidRequest(missing)
 	}
-	b := in.Beneficiary
-	name := nameOf(b)
-	if err := checkName(name); err != nil {
-		return Checked{}, err
+	return in.Beneficiary, nil
+}
+
+const missing = "beneficiary is required: the bank account paid, with the fields of the quote's rail (GET /v1/limits)."
+
+// decodeAll reads what it can of raw, a beneficiary (or its address, at
+// path) that decode refused with first: each member on its own, so that
+// every unknown member and every member of a wrong type is a problem, and
+// the members that decode are checked. It answers nil when raw is not an
+// object at all (first is then the only problem).
+func decodeAll[T any](raw []byte, path, first string) (*T, problems) {
+	names, members, ok := membersOf(raw)
+	if !ok {
+		code := InvalidFormat
+		if len(raw) == 0 || string(raw) == "null" {
+			code = Required
+		}
+		if first == "" {
+			first = missing
+		}
+		return nil, problems{{path, code, first}}
 	}
-	account, err := rule(b)
-	if err != nil {
-		return Checked{}, err
+	var p problems
+	known := fieldsOf(reflect.TypeFor[T]())
+	kept := map[string]jsontext.Value{}
+	for _, name := range names {
+		field, v := path+"."+name, members[name]
+		sub, ok := known[name]
+		switch {
+		case !ok:
+			p.add(field, UnknownField, "Unknown field "+strconv.Quote(cut(field))+".")
+			continue
+		case sub == reflect.TypeFor[Address]() && len(v) > 0 && v[0] == '{':
+			a, ap := decodeAll[Address](v, field, "")
+			p = append(p, ap...)
+			if a == nil {
+				continue
+			}
+			v, _ = json.Marshal(a)
+		default:
+			one, _ := json.Marshal(map[string]jsontext.Value{name: v})
+			var t T
+			if err := jsonbody.Bytes(one, &t); err != nil {
+				msg := err.Error()
+				if e, ok := envelope.From(err); ok {
+					msg = "Field " + strconv.Quote(cut(field)) + strings.TrimPrefix(e.Message, "Field "+strconv.Quote(name))
+				}
+				p.add(field, InvalidFormat, msg)
+				continue
+			}
+		}
+		kept[name] = v
 	}
-	fields, err := envelope.JSON(b)
-	if err != nil {
-		return Checked{}, err
+	body, _ := json.Marshal(kept)
+	t := new(T)
+	_ = json.Unmarshal(body, t)
+	return t, p
+}
+
+// membersOf is the members of raw, a JSON object, and their names in the
+// order they come (a problem is named where it stands); not ok when raw is
+// not an object, or a name stands twice.
+func membersOf(raw []byte) ([]string, map[string]jsontext.Value, bool) {
+	var members map[string]jsontext.Value
+	if len(raw) == 0 || json.Unmarshal(raw, &members) != nil || members == nil {
+		return nil, nil, false
 	}
-	return Checked{Rail: rail, Name: name, Account: account, Fields: fields}, nil
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, nil, false
+	}
+	names := make([]string, 0, len(members))
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, nil, false
+		}
+		names = append(names, tok.String()) // before the next read: tok is the decoder's
+		if dec.SkipValue() != nil {
+			return nil, nil, false
+		}
+	}
+	return names, members, true
+}
+
+// fieldsOf is the JSON member names of struct t, with their types.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		out[name] = ft
+	}
+	return out
+}
+
+// cut is a member's path as a message quotes it: at most 64 characters.
+func cut(s string) string {
+	if r := []rune(s); len(r) > 64 {
+		return string(r[:63]) + "…"
+	}
+	return s
 }
 
 func nameOf(b any) string {
@@ -257,16 +418,17 @@ var (
 	alpha2       = regexp.MustCompile(`^[A-Za-z]{2}$`)
 )
 
-func checkName(name string) error {
+func checkName(p *problems, name string) {
 	switch {
 	case name == "":
-		return envelope.InvalidRequest("beneficiary.name is required: the account holder's name.")
-	case !utf8.ValidString(name) || utf8.RuneCountInString(name) > maxName:
-		return envelope.InvalidRequest("beneficiary.name must be at most 140 characters.")
+		p.add("beneficiary.name", Required, "beneficiary.name is required: the account holder's name.")
+	case !utf8.ValidString(name):
+		p.add("beneficiary.name", InvalidFormat, "beneficiary.name must be at most 140 characters.")
+	case utf8.RuneCountInString(name) > maxName:
+		p.add("beneficiary.name", TooLong, "beneficiary.name must be at most 140 characters.")
 	case !nameChars.MatchString(name):
-		return envelope.InvalidRequest("beneficiary.name must not hold control characters.")
+		p.add("beneficiary.name", InvalidFormat, "beneficiary.name must not hold control characters.")
 	}
-	return nil
 }
 
 var ibanMessages = map[string]string{
@@ -276,105 +438,125 @@ var ibanMessages = map[string]string{
 	iban.InvalidChecksum:    "beneficiary.iban has an invalid checksum; check it for a mistyped character.",
 }
 
+var ibanCodes = map[string]string{
+	iban.Required:           Required,
+	iban.InvalidFormat:      InvalidFormat,
+	iban.UnsupportedCountry: InvalidFormat,
+	iban.InvalidChecksum:    InvalidChecksum,
+}
+
 // checkIBAN checks an IBAN for an account in country: its IBAN's country
 // is country, or the one whose IBANs country's accounts carry (iban.CountryOf:
-// a Guadeloupe account's is FR). It returns the electronic form.
-func checkIBAN(field, s, country string) (string, error) {
+// a Guadeloupe account's is FR). It returns the electronic form, and
+// whether it is an IBAN at all (a country mismatch aside).
+func checkIBAN(p *problems, field, s, country string) (string, bool) {
 	if s != "" && !ibanShape.MatchString(s) {
-		return "", envelope.InvalidRequest(ibanMessages[iban.InvalidFormat])
+		p.add(field, InvalidFormat, ibanMessages[iban.InvalidFormat])
+		return s, false
 	}
 	account, err := iban.Validate(s)
 	var ie *iban.Error
-	if errors.As(err, &ie) {
-		return "", envelope.InvalidRequest(ibanMessages[ie.Label])
-	}
-	if err != nil {
-		return "", err
+	switch {
+	case errors.As(err, &ie):
+		p.add(field, ibanCodes[ie.Label], ibanMessages[ie.Label])
+		return s, false
+	case err != nil:
+		p.add(field, InvalidFormat, ibanMessages[iban.InvalidFormat])
+		return s, false
 	}
 	if want := iban.CountryOf(country); account[:2] != want {
 		msg := field + " is an account in " + account[:2] + "; this quote pays out to " + country + "."
 		if want != country {
 			msg = field + " is an account in " + account[:2] + "; this quote pays out to " + country + ", whose accounts carry " + want + " IBANs."
 		}
-		return "", envelope.InvalidRequest(msg)
+		p.add(field, CountryMismatch, msg)
 	}
-	return account, nil
+	return account, true
 }
 
-func checkBIC(field, s string) (string, error) {
+// checkBIC checks a BIC; it returns its country, and whether it is one.
+func checkBIC(p *problems, field, s string) (string, bool) {
 	c, err := bankaccount.BIC(s)
-	return c, fieldError(field, err)
+	return c, fieldProblem(p, field, err)
 }
 
-func checkUS(routing, account string) error {
-	if err := fieldError("beneficiary.routingNumber", bankaccount.ABARoutingNumber(routing)); err != nil {
-		return err
-	}
-	return fieldError("beneficiary.accountNumber", bankaccount.USAccountNumber(account))
+func checkUS(p *problems, routing, account string) {
+	fieldProblem(p, "beneficiary.routingNumber", bankaccount.ABARoutingNumber(routing))
+	fieldProblem(p, "beneficiary.accountNumber", bankaccount.USAccountNumber(account))
 }
 
-func checkAddress(a *Address) error {
+func checkAddress(p *problems, a *Address) {
 	if a == nil {
-		return envelope.InvalidRequest("beneficiary.address is required: " + describe["beneficiary.address"] + ".")
+		p.add("beneficiary.address", Required, "beneficiary.address is required: "+describe["beneficiary.address"]+".")
+		return
 	}
-	text := func(field, v string, max int, optional bool) error {
+	text := func(field, v string, max int, optional bool) {
 		switch {
 		case v == "" && optional:
-			return envelope.InvalidRequest(field + ", when sent, must not be empty; leave it out instead.")
+			p.add(field, InvalidFormat, field+", when sent, must not be empty; leave it out instead.")
 		case v == "":
-			return envelope.InvalidRequest(field + " is required.")
-		case utf8.RuneCountInString(v) > max || !nameChars.MatchString(v):
-			return envelope.InvalidRequest(field + " must be at most " + strconv.Itoa(max) + " characters, with no control characters.")
+			p.add(field, Required, field+" is required.")
+		case utf8.RuneCountInString(v) > max:
+			p.add(field, TooLong, field+" must be at most "+strconv.Itoa(max)+" characters, with no control characters.")
+		case !nameChars.MatchString(v):
+			p.add(field, InvalidFormat, field+" must be at most "+strconv.Itoa(max)+" characters, with no control characters.")
 		}
-		return nil
 	}
-	if err := text("beneficiary.address.line1", a.Line1, 140, false); err != nil {
-		return err
-	}
+	text("beneficiary.address.line1", a.Line1, 140, false)
 	if a.Line2 != nil {
-		if err := text("beneficiary.address.line2", *a.Line2, 140, true); err != nil {
-			return err
-		}
+		text("beneficiary.address.line2", *a.Line2, 140, true)
 	}
-	if err := text("beneficiary.address.city", a.City, 70, false); err != nil {
-		return err
-	}
+	text("beneficiary.address.city", a.City, 70, false)
 	if a.Region != nil {
-		if err := text("beneficiary.address.region", *a.Region, 70, true); err != nil {
-			return err
-		}
+		text("beneficiary.address.region", *a.Region, 70, true)
 	}
 	switch {
 	case a.PostalCode == "":
-		return envelope.InvalidRequest("beneficiary.address.postalCode is required.")
+		p.add("beneficiary.address.postalCode", Required, "beneficiary.address.postalCode is required.")
 	case !postalCode.MatchString(a.PostalCode):
-		return envelope.InvalidRequest("beneficiary.address.postalCode must be " + describe["beneficiary.address.postalCode"] + ".")
+		p.add("beneficiary.address.postalCode", InvalidFormat, "beneficiary.address.postalCode must be "+describe["beneficiary.address.postalCode"]+".")
 	}
 	if a.Country != "" && !alpha2.MatchString(a.Country) {
-		return envelope.InvalidRequest("beneficiary.address.country must be a known ISO 3166-1 alpha-2 country code.")
+		p.add("beneficiary.address.country", InvalidFormat, "beneficiary.address.country must be a known ISO 3166-1 alpha-2 country code.")
+		return
 	}
 	c, err := format.Country("beneficiary.address.country", a.Country)
 	if err != nil {
-		return err
+		code := InvalidFormat
+		if a.Country == "" {
+			code = Required
+		}
+		msg := err.Error()
+		if e, ok := envelope.From(err); ok {
+			msg = e.Message
+		}
+		p.add("beneficiary.address.country", code, msg)
+		return
 	}
 	a.Country = c
-	return nil
 }
 
-// fieldError words a bankaccount refusal of field.
-func fieldError(field string, err error) error {
+// fieldProblem adds a bankaccount refusal of field to p, worded; it
+// reports whether there was none.
+func fieldProblem(p *problems, field string, err error) bool {
 	var e *bankaccount.Error
-	if !errors.As(err, &e) {
-		return err
+	switch {
+	case err == nil:
+		return true
+	case !errors.As(err, &e):
+		p.add(field, InvalidFormat, field+" must be "+describe[field]+".")
+		return false
 	}
 	what := describe[field]
 	switch e.Label {
 	case bankaccount.Required:
-		return envelope.InvalidRequest(field + " is required: " + what + ".")
+		p.add(field, Required, field+" is required: "+what+".")
 	case bankaccount.InvalidChecksum:
-		return envelope.InvalidRequest(field + " has an invalid checksum; check it for a mistyped digit.")
+		p.add(field, InvalidChecksum, field+" has an invalid checksum; check it for a mistyped digit.")
+	default:
+		p.add(field, InvalidFormat, field+" must be "+what+".")
 	}
-	return envelope.InvalidRequest(field + " must be " + what + ".")
+	return false
 }
 
 // describe says what each field holds, for messages and the schemas.

@@ -3,6 +3,8 @@ package beneficiary
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -148,6 +150,61 @@ func TestCanonicalFormsAndMasks(t *testing.T) {
 		masked, _ := json.Marshal(got.Masked())
 		if string(got.Fields) != tt.fields || string(masked) != tt.masked {
 			t.Errorf("%s: fields %s masked %s", tt.body, got.Fields, masked)
+		}
+	}
+}
+
+// Validate reports every problem, in the order the checks run, each with
+// its field and code; the first is Check's refusal, word for word; a
+// valid beneficiary has none, and is what Check makes of it.
+func TestValidateNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	type want struct{ field, code string }
+	for _, tt := range []struct {
+		rail, country, body string
+		want                []want
+	}{
+		{"sepa", "DE", `{"name":"Ada","iban":"DE89370400440532013000"}`, nil},
+		{"sepa", "DE", `{"iban":"DE89370400440532013001","bic":"NWBKGB2L"}`,
+			[]want{{"beneficiary.name", Required}, {"beneficiary.iban", InvalidChecksum}}},
+		{"sepa", "DE", `{"name":"Ada","iban":"FR1420041010050500013M02606","bic":"NWBKGB2L"}`,
+			[]want{{"beneficiary.iban", CountryMismatch}, {"beneficiary.bic", CountryMismatch}}},
+		{"sepa", "DE", `{"name":"` + strings.Repeat("a", 141) + `","iban":"DE89370400440532013000","sortCode":"601613","colour":"red"}`,
+			[]want{{"beneficiary.sortCode", UnknownField}, {"beneficiary.colour", UnknownField}, {"beneficiary.name", TooLong}}},
+		{"sepa", "DE", `{"name":7,"iban":"DE89370400440532013000"}`,
+			[]want{{"beneficiary.name", InvalidFormat}, {"beneficiary.name", Required}}},
+		{"ach", "US", `{"name":"Ada","routingNumber":"021000022","accountNumber":"12","accountType":"brokerage"}`,
+			[]want{{"beneficiary.routingNumber", InvalidChecksum}, {"beneficiary.accountNumber", InvalidFormat}, {"beneficiary.accountType", InvalidFormat}}},
+		{"wire", "US", `{"name":"Ada","routingNumber":"011000015","accountNumber":"0001234567","address":{"line1":"","city":"Springfield","zip":"1","country":"XX"}}`,
+			[]want{{"beneficiary.address.zip", UnknownField}, {"beneficiary.address.line1", Required}, {"beneficiary.address.postalCode", Required},
+				{"beneficiary.address.country", InvalidFormat}}},
+		{"swift", "GB", `{"name":"Ada","bic":"DEUTDEFF","address":{"line1":"1 Main St","city":"London","postalCode":"N1","country":"GB"}}`,
+			[]want{{"beneficiary.bic", CountryMismatch}, {"beneficiary.iban", Required}}},
+		{"pix", "BR", `{"name":"Ada","pixKey":"nope","taxId":"12345678900"}`,
+			[]want{{"beneficiary.pixKey", InvalidFormat}, {"beneficiary.taxId", InvalidChecksum}}},
+		{"spei", "MX", `null`, []want{{"beneficiary", Required}}},
+		{"spei", "MX", `[1]`, []want{{"beneficiary", InvalidFormat}}},
+	} {
+		c, found, err := Validate(tt.rail, tt.country, []byte(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []want
+		for _, p := range found {
+			got = append(got, want{p.Field, p.Code})
+			if p.Message == "" {
+				t.Errorf("%s: %s without a message", tt.body, p.Field)
+			}
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s %s:\n got %v\nwant %v", tt.rail, tt.body, got, tt.want)
+		}
+		checked, cerr := Check(tt.rail, tt.country, []byte(tt.body))
+		switch {
+		case len(found) == 0 && (cerr != nil || !reflect.DeepEqual(checked, c)):
+			t.Errorf("%s: Check %+v %v, Validate %+v", tt.body, checked, cerr, c)
+		case len(found) > 0 && !strings.Contains(tt.body, `"name":7`) && (cerr == nil || cerr.Error() != envelope.InvalidRequest(found[0].Message).Error()):
+			t.Errorf("%s: Check refuses with %v; Validate's first problem is %q", tt.body, cerr, found[0].Message)
 		}
 	}
 }

@@ -48,6 +48,7 @@ const (
 	CodeSandboxReset           Code = "sandbox_reset"
 	CodeQuoteExpired           Code = "quote_expired"
 	CodeReturnLinkExpired      Code = "return_link_expired"
+	CodeCursorExpired          Code = "cursor_expired"
 	CodeIdempotencyKeyReused   Code = "idempotency_key_reused"
 	CodeRateLimited            Code = "rate_limited"
 	CodeInternal               Code = "internal"
@@ -81,6 +82,7 @@ var statuses = map[Code]int{
 	CodeSandboxReset:           http.StatusConflict,
 	CodeQuoteExpired:           http.StatusGone,
 	CodeReturnLinkExpired:      http.StatusGone,
+	CodeCursorExpired:          http.StatusGone,
 	CodeIdempotencyKeyReused:   http.StatusUnprocessableEntity,
 	CodeRateLimited:            http.StatusTooManyRequests,
 	CodeInternal:               http.StatusInternalServerError,

@@ -172,3 +172,42 @@ var all = []Resource{
 		{OrderExpired, "The order was not paid (or its deposit did not arrive) before expiresAt.", true},
 	}},
 }
+
+// EventKind is a kind of record the events feed follows (DESIGN §9): its
+// events are <Prefix>.<status>, one per status of Resource (a resource of
+// All), written by Service.
+type EventKind struct {
+	Prefix   string
+	Resource string
+	Service  string
+}
+
+// EventKinds are the kinds of the events feed. Callers must not modify it.
+func EventKinds() []EventKind { return eventKinds }
+
+var eventKinds = []EventKind{
+	{"payout", "payout", "payout"},
+	{"payout.refund", "payoutRefund", "payout"},
+	{"order", "order", "orders"},
+	{"fiat_account", "account", "fiat"},
+	{"virtual_account", "virtualAccount", "fiat"},
+	{"virtual_account.funding", "funding", "fiat"},
+	{"fiat_deposit", "deposit", "fiat"},
+	{"consent", "consentSession", "consent"},
+}
+
+// EventTypes is every event type, kind by kind, status by status.
+func EventTypes() []string {
+	var out []string
+	for _, k := range eventKinds {
+		for _, r := range all {
+			if r.Resource != k.Resource {
+				continue
+			}
+			for _, s := range r.Statuses {
+				out = append(out, k.Prefix+"."+s.Value)
+			}
+		}
+	}
+	return out
+}

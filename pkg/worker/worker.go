@@ -51,10 +51,17 @@ func New(name string, round func(context.Context) (int, error), log *slog.Logger
 			Help: "Rounds of the worker that moves the records a provider drives, by outcome (worked: it claimed records; idle: none was due; failed: the database failed it)."},
 			[]string{"worker", "outcome"}),
 	}
+	// Every loop of a process counts in the one series family.
+	if err := reg.Register(l.rounds); err != nil {
+		are, ok := err.(prometheus.AlreadyRegisteredError)
+		if !ok {
+			panic(err)
+		}
+		l.rounds = are.ExistingCollector.(*prometheus.CounterVec)
+	}
 	for _, o := range Outcomes {
 		l.rounds.WithLabelValues(name, o)
 	}
-	reg.MustRegister(l.rounds)
 	return l
 }
 

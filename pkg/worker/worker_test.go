@@ -101,3 +101,16 @@ func TestNext(t *testing.T) {
 		}
 	}
 }
+
+// Two loops of one process (the payout worker and the events' loop) count
+// in one family, each under its name.
+func TestTwoLoopsShareTheirFamily(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	round := func(context.Context) (int, error) { return 0, nil }
+	New("payout", round, slog.New(slog.DiscardHandler), reg)
+	New("events", round, slog.New(slog.DiscardHandler), reg)
+	if n, err := testutil.GatherAndCount(reg, "partnerapi_worker_rounds_total"); err != nil || n != 6 {
+		t.Errorf("%d series, %v; want 6", n, err)
+	}
+}

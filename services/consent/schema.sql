@@ -39,6 +39,39 @@ CREATE TABLE public.consent_attempts (
     used_at timestamp with time zone
 );
 
+CREATE TABLE public.consent_event_horizons (
+    key_id text NOT NULL,
+    deleted_through bigint NOT NULL
+);
+
+CREATE TABLE public.consent_event_sequencer (
+    one boolean DEFAULT true NOT NULL,
+    seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT consent_event_sequencer_one_check CHECK (one)
+);
+
+CREATE TABLE public.consent_events (
+    n bigint NOT NULL,
+    seq bigint,
+    id text NOT NULL,
+    key_id text NOT NULL,
+    type text NOT NULL,
+    object_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    data json NOT NULL,
+    CONSTRAINT consent_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
+    CONSTRAINT consent_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
+);
+
+ALTER TABLE public.consent_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.consent_events_n_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.consent_sessions (
     id text NOT NULL,
     key_id text NOT NULL,
@@ -57,10 +90,25 @@ CREATE TABLE public.consent_sessions (
 ALTER TABLE ONLY public.consent_attempts
     ADD CONSTRAINT consent_attempts_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.consent_event_horizons
+    ADD CONSTRAINT consent_event_horizons_pkey PRIMARY KEY (key_id);
+
+ALTER TABLE ONLY public.consent_event_sequencer
+    ADD CONSTRAINT consent_event_sequencer_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY public.consent_events
+    ADD CONSTRAINT consent_events_pkey PRIMARY KEY (n);
+
 ALTER TABLE ONLY public.consent_sessions
     ADD CONSTRAINT consent_sessions_pkey PRIMARY KEY (id);
 
 CREATE INDEX consent_attempts_session ON public.consent_attempts USING btree (session_id);
+
+CREATE UNIQUE INDEX consent_events_feed ON public.consent_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
+
+CREATE INDEX consent_events_object ON public.consent_events USING btree (key_id, object_id, seq);
+
+CREATE INDEX consent_events_unsequenced ON public.consent_events USING btree (n) WHERE (seq IS NULL);
 
 CREATE TRIGGER consent_attempts_used_once BEFORE UPDATE ON public.consent_attempts FOR EACH ROW EXECUTE FUNCTION public.consent_attempts_used_once();
 

@@ -74,6 +74,39 @@ CREATE TABLE public.fiat_deposits (
     CONSTRAINT fiat_deposits_transactions CHECK ((jsonb_typeof(transactions) = 'array'::text))
 );
 
+CREATE TABLE public.fiat_event_horizons (
+    key_id text NOT NULL,
+    deleted_through bigint NOT NULL
+);
+
+CREATE TABLE public.fiat_event_sequencer (
+    one boolean DEFAULT true NOT NULL,
+    seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT fiat_event_sequencer_one_check CHECK (one)
+);
+
+CREATE TABLE public.fiat_events (
+    n bigint NOT NULL,
+    seq bigint,
+    id text NOT NULL,
+    key_id text NOT NULL,
+    type text NOT NULL,
+    object_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    data json NOT NULL,
+    CONSTRAINT fiat_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
+    CONSTRAINT fiat_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
+);
+
+ALTER TABLE public.fiat_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.fiat_events_n_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.fiat_virtual_accounts (
     id text NOT NULL,
     key_id text NOT NULL,
@@ -119,6 +152,15 @@ ALTER TABLE ONLY public.fiat_deposits
 ALTER TABLE ONLY public.fiat_deposits
     ADD CONSTRAINT fiat_deposits_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.fiat_event_horizons
+    ADD CONSTRAINT fiat_event_horizons_pkey PRIMARY KEY (key_id);
+
+ALTER TABLE ONLY public.fiat_event_sequencer
+    ADD CONSTRAINT fiat_event_sequencer_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY public.fiat_events
+    ADD CONSTRAINT fiat_events_pkey PRIMARY KEY (n);
+
 ALTER TABLE ONLY public.fiat_virtual_accounts
     ADD CONSTRAINT fiat_virtual_accounts_one_id_per_provider_account UNIQUE (provider_account_id);
 
@@ -143,6 +185,12 @@ CREATE INDEX fiat_deposits_key_page ON public.fiat_deposits USING btree (key_id,
 CREATE INDEX fiat_deposits_key_reference_page ON public.fiat_deposits USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
 
 CREATE INDEX fiat_deposits_key_status_page ON public.fiat_deposits USING btree (key_id, status, created_at DESC, id DESC);
+
+CREATE UNIQUE INDEX fiat_events_feed ON public.fiat_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
+
+CREATE INDEX fiat_events_object ON public.fiat_events USING btree (key_id, object_id, seq);
+
+CREATE INDEX fiat_events_unsequenced ON public.fiat_events USING btree (n) WHERE (seq IS NULL);
 
 CREATE INDEX fiat_virtual_accounts_due ON public.fiat_virtual_accounts USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
 

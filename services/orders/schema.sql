@@ -108,11 +108,53 @@ CREATE TABLE public.orders (
     CONSTRAINT orders_status CHECK ((status = ANY (ARRAY['awaiting_payment'::text, 'awaiting_deposit'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'expired'::text])))
 );
 
+CREATE TABLE public.orders_event_horizons (
+    key_id text NOT NULL,
+    deleted_through bigint NOT NULL
+);
+
+CREATE TABLE public.orders_event_sequencer (
+    one boolean DEFAULT true NOT NULL,
+    seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT orders_event_sequencer_one_check CHECK (one)
+);
+
+CREATE TABLE public.orders_events (
+    n bigint NOT NULL,
+    seq bigint,
+    id text NOT NULL,
+    key_id text NOT NULL,
+    type text NOT NULL,
+    object_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    data json NOT NULL,
+    CONSTRAINT orders_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
+    CONSTRAINT orders_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
+);
+
+ALTER TABLE public.orders_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.orders_events_n_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
 
 ALTER TABLE ONLY public.order_links
     ADD CONSTRAINT order_links_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.orders_event_horizons
+    ADD CONSTRAINT orders_event_horizons_pkey PRIMARY KEY (key_id);
+
+ALTER TABLE ONLY public.orders_event_sequencer
+    ADD CONSTRAINT orders_event_sequencer_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY public.orders_events
+    ADD CONSTRAINT orders_events_pkey PRIMARY KEY (n);
 
 ALTER TABLE ONLY public.orders
     ADD CONSTRAINT orders_pkey PRIMARY KEY (id);
@@ -122,6 +164,12 @@ CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree 
 CREATE UNIQUE INDEX order_links_one_current ON public.order_links USING btree (order_id) WHERE is_current;
 
 CREATE INDEX orders_due ON public.orders USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
+
+CREATE UNIQUE INDEX orders_events_feed ON public.orders_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
+
+CREATE INDEX orders_events_object ON public.orders_events USING btree (key_id, object_id, seq);
+
+CREATE INDEX orders_events_unsequenced ON public.orders_events USING btree (n) WHERE (seq IS NULL);
 
 CREATE INDEX orders_key_page ON public.orders USING btree (key_id, created_at DESC, id DESC);
 

@@ -102,6 +102,39 @@ CREATE TABLE public.idempotency_keys (
     CONSTRAINT idempotency_keys_claimed_or_finished CHECK (((locked_until IS NULL) <> (finished_at IS NULL)))
 );
 
+CREATE TABLE public.payout_event_horizons (
+    key_id text NOT NULL,
+    deleted_through bigint NOT NULL
+);
+
+CREATE TABLE public.payout_event_sequencer (
+    one boolean DEFAULT true NOT NULL,
+    seq bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT payout_event_sequencer_one_check CHECK (one)
+);
+
+CREATE TABLE public.payout_events (
+    n bigint NOT NULL,
+    seq bigint,
+    id text NOT NULL,
+    key_id text NOT NULL,
+    type text NOT NULL,
+    object_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    data json NOT NULL,
+    CONSTRAINT payout_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
+    CONSTRAINT payout_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
+);
+
+ALTER TABLE public.payout_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.payout_events_n_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.payout_history (
     payout_id text NOT NULL,
     status text NOT NULL,
@@ -188,6 +221,15 @@ END),
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
 
+ALTER TABLE ONLY public.payout_event_horizons
+    ADD CONSTRAINT payout_event_horizons_pkey PRIMARY KEY (key_id);
+
+ALTER TABLE ONLY public.payout_event_sequencer
+    ADD CONSTRAINT payout_event_sequencer_pkey PRIMARY KEY (one);
+
+ALTER TABLE ONLY public.payout_events
+    ADD CONSTRAINT payout_events_pkey PRIMARY KEY (n);
+
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_pkey PRIMARY KEY (payout_id, status);
 
@@ -204,6 +246,12 @@ ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_quote_executes_once UNIQUE (quote_id);
 
 CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
+
+CREATE UNIQUE INDEX payout_events_feed ON public.payout_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
+
+CREATE INDEX payout_events_object ON public.payout_events USING btree (key_id, object_id, seq);
+
+CREATE INDEX payout_events_unsequenced ON public.payout_events USING btree (n) WHERE (seq IS NULL);
 
 CREATE INDEX payout_refunds_payout ON public.payout_refunds USING btree (payout_id);
 

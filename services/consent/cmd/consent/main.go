@@ -49,15 +49,19 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, consent.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, consent.Feed.Migrations(), consent.Migrations)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 
-	svc := consent.NewService(s.Env, consent.NewStore(db), provider, []byte(cfg.Links.Secret), string(cfg.Links.ReturnURL), time.Now)
+	svc := consent.NewService(s.Env, consent.NewStore(db, s.Env), provider, []byte(cfg.Links.Secret), string(cfg.Links.ReturnURL), time.Now)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "consent"))
 	mux := http.NewServeMux()
 	consent.Routes(mux, consent.MakeEndpoints(svc, o), s.Log)
+	consent.Feed.Route(mux, db, o, s.Log)
+	// Every replica places the events written (one at a time) and deletes
+	// the old ones (DESIGN §9).
+	go consent.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -65,8 +65,12 @@ type StatusRequest struct {
 
 // Status is the answer, less environment.
 type Status struct {
-	State string `json:"state"`
+	ConsentSessionID string `json:"consentSessionId"`
+	State            string `json:"state"`
 }
+
+// statusOf is session r as its status call answers it.
+func statusOf(r Record) Status { return Status{ConsentSessionID: r.ID, State: r.State} }
 
 // Returned is where to send a browser that came back.
 type Returned struct {
@@ -215,7 +219,7 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	if err != nil {
 		return Status{}, err
 	}
-	return Status{State: r.State}, nil
+	return statusOf(r), nil
 }
 
 // Return takes the browser's return (hostedlink.Lifecycle.Return) and reads

@@ -54,13 +54,13 @@ var acme = partner.Caller{KeyID: "acme"}
 func setupOn(db *database.DB, env environment.Name) (Service, *provider, *time.Time) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	p := &provider{sessions: map[string]string{}}
-	s := NewService(env, NewStore(db), p, []byte("consent-secret-0123456789"), "http://gw.test/consent/return", func() time.Time { return now })
+	s := NewService(env, NewStore(db, env), p, []byte("consent-secret-0123456789"), "http://gw.test/consent/return", func() time.Time { return now })
 	return s, p, &now
 }
 
 // setupIn is the service on a fresh database.
 func setupIn(t *testing.T, env environment.Name) (Service, *provider, *time.Time) {
-	return setupOn(pgtest.Open(t, Migrations), env)
+	return setupOn(pgtest.Open(t, Feed.Migrations(), Migrations), env)
 }
 
 func setup(t *testing.T) (Service, *provider, *time.Time) { return setupIn(t, environment.Sandbox) }
@@ -93,7 +93,7 @@ func stateOf(t *testing.T, back string) string {
 
 func TestLinkReturnStatus(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, Migrations)
+	db := pgtest.Open(t, Feed.Migrations(), Migrations)
 	testLinkReturnStatus(t, db)
 }
 

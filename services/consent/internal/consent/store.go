@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/pkg/hostedlink"
 )
 
@@ -18,6 +20,9 @@ var migrations embed.FS
 
 // Migrations is the consent service's schema.
 var Migrations = database.MigrationsIn("consent", migrations)
+
+// Feed is the service's events feed (DESIGN §9), in tables of its own.
+var Feed = events.For("consent")
 
 // ErrNotFound is a record the store does not have.
 var ErrNotFound = errors.New("not found")
@@ -30,18 +35,36 @@ var (
 )
 
 // DBStore keeps sessions and attempts in the system of record.
-type DBStore struct{ db *database.DB }
+type DBStore struct {
+	db  *database.DB
+	env environment.Name // of the events' objects
+}
 
 var _ Store = (*DBStore)(nil)
 
-// NewStore returns the store on db.
-func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
+// NewStore returns the store on db, of sessions in env. Every change of a
+// session's state writes its event (pkg/events) in the transaction of the
+// change: the session as its status call answers it.
+func NewStore(db *database.DB, env environment.Name) *DBStore { return &DBStore{db: db, env: env} }
+
+// event is r's event: its state, from previous, at at.
+func (s *DBStore) event(ctx context.Context, tx pgx.Tx, r Record, previous string, at time.Time) error {
+	e, err := events.New(s.env, r.Owner, "consent."+r.State, r.ID, at, statusOf(r), previous)
+	if err != nil {
+		return err
+	}
+	return Feed.Write(ctx, tx, e)
+}
 
 // Create writes a new session.
 func (s *DBStore) Create(ctx context.Context, r Record) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO consent_sessions (id, key_id, account_id, provider_customer_id, state, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, r.ID, r.Owner, r.AccountID, r.ProviderCustomerID, r.State, r.CreatedAt)
-	return err
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO consent_sessions (id, key_id, account_id, provider_customer_id, state, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, r.ID, r.Owner, r.AccountID, r.ProviderCustomerID, r.State, r.CreatedAt); err != nil {
+			return err
+		}
+		return s.event(ctx, tx, r, "", r.CreatedAt)
+	})
 }
 
 const sessionColumns = `id, key_id, account_id, provider_customer_id, state, COALESCE(result, ''), COALESCE(current_attempt, ''), created_at, returned_at`
@@ -121,7 +144,7 @@ func (s *DBStore) Return(ctx context.Context, a Attempt, result string, at time.
 			return fmt.Errorf("mark session returned: %w", err)
 		}
 		r.State, r.Result, r.ReturnedAt = StateReturned, result, at
-		return nil
+		return s.event(ctx, tx, r, StatePending, at)
 	})
 	return r, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestASessionReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
 	t.Parallel()
 	r := pgtest.StartReplicated(t)
-	s := NewStore(pgtest.OpenURL(t, r.URL(), Migrations))
+	s := NewStore(pgtest.OpenURL(t, r.URL(), Feed.Migrations(), Migrations), environment.Sandbox)
 	at := time.Now().UTC()
 	if err := s.Create(context.Background(), Record{ID: "cs_1", Owner: "acme", AccountID: "acc_1", ProviderCustomerID: "cus_1",
 		State: StatePending, CreatedAt: at}); err != nil {
@@ -37,9 +38,9 @@ func TestASessionReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
 // attempt is redeemed once, and only while it is its session's current one.
 func TestTheSchemaHoldsTheSessionRules(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, Migrations)
+	db := pgtest.Open(t, Feed.Migrations(), Migrations)
 	ctx := context.Background()
-	s := NewStore(db)
+	s := NewStore(db, environment.Sandbox)
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	if err := s.Create(ctx, Record{ID: "cs_1", Owner: "acme", AccountID: "acc_1", ProviderCustomerID: "cus_1", State: StatePending, CreatedAt: at}); err != nil {
 		t.Fatal(err)

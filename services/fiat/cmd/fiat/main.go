@@ -72,7 +72,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, fiat.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, fiat.Feed.Migrations(), fiat.Migrations)
 	if err != nil {
 		return err
 	}
@@ -81,15 +81,17 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// The lists' cursors are signed with a key drawn from the internal
 	// token, which every instance shares: a cursor one instance made opens
 	// on any other, and none is kept.
-	svc := fiat.NewService(s.Env, fiat.NewStore(db), provider, consent, db.Now, cursorKey(string(cfg.InternalToken)))
+	svc := fiat.NewService(s.Env, fiat.NewStore(db, s.Env), provider, consent, db.Now, cursorKey(string(cfg.InternalToken)))
 	// Every replica keeps the records up to date with the provider,
 	// whether or not anyone reads them.
 	go fiat.NewWorker(svc, cfg.PollMax, s.Log, s.Kit.Registry).Run(ctx)
+	go fiat.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "fiat"))
 	// Once started, a creating request runs to its end within 25 s (the
 	// bank provider's client gives up within 20), caller or no caller.
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 25 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	fiat.Routes(mux, fiat.MakeEndpoints(svc, o), s.Env, creating, s.Log)
+	fiat.Feed.Route(mux, db, o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

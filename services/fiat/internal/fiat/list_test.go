@@ -126,7 +126,7 @@ func newFiatFixture(db *database.DB) fiatFixture {
 		return t
 	}
 	b := newBank()
-	svc := NewService("sandbox", NewStore(db), b, &fakeConsent{}, now, testSecret)
+	svc := NewService("sandbox", NewStore(db, "sandbox"), b, &fakeConsent{}, now, testSecret)
 	return fiatFixture{svc: svc.(*service), bank: b, db: db, worker: NewWorker(svc, 2*time.Second, slog.New(slog.DiscardHandler), prometheus.NewRegistry())}
 }
 
@@ -160,7 +160,7 @@ func (f fiatFixture) account(t *testing.T, status string, ref *string) Account {
 // with this key's cursor.
 func TestFiatRecordsAreListedWithTheirReference(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	db := pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations)
 	f := newFiatFixture(db)
 	ctx := context.Background()
 	pending := f.account(t, bankprovider.StatusTermsRequired, ptr("user-1"))
@@ -254,7 +254,7 @@ func TestFiatRecordsAreListedWithTheirReference(t *testing.T) {
 // nothing is made.
 func TestFiatReferencesAreChecked(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	db := pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations)
 	f := newFiatFixture(db)
 	ctx := context.Background()
 	active := f.account(t, bankprovider.StatusActive, nil)
@@ -286,7 +286,7 @@ func TestFiatReferencesAreChecked(t *testing.T) {
 // active, a funded deposit stays funded.
 func TestFiatStoreRulesHoldInTheDatabase(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	db := pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations)
 	f := newFiatFixture(db)
 	ctx := context.Background()
 	acc := f.account(t, bankprovider.StatusActive, ptr("user-1"))

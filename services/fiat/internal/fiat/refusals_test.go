@@ -15,7 +15,7 @@ import (
 // refusal should never reach: a pay-in, an identity result).
 func TestFiatRefusalsChangeNothing(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	db := pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations)
 	f := newFiatFixture(db)
 	ctx := context.Background()
 	active := f.account(t, bankprovider.StatusActive, nil)
@@ -120,7 +120,7 @@ func TestFiatRefusalsChangeNothing(t *testing.T) {
 		t.Errorf("refusals made %d records", n-before)
 	}
 	// In production the sandbox calls do not exist.
-	prod := NewService("production", NewStore(db), f.bank, &fakeConsent{}, f.svc.now, testSecret)
+	prod := NewService("production", NewStore(db, "production"), f.bank, &fakeConsent{}, f.svc.now, testSecret)
 	if _, err := prod.SandboxPayin(ctx, acme, PayinRequest{VirtualAccountID: va.VirtualAccountID, Amount: "5", Currency: "EUR"}); code(err) != "not_found" {
 		t.Errorf("a production pay-in: %v", err)
 	}

@@ -16,5 +16,5 @@ func TestTheSchemaFileIsWhatTheMigrationsMake(t *testing.T) {
 -- make it: pg_dump --schema-only of an empty database they were applied to.
 -- Generated: change a migration, then run make schema. CI fails when this
 -- file and the migrations differ.
-`, idempotency.Migrations, Migrations)
+`, idempotency.Migrations, Feed.Migrations(), Migrations)
 }

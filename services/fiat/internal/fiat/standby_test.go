@@ -16,7 +16,7 @@ import (
 func TestFiatReadsAnswerOnlyWhatTheStandbyHas(t *testing.T) {
 	t.Parallel()
 	r := pgtest.StartReplicated(t)
-	f := newFiatFixture(pgtest.OpenURL(t, r.URL(), idempotency.Migrations, Migrations))
+	f := newFiatFixture(pgtest.OpenURL(t, r.URL(), idempotency.Migrations, Feed.Migrations(), Migrations))
 	ctx := context.Background()
 	acc := f.account(t, bankprovider.StatusActive, nil)
 	d, err := f.svc.CreateDeposit(ctx, acme, DepositRequest{AccountID: acc.AccountID, Currency: "EUR", Amount: "10.00"})

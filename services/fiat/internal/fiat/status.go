@@ -26,11 +26,14 @@ type StatusRequest struct {
 // funded fields appear only once funded. It is the provider's word as the
 // worker last read it: a status call never calls the provider.
 type FundingStatus struct {
-	Status          string            `json:"status"`
-	Transactions    []json.RawMessage `json:"transactions"`
-	DeliveredAmount string            `json:"deliveredAmount,omitempty"`
-	DepositedAmount string            `json:"depositedAmount,omitempty"`
-	TxHash          string            `json:"txHash,omitempty"`
+	// The record whose funding it is: one of the two.
+	VirtualAccountID string            `json:"virtualAccountId,omitempty"`
+	DepositID        string            `json:"depositId,omitempty"`
+	Status           string            `json:"status"`
+	Transactions     []json.RawMessage `json:"transactions"`
+	DeliveredAmount  string            `json:"deliveredAmount,omitempty"`
+	DepositedAmount  string            `json:"depositedAmount,omitempty"`
+	TxHash           string            `json:"txHash,omitempty"`
 }
 
 func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusRequest) (FundingStatus, error) {
@@ -55,7 +58,9 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 		if req.AccountID != "" && req.AccountID != d.AccountID {
 			return FundingStatus{}, errDepositNotFound // this account has no such deposit
 		}
-		return stored(d.Transactions)
+		f, err := stored(d.Transactions)
+		f.DepositID = d.ID
+		return f, err
 	}
 	va, err := s.ownedVirtualAccount(ctx, caller, req.VirtualAccountID)
 	if err != nil {
@@ -64,7 +69,15 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	if req.AccountID != "" && req.AccountID != va.AccountID {
 		return FundingStatus{}, errVANotFound // this account has no such virtual account
 	}
-	return stored(va.Transactions)
+	return fundingOf(va)
+}
+
+// fundingOf is virtual account va's funding, as POST /v1/fiat/status
+// answers it.
+func fundingOf(va VirtualAccountRecord) (FundingStatus, error) {
+	f, err := stored(va.Transactions)
+	f.VirtualAccountID = va.ID
+	return f, err
 }
 
 // stored is the funding status of transactions the worker kept.

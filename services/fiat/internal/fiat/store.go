@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
 )
 
@@ -23,6 +25,9 @@ var migrations embed.FS
 // Migrations is the fiat service's schema.
 var Migrations = database.MigrationsIn("fiat", migrations)
 
+// Feed is the service's events feed (DESIGN §9), in tables of its own.
+var Feed = events.For("fiat")
+
 // ErrNotFound is a record the store does not have.
 var ErrNotFound = errors.New("not found")
 
@@ -30,12 +35,27 @@ var ErrNotFound = errors.New("not found")
 // creating writes keep the request's answer in their transaction
 // (idempotency.Answer), and are safe to repeat: a retry after a crash
 // writes the same ids (idempotency.NewID) and finds its own rows.
-type DBStore struct{ db *database.DB }
+type DBStore struct {
+	db  *database.DB
+	env environment.Name // of the events' objects
+}
 
 var _ Store = (*DBStore)(nil)
 
 // NewStore returns the store on db.
-func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
+func NewStore(db *database.DB, env environment.Name) *DBStore { return &DBStore{db: db, env: env} }
+
+// Every status change of an account, a virtual account (and its funding)
+// or a one-off deposit writes its event (pkg/events) in the transaction of
+// the change, with the record as its creating call (the funding: as POST
+// /v1/fiat/status) answers it.
+func (s *DBStore) event(ctx context.Context, tx pgx.Tx, keyID, typ, id string, at time.Time, object any, previous string) error {
+	e, err := events.New(s.env, keyID, typ, id, at, object, previous)
+	if err != nil {
+		return err
+	}
+	return Feed.Write(ctx, tx, e)
+}
 
 func notFound(err error) error {
 	if errors.Is(err, database.ErrNoRows) {
@@ -48,12 +68,18 @@ func notFound(err error) error {
 func (s *DBStore) CreateAccount(ctx context.Context, r AccountRecord, answer Account) error {
 	return s.db.Tx(ctx, func(tx pgx.Tx) error {
 		// The worker asks about the account until its status is final.
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at, status, reference,
+		tag, err := tx.Exec(ctx, `INSERT INTO fiat_accounts (id, key_id, provider_customer_id, consent_session_id, created_at, status, reference,
 				status_at, next_check_at)
 			VALUES ($1, $2, $3, NULLIF($4, ''), $5, NULLIF($6, ''), NULLIF($7, ''), $5,
 				CASE WHEN $6 IN ('active', 'rejected') THEN NULL ELSE $5::timestamptz END) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt, r.Status, r.Reference); err != nil {
+			r.ID, r.Owner, r.ProviderCustomerID, r.ConsentSessionID, r.CreatedAt, r.Status, r.Reference)
+		if err != nil {
 			return fmt.Errorf("insert account: %w", err)
+		}
+		if tag.RowsAffected() == 1 && r.Status != "" {
+			if err := s.event(ctx, tx, r.Owner, "fiat_account."+r.Status, r.ID, r.CreatedAt, account(r), ""); err != nil {
+				return err
+			}
 		}
 		return idempotency.Answer(ctx, tx, answer)
 	})
@@ -78,15 +104,28 @@ func (s *DBStore) Account(ctx context.Context, id string) (AccountRecord, error)
 // SetAccountStatus keeps the provider's newest word on an account, read
 // at at; the worker asks again soon, or never once it is final.
 func (s *DBStore) SetAccountStatus(ctx context.Context, accountID, status string, at time.Time) error {
-	_, err := setAccountStatus(ctx, s.db, accountID, status, at)
-	return err
+	return s.db.Tx(ctx, func(tx pgx.Tx) error { return s.setAccountStatus(ctx, tx, accountID, status, at) })
 }
 
-func setAccountStatus(ctx context.Context, q database.Querier, accountID, status string, at time.Time) (pgconn.CommandTag, error) {
-	return q.Exec(ctx, `UPDATE fiat_accounts SET status = $2,
+// setAccountStatus sets the account's status in tx, with its event when
+// it changed.
+func (s *DBStore) setAccountStatus(ctx context.Context, tx pgx.Tx, accountID, status string, at time.Time) error {
+	r, err := scanAccount(tx.QueryRow(ctx, `SELECT `+accountColumns+` FROM fiat_accounts WHERE id = $1 FOR UPDATE`, accountID))
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE fiat_accounts SET status = $2,
 			status_at = CASE WHEN status IS DISTINCT FROM $2 THEN $3 ELSE status_at END,
 			next_check_at = CASE WHEN $2 IN ('active', 'rejected') THEN NULL ELSE $3 END
-		WHERE id = $1`, accountID, status, at)
+		WHERE id = $1`, accountID, status, at); err != nil {
+		return err
+	}
+	if r.Status == status {
+		return nil
+	}
+	previous := r.Status
+	r.Status, r.StatusAt = status, at
+	return s.event(ctx, tx, r.Owner, "fiat_account."+status, r.ID, at, account(r), previous)
 }
 
 // CheckSoon has the worker ask about the account, virtual account or
@@ -117,10 +156,11 @@ func (s *DBStore) SetConsentSession(ctx context.Context, accountID, sessionID st
 func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord, answer func(VirtualAccountRecord) VirtualAccount) (VirtualAccount, error) {
 	var out VirtualAccount
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, reference,
+		tag, err := tx.Exec(ctx, `INSERT INTO fiat_virtual_accounts (id, key_id, account_id, provider_account_id, currency, created_at, reference,
 				changed_at, next_check_at)
 			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), $6, $6) ON CONFLICT (provider_account_id) DO NOTHING`,
-			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt, r.Reference); err != nil {
+			r.ID, r.Owner, r.AccountID, r.ProviderAccountID, r.Currency, r.CreatedAt, r.Reference)
+		if err != nil {
 			return fmt.Errorf("insert virtual account: %w", err)
 		}
 		stored, err := scanVirtualAccount(tx.QueryRow(ctx, `SELECT `+vaColumns+` FROM fiat_virtual_accounts WHERE provider_account_id = $1`, r.ProviderAccountID))
@@ -128,6 +168,18 @@ func (s *DBStore) VirtualAccountFor(ctx context.Context, r VirtualAccountRecord,
 			return fmt.Errorf("read virtual account: %w", err)
 		}
 		out = answer(stored)
+		if tag.RowsAffected() == 1 {
+			if err := s.event(ctx, tx, r.Owner, "virtual_account."+lifecycle.VirtualAccountActive, r.ID, r.CreatedAt, out, ""); err != nil {
+				return err
+			}
+			f, err := fundingOf(stored)
+			if err != nil {
+				return err
+			}
+			if err := s.event(ctx, tx, r.Owner, "virtual_account.funding."+f.Status, r.ID, r.CreatedAt, f, ""); err != nil {
+				return err
+			}
+		}
 		return idempotency.Answer(ctx, tx, out)
 	})
 	return out, err
@@ -150,12 +202,18 @@ func (s *DBStore) VirtualAccount(ctx context.Context, id string) (VirtualAccount
 // CreateDeposit writes a one-off deposit and keeps answer with it.
 func (s *DBStore) CreateDeposit(ctx context.Context, r DepositRecord, answer Deposit) error {
 	return s.db.Tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at, status,
+		tag, err := tx.Exec(ctx, `INSERT INTO fiat_deposits (id, key_id, account_id, provider_instruction_id, created_at, status,
 				amount, currency, iban, bic, beneficiary, transfer_reference, expires_at, reference, changed_at, next_check_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULLIF($14, ''), $5, $5) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.AccountID, r.ProviderInstructionID, r.CreatedAt, r.Status, r.Amount, r.Currency,
-			r.BankDetails.IBAN, r.BankDetails.BIC, r.BankDetails.Beneficiary, r.TransferReference, r.ExpiresAt, r.Reference); err != nil {
+			r.BankDetails.IBAN, r.BankDetails.BIC, r.BankDetails.Beneficiary, r.TransferReference, r.ExpiresAt, r.Reference)
+		if err != nil {
 			return fmt.Errorf("insert deposit: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			if err := s.event(ctx, tx, r.Owner, "fiat_deposit."+r.Status, r.ID, r.CreatedAt, deposit(r), ""); err != nil {
+				return err
+			}
 		}
 		return idempotency.Answer(ctx, tx, answer)
 	})
@@ -197,13 +255,13 @@ type Check struct {
 }
 
 // due is one worker round on table's rows due at now (database.Claim).
-func due[R any](ctx context.Context, db *database.DB, table, columns string, scan func(pgx.Row) (R, error), id func(R) string,
-	now time.Time, limit int, work func(context.Context, []R) []Check, write func(ctx context.Context, tx pgx.Tx, id string, c Check) error) (int, error) {
+func due[R any](ctx context.Context, db *database.DB, table, columns string, scan func(pgx.Row) (R, error),
+	now time.Time, limit int, work func(context.Context, []R) []Check, write func(ctx context.Context, tx pgx.Tx, r R, c Check) error) (int, error) {
 	return database.Claim(ctx, db, `SELECT `+columns+` FROM `+table+` WHERE next_check_at <= $1
 		ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scan,
 		func(ctx context.Context, tx pgx.Tx, rows []R) error {
 			for i, c := range work(ctx, rows) {
-				if err := write(ctx, tx, id(rows[i]), c); err != nil {
+				if err := write(ctx, tx, rows[i], c); err != nil {
 					return err
 				}
 			}
@@ -213,10 +271,11 @@ func due[R any](ctx context.Context, db *database.DB, table, columns string, sca
 
 // DueAccounts is the worker's round on the accounts due at now.
 func (s *DBStore) DueAccounts(ctx context.Context, now time.Time, limit int, work func(context.Context, []AccountRecord) []Check) (int, error) {
-	return due(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, func(r AccountRecord) string { return r.ID }, now, limit, work,
-		func(ctx context.Context, tx pgx.Tx, id string, c Check) error {
+	return due(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, now, limit, work,
+		func(ctx context.Context, tx pgx.Tx, r AccountRecord, c Check) error {
+			id := r.ID
 			if c.Status != "" {
-				if _, err := setAccountStatus(ctx, tx, id, c.Status, now); err != nil {
+				if err := s.setAccountStatus(ctx, tx, id, c.Status, now); err != nil {
 					return err
 				}
 				if c.Status == StatusActive || c.Status == StatusRejected {
@@ -231,24 +290,45 @@ func (s *DBStore) DueAccounts(ctx context.Context, now time.Time, limit int, wor
 // DueVirtualAccounts is the worker's round on the virtual accounts due at
 // now.
 func (s *DBStore) DueVirtualAccounts(ctx context.Context, now time.Time, limit int, work func(context.Context, []VirtualAccountRecord) []Check) (int, error) {
-	return due(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, func(r VirtualAccountRecord) string { return r.ID }, now, limit, work,
-		func(ctx context.Context, tx pgx.Tx, id string, c Check) error {
-			_, err := tx.Exec(ctx, `UPDATE fiat_virtual_accounts SET next_check_at = $2,
+	return due(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, now, limit, work,
+		func(ctx context.Context, tx pgx.Tx, r VirtualAccountRecord, c Check) error {
+			if _, err := tx.Exec(ctx, `UPDATE fiat_virtual_accounts SET next_check_at = $2,
 					transactions = COALESCE($3, transactions), changed_at = CASE WHEN $3::jsonb IS NULL THEN changed_at ELSE $4 END
-				WHERE id = $1`, id, c.Next, transactionsArg(c.Transactions), now)
-			return err
+				WHERE id = $1`, r.ID, c.Next, transactionsArg(c.Transactions), now); err != nil || c.Transactions == nil {
+				return err
+			}
+			before, err := fundingOf(r)
+			if err != nil {
+				return err
+			}
+			r.Transactions = c.Transactions
+			after, err := fundingOf(r)
+			if err != nil || after.Status == before.Status {
+				return err
+			}
+			return s.event(ctx, tx, r.Owner, "virtual_account.funding."+after.Status, r.ID, now, after, before.Status)
 		})
 }
 
 // DueDeposits is the worker's round on the one-off deposits due at now.
 func (s *DBStore) DueDeposits(ctx context.Context, now time.Time, limit int, work func(context.Context, []DepositRecord) []Check) (int, error) {
-	return due(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, func(r DepositRecord) string { return r.ID }, now, limit, work,
-		func(ctx context.Context, tx pgx.Tx, id string, c Check) error {
-			_, err := tx.Exec(ctx, `UPDATE fiat_deposits SET next_check_at = $2,
+	return due(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, now, limit, work,
+		func(ctx context.Context, tx pgx.Tx, r DepositRecord, c Check) error {
+			if _, err := tx.Exec(ctx, `UPDATE fiat_deposits SET next_check_at = $2,
 					transactions = COALESCE($3, transactions), changed_at = CASE WHEN $3::jsonb IS NULL THEN changed_at ELSE $4 END,
 					status = CASE WHEN $5 THEN 'funded' ELSE status END
-				WHERE id = $1`, id, c.Next, transactionsArg(c.Transactions), now, c.Funded)
-			return err
+				WHERE id = $1`, r.ID, c.Next, transactionsArg(c.Transactions), now, c.Funded); err != nil {
+				return err
+			}
+			if !c.Funded || r.Status == lifecycle.Funded {
+				return nil
+			}
+			previous := r.Status
+			r.Status = lifecycle.Funded
+			if c.Transactions != nil {
+				r.Transactions = c.Transactions
+			}
+			return s.event(ctx, tx, r.Owner, "fiat_deposit."+lifecycle.Funded, r.ID, now, deposit(r), previous)
 		})
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/services/gateway/internal/apidocs"
 	"github.com/partnerpay/api/services/gateway/internal/edge"
 )
@@ -378,5 +379,19 @@ func TestOneSchemaPerRailIsTheServedOne(t *testing.T) {
 		if beneficiary.SchemaOf(r.Name) == nil {
 			t.Errorf("rail %s has no beneficiary schema", r.Name)
 		}
+	}
+}
+
+// The document's event types are the ones the services write: the table
+// of pkg/lifecycle, which GET /v1/statuses lists too.
+func TestEventTypesAreTheServicesOwn(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	var listed []string
+	for _, v := range doc.Components.Schemas["EventType"].Value.Enum {
+		listed = append(listed, v.(string))
+	}
+	if want := lifecycle.EventTypes(); !slices.Equal(listed, want) {
+		t.Errorf("EventType lists %v\nthe services write %v", listed, want)
 	}
 }

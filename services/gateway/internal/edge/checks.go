@@ -122,8 +122,16 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 // gateway's own catalogue, anything else proxied to its route's upstream
 // within the route's timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call, start time.Time) {
-	if rt.Upstream == UpstreamGateway {
+	switch rt.Upstream {
+	case UpstreamGateway:
 		g.reads.Serve(w, r.URL.Path, c.entry.Key.Grants)
+		return
+	case UpstreamFeed:
+		c.Context = r.Context()
+		c.id[0] = strconv.FormatUint(g.calls.Add(1), 36)
+		ctx, cancel := context.WithDeadline(r.Context(), start.Add(rt.Timeout))
+		defer cancel()
+		g.feed.serve(w, r.WithContext(ctx), c)
 		return
 	}
 	c.Context = r.Context()

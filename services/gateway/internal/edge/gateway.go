@@ -64,6 +64,7 @@ type Gateway struct {
 	routes   map[string]map[string]*route // path → method → route
 	public   map[string]*route            // "METHOD /path" → public route
 	reads    *reference.Reads             // the routes of UpstreamGateway
+	feed     *feed                        // GET /v1/events (UpstreamFeed)
 }
 
 type route struct {
@@ -107,8 +108,20 @@ func New(cfg Config) (*Gateway, error) {
 		return target, upstreams[name], nil
 	}
 	proxy := func(r Route, public bool) (*routeProxy, error) {
-		if r.Upstream == UpstreamGateway {
+		switch r.Upstream {
+		case UpstreamGateway:
 			return nil, nil // answered by the gateway (g.reads)
+		case UpstreamFeed:
+			var sources []feedSource
+			for _, name := range feedSources {
+				target, rt, err := upstream(name)
+				if err != nil {
+					return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
+				}
+				sources = append(sources, feedSource{name: name, target: target, rt: rt})
+			}
+			g.feed = newFeed(g, sources, cfg.InternalToken)
+			return nil, nil // answered by the gateway, from every service (g.feed)
 		}
 		target, rt, err := upstream(r.Upstream)
 		if err != nil {

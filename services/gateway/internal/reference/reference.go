@@ -37,7 +37,7 @@ func New(env environment.Name) *Reads {
 		"/v1/currencies":      r.body(Currencies{Chains: r.chains.List, FiatCurrencies: catalog.PayoutCurrencies()}),
 		"/v1/limits":          r.body(limits),
 		"/v1/countries":       r.body(countries),
-		"/v1/statuses":        r.body(Statuses{Resources: lifecycle.All()}),
+		"/v1/statuses":        r.body(Statuses{Resources: lifecycle.All(), EventTypes: lifecycle.EventTypes()}),
 		"/v1/payment-methods": r.body(paymentMethods),
 		"/v1/rates":           r.body(r.rates()),
 	}
@@ -181,9 +181,11 @@ type PaymentMethod struct {
 	Rails       []string `json:"rails,omitempty"`
 }
 
-// Statuses is GET /v1/statuses: every status of every resource.
+// Statuses is GET /v1/statuses: every status of every resource, and every
+// type of event GET /v1/events answers.
 type Statuses struct {
-	Resources []lifecycle.Resource `json:"resources"`
+	Resources  []lifecycle.Resource `json:"resources"`
+	EventTypes []string             `json:"eventTypes"`
 }
 
 // Countries is GET /v1/countries.

@@ -56,19 +56,21 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, orders.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, orders.Feed.Migrations(), orders.Migrations)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db), Provider: provider,
+	svc := orders.NewService(orders.Config{Env: s.Env, Store: orders.NewStore(db, s.Env), Provider: provider,
 		Secret: []byte(cfg.Links.Secret), ReturnURL: string(cfg.Links.ReturnURL), Log: s.Log, Now: db.Now})
 	// Every replica moves orders on the card provider's word, whether or
 	// not anyone reads them.
 	go orders.NewWorker(svc, cfg.PollMax, s.Log, s.Kit.Registry).Run(ctx)
+	go orders.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)
 	o := kithttp.NewObserver(s.Log, obs.NewOperations(s.Kit.Registry, "orders"))
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 10 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	orders.Routes(mux, orders.MakeEndpoints(svc, o), s.Env, creating, s.Log)
+	orders.Feed.Route(mux, db, o, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -223,7 +223,7 @@ func TestASellSettlesOnTheSandboxDeposit(t *testing.T) {
 // and the order moves once.
 func TestConcurrentReturnsRedeemALinkOnce(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	db := pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations)
 	concurrentReturns(t, newFixtureOn(db))
 }
 

@@ -16,7 +16,7 @@ import (
 // never appear.
 func TestOrdersAreListedWithTheirReference(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, idempotency.Migrations, Migrations)
+	db := pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations)
 	f := newFixtureOn(db)
 	ctx := context.Background()
 	var made []string

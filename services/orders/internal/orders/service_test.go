@@ -15,6 +15,7 @@ import (
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/partner"
@@ -162,12 +163,12 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) fixture {
-	return newFixtureOn(pgtest.Open(t, idempotency.Migrations, Migrations))
+	return newFixtureOn(pgtest.Open(t, idempotency.Migrations, Feed.Migrations(), Migrations))
 }
 
 // newFixtureOn is the fixture on db (migrated with idempotency.Migrations and Migrations).
 func newFixtureOn(db *database.DB) fixture {
-	f := fixture{store: &countingStore{DBStore: NewStore(db), orders: map[string]bool{}}, provider: newFakeProvider(),
+	f := fixture{store: &countingStore{DBStore: NewStore(db, environment.Sandbox), orders: map[string]bool{}}, provider: newFakeProvider(),
 		clock: &clock{t: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)}}
 	f.provider.now = f.clock.now
 	f.svc = NewService(Config{Env: "sandbox", Store: f.store, Provider: f.provider, Secret: []byte("0123456789abcdef0123456789abcdef"),

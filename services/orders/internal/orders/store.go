@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/listing"
 )
@@ -20,28 +22,52 @@ var migrations embed.FS
 // Migrations is the order service's schema.
 var Migrations = database.MigrationsIn("orders", migrations)
 
+// Feed is the service's events feed (DESIGN §9), in tables of its own.
+var Feed = events.For("orders")
+
 // DBStore keeps orders in the system of record. The schema holds their
 // rules: terms never change, a status only moves forward, completed,
 // failed and expired are final.
-type DBStore struct{ db *database.DB }
+type DBStore struct {
+	db  *database.DB
+	env environment.Name // of the events' objects
+}
 
 var _ Store = (*DBStore)(nil)
 
-// NewStore returns the store on db.
-func NewStore(db *database.DB) *DBStore { return &DBStore{db: db} }
+// NewStore returns the store on db, of orders in env. Every status change
+// of an order writes its event (pkg/events) in the transaction of the
+// change: the order as its status call answers it.
+func NewStore(db *database.DB, env environment.Name) *DBStore { return &DBStore{db: db, env: env} }
+
+// event is r's event: its move to its status from previous.
+func (s *DBStore) event(r Record, previous string) (events.Event, error) {
+	return events.New(s.env, r.Owner, "order."+r.Status, r.ID, r.StatusAt, statusOf(r), previous)
+}
 
 // Create writes r and keeps answer with it; a retry after a crash writes
 // the same id (idempotency.NewID) and finds its own row.
 func (s *DBStore) Create(ctx context.Context, r Record, answer Order) error {
 	return s.db.Tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, key_id, direction, status, crypto_currency, chain, fiat_currency, country,
+		tag, err := tx.Exec(ctx, `INSERT INTO orders (id, key_id, direction, status, crypto_currency, chain, fiat_currency, country,
 				crypto_amount, fiat_amount, wallet_address, deposit_address, provider_order_id, expires_at, created_at, reference,
 				status_at, next_check_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''), NULLIF($10, ''), $11, NULLIF($12, ''), NULLIF($13, ''), $14, $15, NULLIF($16, ''),
 				$15, $15) ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Owner, r.Direction, r.Status, r.CryptoCurrency, r.Chain, r.FiatCurrency, r.Country,
-			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ProviderID, r.ExpiresAt, r.CreatedAt, r.Reference); err != nil {
+			r.CryptoAmount, r.FiatAmount, r.WalletAddress, r.DepositAddress, r.ProviderID, r.ExpiresAt, r.CreatedAt, r.Reference)
+		if err != nil {
 			return fmt.Errorf("insert order: %w", err)
+		}
+		if tag.RowsAffected() == 1 { // not a retry finding its own row
+			r.StatusAt = r.CreatedAt
+			e, err := s.event(r, "")
+			if err != nil {
+				return err
+			}
+			if err := Feed.Write(ctx, tx, e); err != nil {
+				return err
+			}
 		}
 		return idempotency.Answer(ctx, tx, answer)
 	})
@@ -83,13 +109,21 @@ var predecessors = map[string][]string{
 // whoever loses a race reads the winner's order. The worker asks about it
 // again at once (a final order never again).
 func (s *DBStore) Advance(ctx context.Context, id string, p Progress, at time.Time) (Record, error) {
-	if _, err := advance(ctx, s.db, id, p, at); err != nil {
-		return Record{}, err
-	}
-	return s.Get(ctx, id)
+	var r Record
+	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.advance(ctx, tx, id, p, at); err != nil {
+			return err
+		}
+		var err error
+		r, err = scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM orders WHERE id = $1`, id))
+		return err
+	})
+	return r, err
 }
 
-func advance(ctx context.Context, q database.Querier, id string, p Progress, at time.Time) (bool, error) {
+// advance moves order id as Advance says, in tx, with its event when its
+// status changed; it reports whether the order moved.
+func (s *DBStore) advance(ctx context.Context, tx pgx.Tx, id string, p Progress, at time.Time) (bool, error) {
 	from := predecessors[p.Status]
 	if len(from) == 0 {
 		return false, fmt.Errorf("advance order %s: unknown status", id)
@@ -97,7 +131,14 @@ func advance(ctx context.Context, q database.Querier, id string, p Progress, at 
 	for len(from) < 3 {
 		from = append(from, from[0])
 	}
-	tag, err := q.Exec(ctx, `UPDATE orders SET status = $2, payment_method = COALESCE(NULLIF($3, ''), payment_method),
+	var previous string
+	switch err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE id = $1 FOR UPDATE`, id).Scan(&previous); {
+	case errors.Is(err, database.ErrNoRows):
+		return false, ErrNotFound
+	case err != nil:
+		return false, fmt.Errorf("advance order: %w", err)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE orders SET status = $2, payment_method = COALESCE(NULLIF($3, ''), payment_method),
 			tx_hash = COALESCE(NULLIF($4, ''), tx_hash), failure_reason = NULLIF($5, ''),
 			status_at = CASE WHEN status = $2 THEN status_at ELSE $9 END,
 			next_check_at = CASE WHEN $2 IN ('completed', 'failed', 'expired') THEN NULL ELSE $9 END
@@ -106,7 +147,23 @@ func advance(ctx context.Context, q database.Querier, id string, p Progress, at 
 	if err != nil {
 		return false, fmt.Errorf("advance order: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() != 1 {
+		return false, nil
+	}
+	if previous != p.Status {
+		r, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM orders WHERE id = $1`, id))
+		if err != nil {
+			return false, err
+		}
+		e, err := s.event(r, previous)
+		if err != nil {
+			return false, err
+		}
+		if err := Feed.Write(ctx, tx, e); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Check is what the worker makes of a due order: a move (Progress), and
@@ -126,7 +183,7 @@ func (s *DBStore) Due(ctx context.Context, now time.Time, limit int, work func(c
 		func(ctx context.Context, tx pgx.Tx, due []Record) error {
 			for i, c := range work(ctx, due) {
 				if c.Progress != nil {
-					if _, err := advance(ctx, tx, due[i].ID, *c.Progress, now); err != nil {
+					if _, err := s.advance(ctx, tx, due[i].ID, *c.Progress, now); err != nil {
 						return err
 					}
 					if Final(c.Progress.Status) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -17,7 +20,7 @@ import (
 func TestAnOrderReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
 	t.Parallel()
 	r := pgtest.StartReplicated(t)
-	s := NewStore(pgtest.OpenURL(t, r.URL(), Migrations))
+	s := NewStore(pgtest.OpenURL(t, r.URL(), Feed.Migrations(), Migrations), environment.Sandbox)
 	at := time.Now().UTC()
 	if err := s.Create(context.Background(), Record{ID: "ord_1", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment,
 		CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet,
@@ -39,9 +42,9 @@ func TestAnOrderReadAnswersOnlyWhatTheStandbyHas(t *testing.T) {
 // expired are final.
 func TestTheSchemaHoldsTheOrderRules(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, Migrations)
+	db := pgtest.Open(t, Feed.Migrations(), Migrations)
 	ctx := context.Background()
-	s := NewStore(db)
+	s := NewStore(db, environment.Sandbox)
 	at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
 	r := Record{ID: "ord_1", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment, CryptoCurrency: "USDC", Chain: 84532,
 		FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet, ExpiresAt: at.Add(OrderTTL), CreatedAt: at}
@@ -109,9 +112,9 @@ func TestTheSchemaHoldsTheOrderRules(t *testing.T) {
 // changes, a second use, or a superseded link made current again.
 func TestTheSchemaHoldsTheLinkRules(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, Migrations)
+	db := pgtest.Open(t, Feed.Migrations(), Migrations)
 	ctx := context.Background()
-	s := NewStore(db)
+	s := NewStore(db, environment.Sandbox)
 	at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
 	r := Record{ID: "ord_1", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment, CryptoCurrency: "USDC", Chain: 84532,
 		FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet, ProviderID: "co_1", ExpiresAt: at.Add(OrderTTL), CreatedAt: at}
@@ -158,5 +161,47 @@ func TestTheSchemaHoldsTheLinkRules(t *testing.T) {
 	}
 	if got, err := s.Advance(ctx, "ord_1", Progress{Status: StatusCompleted, TxHash: "0xab"}, at); err != nil || got.Status != StatusCompleted || got.PaymentMethod != "card" {
 		t.Errorf("completed: %+v %v", got, err)
+	}
+}
+
+// Every status change of an order writes its event, once, with the order
+// as its status call answers it; a retried creation and a move that
+// changes no status write none.
+func TestEveryOrderChangeWritesItsEvent(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Open(t, Feed.Migrations(), Migrations)
+	ctx := context.Background()
+	s := NewStore(db, environment.Sandbox)
+	at := time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC)
+	r := Record{ID: "ord_2", Owner: "acme", Direction: "buy", Status: StatusAwaitingPayment, CryptoCurrency: "USDC", Chain: 84532,
+		FiatCurrency: "EUR", Country: "DE", FiatAmount: "100", WalletAddress: wallet, ExpiresAt: at.Add(OrderTTL), CreatedAt: at}
+	for range 2 {
+		if err := s.Create(ctx, r, Order{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []Progress{{Status: StatusProcessing, PaymentMethod: "card"}, {Status: StatusProcessing}, {Status: StatusCompleted, TxHash: "0x" + strings.Repeat("a", 64)}} {
+		if _, err := s.Advance(ctx, r.ID, p, at.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Feed.Sequence(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	page, err := Feed.Read(ctx, db, "acme", events.Query{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range page.Events {
+		got = append(got, e.Type)
+	}
+	if strings.Join(got, " ") != "order.awaiting_payment order.processing order.completed" {
+		t.Fatalf("events: %v", got)
+	}
+	want := `{"object":{"environment":"sandbox","orderId":"ord_2","direction":"buy","status":"completed","paymentMethod":"card",` +
+		`"cryptoAmount":"1234567.89","fiatAmount":"1234567.89","txHash":"0x` + strings.Repeat("a", 64) + `"},"previousStatus":"processing"}`
+	if string(page.Events[2].Data) != want {
+		t.Errorf("the completion's data:\n got %s\nwant %s", page.Events[2].Data, want)
 	}
 }

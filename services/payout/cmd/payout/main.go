@@ -58,7 +58,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, payout.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, payout.Feed.Migrations(), payout.Migrations)
 	if err != nil {
 		return err
 	}
@@ -84,13 +84,17 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// gateway timeout, while the commit itself runs on.
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	store := payout.NewStore(db)
+	store := payout.NewStore(db, s.Env)
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: store,
 		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Worker: cfg.Worker, Log: s.Log})
 	// Every replica moves payouts on the provider's word and closes their
 	// deposit windows, whether or not anyone reads them.
 	go payout.NewWorker(svc, store, s.Log, s.Kit.Registry).Run(ctx)
+	// Every replica places the events written (one at a time) and deletes
+	// the old ones (DESIGN §9).
+	go payout.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
+	payout.Feed.Route(mux, db, o, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), creating, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -19,6 +19,7 @@ type Endpoints struct {
 	SandboxDeposit endpoint.Endpoint
 	SandboxExpire  endpoint.Endpoint
 	RefundAddress  endpoint.Endpoint
+	Validate       endpoint.Endpoint
 	List           endpoint.Endpoint
 }
 
@@ -37,6 +38,7 @@ func MakeEndpoints(s Service, o *kithttp.Observer) Endpoints {
 		SandboxDeposit: o.Op("sandbox_payout_deposit", kithttp.Endpoint(s.SandboxDeposit)),
 		SandboxExpire:  o.Op("sandbox_payout_expire", kithttp.Endpoint(s.SandboxExpire)),
 		RefundAddress:  o.Op("payout_refund_address", kithttp.Endpoint(s.SetRefundAddress)),
+		Validate:       o.Op("payout_validate", kithttp.Endpoint(s.Validate)),
 		// A list's query (a partner's reference, dates) is never logged:
 		// the line says the operation, key and code only.
 		List: o.Op("list_payouts", kithttp.Endpoint(s.List)),

@@ -299,55 +299,6 @@ func (s *service) samePayee(p Record, payee beneficiary.Checked, req ExecuteRequ
 	return s.answerAs(p, payee.Masked()), nil
 }
 
-// answer is the payout as the partner sees it.
-func (s *service) answer(p Record) Payout {
-	return s.answerAs(p, masked(p.Rail, p.BeneficiaryName, p.Beneficiary))
-}
-
-// answerAs is the payout as the partner sees it, its beneficiary masked
-// as m (known already where the request named it: nothing to parse).
-func (s *service) answerAs(p Record, m beneficiary.Masked) Payout {
-	token := ""
-	if chain, err := s.chains.Find("chain", p.Chain); err == nil {
-		if t, ok := chain.Token(p.CryptoCurrency); ok {
-			token = t.Address
-		}
-	}
-	return Payout{
-		Mock: true, PayoutID: p.ID, QuoteID: p.QuoteID, Status: p.Status, Rail: p.Rail, EstimatedSettlement: p.Settlement,
-		Deposit: Deposit{Address: p.DepositAddress, Chain: p.Chain, CryptoCurrency: p.CryptoCurrency, Token: token,
-			Amount: MockMoney, ExpiresAt: p.DepositExpiresAt.UTC().Format(time.RFC3339)},
-		Beneficiary: m,
-		Reference:   p.Reference,
-		CreatedAt:   p.CreatedAt.UTC().Format(time.RFC3339),
-		Refunds:     refundAnswers(p.Refunds),
-	}
-}
-
-// refundAnswers are refunds as answers show them: [] when none is owed.
-func refundAnswers(rs []Refund) []RefundAnswer {
-	out := make([]RefundAnswer, len(rs))
-	for i, r := range rs {
-		out[i] = RefundAnswer{RefundID: r.ID, Status: r.Status, Reason: r.Reason, Amount: r.Amount, CryptoCurrency: r.CryptoCurrency,
-			Chain: r.Chain, Address: r.Address, TxHash: r.TxHash, CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339)}
-		if r.SentAt != nil {
-			out[i].SentAt = r.SentAt.UTC().Format(time.RFC3339)
-		}
-	}
-	return out
-}
-
-// masked is a stored beneficiary as answers show it.
-func masked(rail, name string, fields []byte) beneficiary.Masked {
-	var f map[string]any
-	_ = json.Unmarshal(fields, &f)
-	account, _ := f[beneficiary.AccountField(rail)].(string)
-	if account == "" {
-		account, _ = f["iban"].(string) // swift, to an IBAN
-	}
-	return beneficiary.Mask(name, account)
-}
-
 // depositAddress is the payout's own deposit address: 20 bytes of an HMAC
 // of its id under the service's secret, written in EIP-55.
 func (s *service) depositAddress(payoutID string) string {

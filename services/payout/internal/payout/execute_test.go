@@ -234,7 +234,7 @@ func TestProductionRefusesPayoutsWhileTheQuoteIsAMock(t *testing.T) {
 //	go test -run '^$' -bench Execute -benchtime 4000x ./internal/payout/
 func BenchmarkExecute(b *testing.B) {
 	url := pgtest.URL(b)
-	db := pgtest.OpenURL(b, url, Migrations)
+	db := pgtest.OpenURL(b, url, migrationSets...)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	ids := quotesFor(b, svc, b.N)
 	b.ReportAllocs()
@@ -266,7 +266,7 @@ func BenchmarkExecute(b *testing.B) {
 //	go test -run '^$' -bench ExecuteKeyed -benchtime 4000x ./internal/payout/
 func BenchmarkExecuteKeyed(b *testing.B) {
 	url := pgtest.URL(b)
-	db := pgtest.OpenURL(b, url, idempotency.Migrations, Migrations)
+	db := pgtest.OpenURL(b, url, idempotency.Migrations, Feed.Migrations(), Migrations)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	log := slog.New(slog.DiscardHandler)
 	mux := http.NewServeMux()
@@ -312,7 +312,7 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 // the five indexes a sixth, the rules trigger a tenth.
 func BenchmarkExecuteParts(b *testing.B) {
 	url := pgtest.URL(b)
-	db := pgtest.OpenURL(b, url, Migrations)
+	db := pgtest.OpenURL(b, url, migrationSets...)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	s := svc.(*service)
 	ctx := context.Background()

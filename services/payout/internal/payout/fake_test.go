@@ -18,9 +18,11 @@ type fakeProvider struct {
 	mu       sync.Mutex
 	payouts  map[string]bankprovider.NewPayout
 	word     map[string]bankprovider.Payout
-	creates  int // calls to CreatePayout
-	made     int // payouts it took
-	asked    int // calls to PayoutByReference
+	creates  int                      // calls to CreatePayout
+	made     int                      // payouts it took
+	asked    int                      // calls to PayoutByReference
+	checked  int                      // calls to CheckPayee
+	payee    bankprovider.PayeeResult // its answer to a payee check (match when empty)
 	down     bool
 	loseNext bool // the next creation is made, and its answer lost
 }
@@ -64,6 +66,20 @@ func (f *fakeProvider) PayoutByReference(_ context.Context, ref string) (bankpro
 		return bankprovider.Payout{}, e
 	}
 	return w, nil
+}
+
+// CheckPayee answers payee, or the provider being down.
+func (f *fakeProvider) CheckPayee(_ context.Context, in bankprovider.PayeeCheck) (bankprovider.PayeeResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checked++
+	if f.down {
+		return bankprovider.PayeeResult{}, errProviderDown
+	}
+	if f.payee.Result == "" {
+		return bankprovider.PayeeResult{Result: bankprovider.PayeeMatch}, nil
+	}
+	return f.payee, nil
 }
 
 // says sets the provider's word on ref.

@@ -122,7 +122,7 @@ func TestPagingWhileInsertsRace(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	t.Parallel()
-	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ids := f.payoutsFor(t, "acme", 0, 9)
 	if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: ids[4]}); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func BenchmarkList(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("PAYOUT_LIST_ROWS")); err == nil && v > 0 {
 		rows = v
 	}
-	db := pgtest.Open(b, Migrations)
+	db := pgtest.Open(b, migrationSets...)
 	seedPayouts(b, db, rows)
 	f := newStatusFixture(b, db)
 	ctx := context.Background()

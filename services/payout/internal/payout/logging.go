@@ -60,3 +60,23 @@ func (p PayoutStatus) LogAttrs() []slog.Attr {
 func (r RefundAddressRequest) LogAttrs() []slog.Attr {
 	return []slog.Attr{slog.String("payout_id", logPayoutID(r.PayoutID))}
 }
+
+// LogAttrs of a validation: the quote id (a malformed one is not logged
+// whole), never the beneficiary.
+func (r ValidateRequest) LogAttrs() []slog.Attr {
+	id := r.QuoteID
+	if _, ok := BankPayout.Parse(id); !ok && id != "" {
+		id = format.Malformed
+	}
+	return []slog.Attr{slog.String("quote_id", id)}
+}
+
+// LogAttrs of a validation's answer: whether it is valid, how many
+// problems, and the name check's result (never a name).
+func (v Validation) LogAttrs() []slog.Attr {
+	attrs := []slog.Attr{slog.Bool("valid", v.Valid), slog.Int("problems", len(v.Errors))}
+	if v.NameCheck != nil {
+		attrs = append(attrs, slog.String("name_check", v.NameCheck.Result))
+	}
+	return attrs
+}

@@ -36,6 +36,8 @@ type Service interface {
 	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
 	SandboxExpire(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
 	SetRefundAddress(ctx context.Context, caller partner.Caller, req RefundAddressRequest) (PayoutStatus, error)
+	// Validate checks a beneficiary against a quote, recording nothing.
+	Validate(ctx context.Context, caller partner.Caller, req ValidateRequest) (Validation, error)
 	// List answers GET /v1/bank/payouts: its query string, checked here.
 	List(ctx context.Context, caller partner.Caller, query url.Values) (PayoutList, error)
 }
@@ -89,14 +91,14 @@ type Book interface {
 		build func(id string, expiresAt time.Time) ([]byte, error)) (quote.Offer, error)
 	Find(ctx context.Context, id quote.ID, keyID string) (quote.Found, error)
 	Close(ctx context.Context, id quote.ID, by string) (bool, error)
+	Closed(ctx context.Context, id quote.ID) (bool, error)
 }
 
 // BankPayout is the kind of the bank payout quote: ids bpq_<chain>_<32 hex>.
 var BankPayout = quote.Kind{Prefix: "bpq"}
 
 type service struct {
-	env      environment.Name
-	chains   *catalog.Chains
+	view
 	ttl      time.Duration
 	book     Book
 	payouts  Payouts
@@ -138,7 +140,7 @@ func NewService(cfg Config) Service {
 	w := cfg.Worker
 	w.PollMax, w.ReturnWindow, w.SandboxSettle = cmp.Or(w.PollMax, 2*time.Second), cmp.Or(w.ReturnWindow, 60*24*time.Hour),
 		cmp.Or(w.SandboxSettle, 3*time.Second)
-	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), ttl: cfg.TTL, book: cfg.Book, payouts: cfg.Payouts,
+	return &service{view: newView(cfg.Env), ttl: cfg.TTL, book: cfg.Book, payouts: cfg.Payouts,
 		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret, cfg: w, log: cfg.Log}
 }
 

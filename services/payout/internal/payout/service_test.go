@@ -38,7 +38,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // and its payouts in PostgreSQL.
 func newTestService(t testing.TB, ttl time.Duration) (Service, *clock) {
 	t.Helper()
-	return newTestServiceOn(t, pgtest.Open(t, Migrations), ttl)
+	return newTestServiceOn(t, pgtest.Open(t, migrationSets...), ttl)
 }
 
 func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service, *clock) {
@@ -48,7 +48,7 @@ func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
 	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: NewStore(db), Provider: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}), c
+		Payouts: NewStore(db, environment.Sandbox), Provider: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}), c
 }
 
 func code(err error) string {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
-	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
@@ -331,23 +330,6 @@ func decimals(amount string) int {
 		}
 	}
 	return 2
-}
-
-func (s *service) status(r Record) PayoutStatus {
-	st := PayoutStatus{Payout: s.answer(r), FailureReason: r.FailureReason, ReturnReason: r.ReturnReason, ReturnCode: r.ReturnCode,
-		History: make([]HistoryEntry, len(r.History))}
-	for i, m := range r.History {
-		st.History[i] = HistoryEntry{Status: m.Status, At: m.At.UTC().Format(time.RFC3339)}
-	}
-	// The deposit is shown once the payout took it (processing, or a
-	// short one's failure), not while its hand-over is pending.
-	if r.Status != lifecycle.PayoutAwaitingDeposit {
-		st.DepositTxHash = r.DepositTxHash
-	}
-	if r.CompletedAt != nil {
-		st.CompletedAt = r.CompletedAt.UTC().Format(time.RFC3339)
-	}
-	return st
 }
 
 // testnetHash is a sandbox transaction's hash (a deposit's, a refund's).

@@ -40,7 +40,7 @@ func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now().UTC()}
 	p := newFakeProvider()
-	store := NewStore(db)
+	store := NewStore(db, environment.Sandbox)
 	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Hour, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
 		Payouts: store, Provider: p, Now: c.now, Secret: []byte("test-secret-0123456789")})
 	reg := prometheus.NewPedanticRegistry()
@@ -195,7 +195,7 @@ func TestAPayoutReachesItsOutcome(t *testing.T) {
 // not), and a deposit after that is refunded, the payout staying expired.
 func TestAPayoutWithoutItsDepositExpires(t *testing.T) {
 	t.Parallel()
-	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	p := f.payout(t, "33")
 	f.clock.add(DepositWindow)
 	if st := f.status(t, p.PayoutID); st.Status != "awaiting_deposit" {
@@ -216,7 +216,7 @@ func TestAPayoutWithoutItsDepositExpires(t *testing.T) {
 // has moved the payout is late all the same, on the database's clock.
 func TestADepositAfterTheWindowIsLateBeforeTheWorkerRuns(t *testing.T) {
 	t.Parallel()
-	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	p := f.payout(t, "34")
 	f.clock.add(DepositWindow)
 	st, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
@@ -235,7 +235,7 @@ func TestADepositAfterTheWindowIsLateBeforeTheWorkerRuns(t *testing.T) {
 // is sent, with a hash, one settle later.
 func TestDepositMismatchesAreRefunded(t *testing.T) {
 	t.Parallel()
-	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 	addr := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 	deposit := func(t *testing.T, p Payout, amount, token string) PayoutStatus {
@@ -329,7 +329,7 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 // counted, and the payout is neither sent again nor moved.
 func TestTheHandOverIsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	f := newStatusFixture(t, pgtest.Open(t, Migrations))
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 
 	down := f.payout(t, "50")
@@ -384,7 +384,7 @@ func TestTwoWorkersMoveAPayoutOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.Open(t, migrationSets...)
 	f := newStatusFixture(t, db)
-	second := NewWorker(f.svc, NewStore(db), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	second := NewWorker(f.svc, NewStore(db, environment.Sandbox), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	ctx := context.Background()
 	race := func(fns ...func()) {
 		var wg sync.WaitGroup
@@ -481,7 +481,7 @@ func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 	}
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
-	s := NewStore(db)
+	s := NewStore(db, environment.Sandbox)
 	at := time.Now().UTC().Truncate(time.Second)
 	// step is the move to status with what it needs, from a payout that
 	// is where it comes from.

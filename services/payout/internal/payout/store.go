@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
 )
 
@@ -22,6 +26,9 @@ var migrations embed.FS
 // Migrations is the payout service's schema (services/payout/schema.sql
 // is what they make).
 var Migrations = database.MigrationsIn("payout", migrations)
+
+// Feed is the service's events feed (DESIGN §9), in tables of its own.
+var Feed = events.For("payout")
 
 // StoredPayout is a payout as the system of record keeps it. It holds the
 // beneficiary, which is personal data: it is never logged.
@@ -96,12 +103,20 @@ var ErrNotFound = errors.New("payout not found")
 var ErrExpired = errors.New("payout: the quote expired")
 
 // Store keeps payouts in the system of record.
-type Store struct{ db *database.DB }
+type Store struct {
+	db *database.DB
+	// view renders the objects of the events the store writes: every
+	// status change of a payout or of one of its refunds writes its event
+	// (pkg/events) in the transaction of the change.
+	view view
+}
 
 var _ Payouts = (*Store)(nil)
 
-// NewStore returns the store on db.
-func NewStore(db *database.DB) *Store { return &Store{db: db} }
+// NewStore returns the store on db, of payouts in env.
+func NewStore(db *database.DB, env environment.Name) *Store {
+	return &Store{db: db, view: newView(env)}
+}
 
 const payoutColumns = `p.id, p.quote_id, p.key_id, p.beneficiary_name, p.beneficiary, p.chain, p.crypto_currency, p.fiat_currency,
 	p.country, COALESCE(p.crypto_amount, ''), COALESCE(p.fiat_amount, ''), p.rail, p.estimated_settlement, p.status, p.quote_expires_at,
@@ -219,7 +234,11 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 	if !idempotency.Claimed(ctx) {
 		// Nothing to keep beside the payout: one statement (its history row
 		// is a trigger's), committed on its own, one round trip.
-		err := s.db.CommitRow(ctx, []any{&p.CreatedAt}, insertSQL, insertArgs(p)...)
+		args, err := s.insertArgs(p)
+		if err != nil {
+			return Payout{}, err
+		}
+		err = s.db.CommitRow(ctx, []any{&p.CreatedAt}, insertSQL, args...)
 		switch {
 		case err == nil:
 			return answer(newRecord(p))
@@ -236,7 +255,7 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 	}
 	var out Payout
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		stored, err := insertPayout(ctx, tx, p)
+		stored, err := s.insertPayout(ctx, tx, p)
 		if err != nil {
 			return err
 		}
@@ -259,26 +278,57 @@ func newRecord(p StoredPayout) Record {
 	return Record{StoredPayout: p, History: []Move{{Status: p.Status, At: p.StatusAt}}, Refunds: []Refund{}}
 }
 
-// A new payout is next looked at when its deposit window closes.
-const insertSQL = `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
-		crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
-		quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at, next_check_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''),
-		NULLIF($18, ''), $19, $20, $21, $20)
-	ON CONFLICT (quote_id) DO NOTHING RETURNING created_at`
+// A new payout is next looked at when its deposit window closes. Its
+// event (payout.awaiting_deposit) is written by the same statement, once
+// the insert is known to have made it: its object's createdAt is the
+// database's (createdMark, replaced).
+const insertSQL = `WITH p AS (
+		INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
+			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
+			quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at, next_check_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''),
+			NULLIF($18, ''), $19, $20, $21, $20)
+		ON CONFLICT (quote_id) DO NOTHING RETURNING id, key_id, created_at),
+	e AS (
+		INSERT INTO payout_events (id, key_id, type, object_id, created_at, data)
+		SELECT $22, p.key_id, $23, p.id, p.created_at,
+			replace($24, '` + createdMark + `', to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))::json
+		FROM p)
+	SELECT created_at FROM p`
 
-func insertArgs(p StoredPayout) []any {
+// createdMark stands for a new payout's createdAt in its event's object,
+// until the insert knows it.
+const createdMark = "@@created_at@@"
+
+// insertArgs are insertSQL's arguments for p, with its event.
+func (s *Store) insertArgs(p StoredPayout) ([]any, error) {
+	r := newRecord(p)
+	st := s.view.status(r)
+	st.CreatedAt = createdMark
+	e, err := events.New(s.view.env, p.KeyID, eventType(p.Status), p.ID, p.StatusAt, st, "")
+	if err != nil {
+		return nil, err
+	}
 	return []any{p.ID, p.QuoteID, p.KeyID, p.BeneficiaryName, string(p.Beneficiary), p.Chain, p.CryptoCurrency, p.FiatCurrency,
 		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt,
-		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt}
+		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt, events.NewID(), e.Type, string(e.Data)}, nil
 }
+
+// eventType is the event of a payout's move to status; refundEventType of
+// a refund's.
+func eventType(status string) string       { return "payout." + status }
+func refundEventType(status string) string { return "payout.refund." + status }
 
 // insertPayout inserts p unless its quote has a payout, and returns the
 // quote's payout: p (inserted, with the database's created_at), or the one
 // executed before. created_at is the database's now() (a trigger), and a
 // quote past its expiry on that clock is refused (ErrExpired).
-func insertPayout(ctx context.Context, tx pgx.Tx, p StoredPayout) (Record, error) {
-	err := tx.QueryRow(ctx, insertSQL, insertArgs(p)...).Scan(&p.CreatedAt)
+func (s *Store) insertPayout(ctx context.Context, tx pgx.Tx, p StoredPayout) (Record, error) {
+	args, err := s.insertArgs(p)
+	if err != nil {
+		return Record{}, err
+	}
+	err = tx.QueryRow(ctx, insertSQL, args...).Scan(&p.CreatedAt)
 	switch {
 	case err == nil:
 		return newRecord(p), nil
@@ -342,8 +392,12 @@ const refundSQL = `INSERT INTO payout_refunds (id, payout_id, reason, status, am
 	FROM payouts p WHERE p.id = $2
 	ON CONFLICT (payout_id, reason, deposit_tx_hash) DO NOTHING`
 
-// apply writes c to payout id, in tx.
-func apply(ctx context.Context, tx pgx.Tx, id string, c Change) error {
+// apply writes c to payout id, in tx, with the events of what it changed:
+// the payout's moves (status was its status before) and its refunds' (made
+// owed, or sent to the address just set). Every event carries the payout
+// as it stands once c is written.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c Change) error {
+	var pending []string // refunds that went to the address set
 	for _, st := range c.Steps {
 		if _, err := tx.Exec(ctx, stepSQL, id, st.To, st.At, st.DepositTxHash, st.DepositAmount, st.HandoverAt, st.HandedOverAt,
 			st.CompletedAt, st.FailureReason, st.ReturnReason, st.ReturnCode, st.SandboxOutcome, st.SandboxReason, st.RefundAddress); err != nil {
@@ -351,8 +405,12 @@ func apply(ctx context.Context, tx pgx.Tx, id string, c Change) error {
 		}
 		if st.RefundAddress != "" {
 			// Refunds awaiting the address go to it now.
-			if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'pending', address = $2, pending_at = $3
-				WHERE payout_id = $1 AND status = 'awaiting_address'`, id, st.RefundAddress, st.At); err != nil {
+			rows, err := tx.Query(ctx, `UPDATE payout_refunds SET status = 'pending', address = $2, pending_at = $3
+				WHERE payout_id = $1 AND status = 'awaiting_address' RETURNING id`, id, st.RefundAddress, st.At)
+			if err == nil {
+				pending, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+			if err != nil {
 				return fmt.Errorf("refunds of %s to their address: %w", id, err)
 			}
 		}
@@ -364,13 +422,63 @@ func apply(ctx context.Context, tx pgx.Tx, id string, c Change) error {
 	}
 	switch {
 	case c.Done:
-		_, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = NULL WHERE id = $1`, id)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = NULL WHERE id = $1`, id); err != nil {
+			return err
+		}
 	case c.Next != nil:
-		_, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = $2 WHERE id = $1`, id, *c.Next)
+		if _, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = $2 WHERE id = $1`, id, *c.Next); err != nil {
+			return err
+		}
+	}
+	return s.changed(ctx, tx, id, status, c, pending)
+}
+
+// changed writes the events of c, a change of payout id from status (and
+// of the refunds that went pending), in tx.
+func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Change, pending []string) error {
+	type happened struct {
+		typ, previous, refund string
+		at                    time.Time
+	}
+	var what []happened
+	for _, st := range c.Steps {
+		if st.To != "" {
+			what = append(what, happened{eventType(st.To), status, "", st.At})
+			status = st.To
+		}
+		if st.RefundAddress != "" {
+			for range pending {
+				what = append(what, happened{refundEventType(lifecycle.RefundPending), lifecycle.RefundAwaitingAddress, "", st.At})
+			}
+		}
+	}
+	for _, r := range c.Refunds {
+		what = append(what, happened{"", "", r.ID, r.CreatedAt}) // made owed, if it was (once per cause)
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	r, err := byID(ctx, tx, id, "")
+	if err != nil {
 		return err
 	}
-	return nil
+	object := s.view.status(r)
+	evs := make([]events.Event, 0, len(what))
+	for _, h := range what {
+		if h.refund != "" {
+			i := slices.IndexFunc(r.Refunds, func(f Refund) bool { return f.ID == h.refund })
+			if i < 0 {
+				continue // owed already, for the same cause: no new refund
+			}
+			h.typ = refundEventType(r.Refunds[i].Status)
+		}
+		e, err := events.New(s.view.env, r.KeyID, h.typ, id, h.at, object, h.previous)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, e)
+	}
+	return Feed.Write(ctx, tx, evs...)
 }
 
 // Update locks payout id, asks decide what to make of it as it stands, and
@@ -389,7 +497,7 @@ func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Chan
 		if err != nil {
 			return err
 		}
-		if err := apply(ctx, tx, id, c); err != nil {
+		if err := s.apply(ctx, tx, id, r.Status, c); err != nil {
 			return err
 		}
 		out, err = byID(ctx, tx, id, "")
@@ -409,7 +517,7 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, work func(ctx
 		ORDER BY p.next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scanPayout,
 		func(ctx context.Context, tx pgx.Tx, due []StoredPayout) error {
 			for i, c := range work(ctx, due) {
-				if err := apply(ctx, tx, due[i].ID, c); err != nil {
+				if err := s.apply(ctx, tx, due[i].ID, due[i].Status, c); err != nil {
 					return err
 				}
 			}
@@ -423,24 +531,43 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, work func(ctx
 func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r Refund) string, at time.Time) (int, error) {
 	n := 0
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, chain FROM payout_refunds WHERE status = 'pending' AND pending_at <= $1
-			ORDER BY pending_at LIMIT $2 FOR UPDATE SKIP LOCKED`, before, limit)
+		// The payout is locked with its refund: its events are written one
+		// change after another.
+		rows, err := tx.Query(ctx, `SELECT r.id, r.chain, r.payout_id FROM payout_refunds r JOIN payouts p ON p.id = r.payout_id
+			WHERE r.status = 'pending' AND r.pending_at <= $1
+			ORDER BY r.pending_at LIMIT $2 FOR UPDATE OF r, p SKIP LOCKED`, before, limit)
 		if err != nil {
 			return err
 		}
-		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Refund, error) {
-			var r Refund
-			return r, row.Scan(&r.ID, &r.Chain)
+		type due struct {
+			Refund
+			payout string
+		}
+		sending, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (due, error) {
+			var d due
+			return d, row.Scan(&d.ID, &d.Chain, &d.payout)
 		})
 		if err != nil {
 			return err
 		}
-		for _, r := range due {
-			if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'sent', tx_hash = $2, sent_at = $3 WHERE id = $1`, r.ID, sent(r), at); err != nil {
-				return fmt.Errorf("refund %s sent: %w", r.ID, err)
+		for _, d := range sending {
+			if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'sent', tx_hash = $2, sent_at = $3 WHERE id = $1`,
+				d.ID, sent(d.Refund), at); err != nil {
+				return fmt.Errorf("refund %s sent: %w", d.ID, err)
+			}
+			p, err := byID(ctx, tx, d.payout, "")
+			if err != nil {
+				return err
+			}
+			e, err := events.New(s.view.env, p.KeyID, refundEventType(lifecycle.RefundSent), p.ID, at, s.view.status(p), lifecycle.RefundPending)
+			if err != nil {
+				return err
+			}
+			if err := Feed.Write(ctx, tx, e); err != nil {
+				return err
 			}
 		}
-		n = len(due)
+		n = len(sending)
 		return nil
 	})
 	return n, err

@@ -22,7 +22,7 @@ import (
 	"github.com/partnerpay/api/testkit/redistest"
 )
 
-var migrationSets = []database.Migrations{Migrations}
+var migrationSets = []database.Migrations{Feed.Migrations(), Migrations}
 
 var testStart = time.Now().UTC().Truncate(time.Second)
 
@@ -47,7 +47,7 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 	t.Parallel()
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
-	s := NewStore(db)
+	s := NewStore(db, environment.Sandbox)
 	if _, err := s.Execute(ctx, storedPayout("bpo_1", "bpq_1", "Ada"), answerAny); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 	}
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
-	if _, err := NewStore(db).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
+	if _, err := NewStore(db, environment.Sandbox).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range []string{"origin", "replica"} {
@@ -217,12 +217,12 @@ func TestTwentyConcurrentExecutionsWithMixedBeneficiaries(t *testing.T) {
 // executed is unknown, never repriced.
 func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
 	t.Parallel()
-	db := pgtest.Open(t, Migrations)
+	db := pgtest.Open(t, migrationSets...)
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
 	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now),
-		Payouts: NewStore(db), Now: time.Now, Secret: []byte("s")})
+		Payouts: NewStore(db, environment.Sandbox), Now: time.Now, Secret: []byte("s")})
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("70")}
 	executed := quoteFor(t, svc, acme, req)

@@ -18,6 +18,7 @@ import (
 func Routes(mux *http.ServeMux, e Endpoints, idempotent func(http.Handler) http.Handler, log *slog.Logger) {
 	mux.Handle("POST /v1/bank/payout/quote", idempotent(kithttp.Server(e.Quote, kithttp.Decode[QuoteRequest], log)))
 	mux.Handle("POST /v1/bank/payout", idempotent(holding{kithttp.Server(e.Execute, kithttp.Decode[ExecuteRequest], log), e.Hold}))
+	mux.Handle("POST /v1/bank/payout/validate", kithttp.Server(e.Validate, kithttp.Decode[ValidateRequest], log))
 	mux.Handle("POST /v1/bank/payout/status", kithttp.Server(e.Status, kithttp.Decode[StatusRequest], log))
 	mux.Handle("GET /v1/bank/payouts", kithttp.Server(e.List, kithttp.DecodeQuery, log))
 	mux.Handle("POST /v1/bank/payout/refund-address", kithttp.Server(e.RefundAddress, kithttp.Decode[RefundAddressRequest], log))

@@ -41,6 +41,7 @@ import (
 type Provider interface {
 	CreatePayout(ctx context.Context, in bankprovider.NewPayout) (bankprovider.Payout, error)
 	PayoutByReference(ctx context.Context, reference string) (bankprovider.Payout, error)
+	CheckPayee(ctx context.Context, in bankprovider.PayeeCheck) (bankprovider.PayeeResult, error)
 }
 
 // WorkerConfig tunes the workers of a payout service (its binary's

@@ -261,6 +261,16 @@ func (b *Book) Close(ctx context.Context, id ID, by string) (bool, error) {
 	return n == 1, nil
 }
 
+// Closed reports whether an execution has closed the quote (parsed id)
+// for a beneficiary: it can then be executed for that one alone.
+func (b *Book) Closed(ctx context.Context, id ID) (bool, error) {
+	n, err := b.rdb.Exists(ctx, keyPrefix(id.Kind, id.raw[:])+"x:"+id.String()).Result()
+	if err != nil {
+		return false, fmt.Errorf("read quote: %w", err)
+	}
+	return n == 1, nil
+}
+
 // closeScript sets the closed mark, naming who it is for, for the offer's
 // remaining life; 0 when it is closed for someone else. KEYS: quote,
 // mark. ARGV: who.

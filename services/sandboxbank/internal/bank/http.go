@@ -76,6 +76,10 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 		return p, created, err
 	}))
 	api.HandleFunc("GET /v1/payouts/by_reference/{reference}", read(h, "reference", b.PayoutByReference))
+	api.HandleFunc("POST /v1/payee_checks", call(h, func(r *http.Request, in bankprovider.PayeeCheck) (any, bool, error) {
+		res, err := b.CheckPayee(in)
+		return res, false, err
+	}))
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 404, fail(404, "invalid_request_error", "Unrecognized request URL ("+r.Method+" "+r.URL.Path+").").Body)
 	})

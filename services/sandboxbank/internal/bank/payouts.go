@@ -2,6 +2,7 @@ package bank
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -111,4 +112,38 @@ func (b *Bank) payoutView(p *payout) bankprovider.Payout {
 	}
 	v.Status, v.CompletedAt = payoutCompleted, settled.UTC().Format(time.RFC3339)
 	return v
+}
+
+// payeeRails are the rails whose payee's bank can check a name: SEPA's
+// Verification of Payee, the UK's Confirmation of Payee, PIX's key lookup.
+var payeeRails = setOf("sepa", "sepa_instant", "faster_payments", "pix")
+
+// CheckPayee plays a payee check by the name's magic words (DESIGN §3): a
+// name with "Mismatch" is no_match, with "Close" close_match (the holder's
+// name is the name without the word), with "Unavailable" not_possible;
+// any other name matches. It records nothing.
+func (b *Bank) CheckPayee(in bankprovider.PayeeCheck) (bankprovider.PayeeResult, error) {
+	var who struct {
+		Name string `json:"name"`
+	}
+	var details []bankprovider.FieldDetail
+	if !payeeRails[in.Rail] {
+		details = append(details, bankprovider.FieldDetail{Field: "rail", Constraint: "unsupported_rail", Value: in.Rail})
+	}
+	if json.Unmarshal(in.Beneficiary, &who) != nil || who.Name == "" {
+		details = append(details, bankprovider.FieldDetail{Field: "beneficiary.name", Constraint: "required"})
+	}
+	if len(details) > 0 {
+		return bankprovider.PayeeResult{}, invalid(details...)
+	}
+	switch {
+	case strings.Contains(who.Name, "Mismatch"):
+		return bankprovider.PayeeResult{Result: bankprovider.PayeeNoMatch}, nil
+	case strings.Contains(who.Name, "Unavailable"):
+		return bankprovider.PayeeResult{Result: bankprovider.PayeeNotPossible}, nil
+	case strings.Contains(who.Name, "Close"):
+		registered := strings.Join(strings.Fields(strings.ReplaceAll(who.Name, "Close", "")), " ")
+		return bankprovider.PayeeResult{Result: bankprovider.PayeeCloseMatch, RegisteredName: registered}, nil
+	}
+	return bankprovider.PayeeResult{Result: bankprovider.PayeeMatch}, nil
 }

@@ -57,3 +57,28 @@ func TestAPayoutPlaysOutItsOutcome(t *testing.T) {
 		t.Error("an unknown payout")
 	}
 }
+
+// A payee check answers by the name's magic words, on the rails that have
+// one; any other rail, or no name, is refused naming the field.
+func TestAPayeeCheckAnswersByTheName(t *testing.T) {
+	t.Parallel()
+	b := newBank(&clock{t: time.Now()})
+	for _, tt := range []struct {
+		name string
+		want bankprovider.PayeeResult
+	}{
+		{"Ada Lovelace", bankprovider.PayeeResult{Result: "match"}},
+		{"Ada Mismatch", bankprovider.PayeeResult{Result: "no_match"}},
+		{"Ada Close Lovelace", bankprovider.PayeeResult{Result: "close_match", RegisteredName: "Ada Lovelace"}},
+		{"Unavailable Ltd", bankprovider.PayeeResult{Result: "not_possible"}},
+	} {
+		got, err := b.CheckPayee(bankprovider.PayeeCheck{Rail: "sepa", Country: "DE", Beneficiary: []byte(`{"name":"` + tt.name + `","iban":"DE89370400440532013000"}`)})
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %+v %v, want %+v", tt.name, got, err, tt.want)
+		}
+	}
+	_, err := b.CheckPayee(bankprovider.PayeeCheck{Rail: "ach", Beneficiary: []byte(`{}`)})
+	if f := failure(t, err); f.Status != 422 || len(f.Body.Error.Details) != 2 || f.Body.Error.Details[0].Field != "rail" || f.Body.Error.Details[1].Field != "beneficiary.name" {
+		t.Errorf("ach without a name: %+v", f.Body.Error)
+	}
+}

@@ -1,0 +1,58 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/partner"
+)
+
+// A service's part of GET /v1/events, which only the gateway calls: the
+// gateway checks the partner's query and cursor, asks each service for a
+// page after the service's place (after=), and merges the pages.
+
+// MaxLimit is the most events a page holds.
+const MaxLimit = 100
+
+// Route adds GET /v1/events, this service's feed, to mux: measured as the
+// operation "events", not logged (the gateway's request line is).
+func (f Feed) Route(mux *http.ServeMux, db *database.DB, o *kithttp.Observer, log *slog.Logger) {
+	h := handler{f, db}
+	mux.Handle("GET /v1/events", kithttp.Server(o.Quiet("events", kithttp.Endpoint(h.page)), kithttp.DecodeQuery, log))
+}
+
+type handler struct {
+	feed Feed
+	db   *database.DB
+}
+
+// ErrCursorExpired is the answer to a place retention has deleted past.
+var ErrCursorExpired = envelope.New(envelope.CodeCursorExpired,
+	"This cursor is older than the feed's 30-day retention: events after it were deleted. Start again without startingAfter, and reconcile with the lists.")
+
+func (h handler) page(ctx context.Context, caller partner.Caller, q url.Values) (Page, error) {
+	var query Query
+	var err error
+	if query.After, err = strconv.ParseInt(q.Get("after"), 10, 64); err != nil || query.After < 0 {
+		return Page{}, envelope.InvalidRequest("after must be a place in the feed.")
+	}
+	if query.Limit, err = strconv.Atoi(q.Get("limit")); err != nil || query.Limit < 1 || query.Limit > MaxLimit {
+		return Page{}, envelope.InvalidRequest("limit must be a whole number from 1 to 100.")
+	}
+	query.Type, query.ObjectID = q.Get("type"), q.Get("objectId")
+	if len(query.Type) > 64 || len(query.ObjectID) > 64 {
+		return Page{}, envelope.InvalidRequest("type and objectId are at most 64 characters.")
+	}
+	p, err := h.feed.Read(ctx, h.db, caller.KeyID, query)
+	if errors.Is(err, ErrExpired) {
+		return Page{}, ErrCursorExpired
+	}
+	return p, err
+}

@@ -1,0 +1,129 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testFeed() *feed {
+	return newFeed(&Gateway{env: "sandbox"}, nil, "internal-token-0123456789")
+}
+
+// A cursor reads back as it was made, for its key and filters only.
+func TestFeedCursors(t *testing.T) {
+	t.Parallel()
+	f := testFeed()
+	q := feedQuery{typ: "payout.*"}
+	c := f.encode([]int64{7, 0, 1 << 40, 3}, "acme", q)
+	if got, ok := f.decode(c, "acme", q); !ok || got[0] != 7 || got[2] != 1<<40 || got[3] != 3 {
+		t.Fatalf("decoded %v %v", got, ok)
+	}
+	for name, tt := range map[string]struct {
+		cursor, key string
+		q           feedQuery
+	}{
+		"another key":   {c, "globex", q},
+		"other filters": {c, "acme", feedQuery{}},
+		"an object":     {c, "acme", feedQuery{typ: "payout.*", objectID: "bpo_00000000000000000000000000000000"}},
+		"edited":        {c[:3] + string(c[3]^1) + c[4:], "acme", q},
+		"cut":           {c[:len(c)-2], "acme", q},
+		"not base64":    {"!!!", "acme", q},
+	} {
+		if _, ok := f.decode(tt.cursor, tt.key, tt.q); ok {
+			t.Errorf("%s: a cursor opened", name)
+		}
+	}
+}
+
+// The parameters, and which services a filter leaves.
+func TestFeedQuery(t *testing.T) {
+	t.Parallel()
+	f := testFeed()
+	for _, tt := range []struct{ query, only, err string }{
+		{"", "", ""},
+		{"type=payout.refund.sent", "payout", ""},
+		{"type=virtual_account.*", "fiat", ""},
+		{"type=consent.returned&objectId=cs_000000000000000000000000", "consent", ""},
+		{"type=order.*&objectId=bpo_00000000000000000000000000000000", "-", ""},
+		{"objectId=ord_000000000000000000000000", "orders", ""},
+		{"type=payout", "", "type must be"},
+		{"type=payout.*.*", "", "type must be"},
+		{"objectId=ord_0000", "", "objectId must be"},
+		{"limit=101", "", "limit must be"},
+		{"limit=5&limit=6", "", "more than once"},
+	} {
+		v, _ := url.ParseQuery(tt.query)
+		q, err := f.parse(v, "acme")
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: %v, want %q", tt.query, err, tt.err)
+		case tt.err == "" && (err != nil || q.only != tt.only):
+			t.Errorf("%s: only %q, %v; want %q", tt.query, q.only, err, tt.only)
+		}
+	}
+}
+
+// The merge takes the oldest head first, each service's events in its
+// order, up to the limit; a service whose page was taken whole goes on
+// past what its filters skipped, one cut short stays at its last event
+// taken, and one that did not answer keeps its place.
+func TestFeedMerge(t *testing.T) {
+	t.Parallel()
+	f := testFeed()
+	at := func(s int) time.Time { return time.Date(2026, 11, 27, 12, 0, s, 0, time.UTC) }
+	page := func(through int64, more bool, evs ...struct {
+		seq int64
+		at  time.Time
+	}) *sourcePage {
+		p := &sourcePage{Through: through, HasMore: more}
+		for _, e := range evs {
+			p.Events = append(p.Events, struct {
+				Seq       int64           `json:"seq"`
+				ID        string          `json:"id"`
+				Type      string          `json:"type"`
+				CreatedAt time.Time       `json:"createdAt"`
+				Data      json.RawMessage `json:"data"`
+			}{e.seq, fmt.Sprintf("evt_%032d", e.seq), "payout.processing", e.at, json.RawMessage(`{"object":{}}`)})
+		}
+		return p
+	}
+	type ev = struct {
+		seq int64
+		at  time.Time
+	}
+	q := feedQuery{limit: 3, places: []int64{10, 20, 30, 40}}
+	pages := []*sourcePage{
+		page(13, false, ev{11, at(1)}, ev{12, at(4)}), // payout: its second is newer than fiat's
+		page(25, false, ev{21, at(2)}),                // fiat: taken whole, through 25
+		nil,                                           // consent: did not answer
+		page(43, true, ev{41, at(3)}, ev{42, at(5)}), // orders: cut short
+	}
+	w := httptest.NewRecorder()
+	f.answer(w, q, "acme", pages)
+	var got struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+		HasMore    bool   `json:"hasMore"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || !strings.HasPrefix(w.Body.String(), `{"environment":"sandbox","data":[`) {
+		t.Fatalf("%s %v", w.Body, err)
+	}
+	var order []string
+	for _, e := range got.Data {
+		order = append(order, strings.TrimLeft(strings.TrimPrefix(e.ID, "evt_"), "0"))
+	}
+	if strings.Join(order, " ") != "11 21 41" || !got.HasMore {
+		t.Errorf("merged %v (hasMore %v), want seq 11, 21, 41", order, got.HasMore)
+	}
+	places, ok := f.decode(got.NextCursor, "acme", q)
+	if !ok || places[0] != 11 || places[1] != 25 || places[2] != 30 || places[3] != 41 {
+		t.Errorf("places %v, want [11 25 30 41]", places)
+	}
+}
