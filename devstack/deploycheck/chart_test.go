@@ -623,3 +623,36 @@ func TestTheChartTakesWhatOperatorsNeed(t *testing.T) {
 		}
 	}
 }
+
+// TestTheProviderIsReachedOnlyWhereListed: in production the services
+// reach the bank provider only at the CIDRs networkPolicy.bankProviderTo
+// lists; with none listed (the production values), nowhere on its port.
+func TestTheProviderIsReachedOnlyWhereListed(t *testing.T) {
+	toProvider := func(r rendered, name string) []networkingv1.NetworkPolicyPeer {
+		np := r.policies["pa-partner-api-"+name]
+		if np == nil {
+			t.Fatalf("%s: no NetworkPolicy", name)
+		}
+		for _, e := range np.Spec.Egress {
+			for _, p := range e.Ports {
+				if p.Port != nil && p.Port.IntValue() == 443 {
+					if len(e.To) == 0 {
+						t.Errorf("%s: egress to 443 anywhere", name)
+					}
+					return e.To
+				}
+			}
+		}
+		return nil
+	}
+	none := render(t, "values-production.yaml")
+	listed := render(t, "values-production.yaml", "networkPolicy.bankProviderTo[0].ipBlock.cidr=203.0.113.0/24")
+	for _, name := range []string{"payout", "fiat", "consent", "orders"} {
+		if to := toProvider(none, name); to != nil {
+			t.Errorf("%s: egress to the provider with no CIDR listed: %+v", name, to)
+		}
+		if to := toProvider(listed, name); len(to) != 1 || to[0].IPBlock == nil || to[0].IPBlock.CIDR != "203.0.113.0/24" {
+			t.Errorf("%s: egress to the provider %+v, want the listed CIDR", name, to)
+		}
+	}
+}

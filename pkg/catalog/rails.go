@@ -67,6 +67,10 @@ var bySpeed = func() []*Rail {
 // Rails lists the published rails in table order. Callers must not modify it.
 func Rails() []Rail { return rails }
 
+// SettlesIn is the rail's normal settlement time (Settlement, as a
+// duration).
+func (r *Rail) SettlesIn() time.Duration { return r.settleIn }
+
 func (r *Rail) carries(currency string) bool {
 	for _, c := range r.Currencies {
 		if c == currency {

@@ -29,6 +29,9 @@ const (
 	PayoutFailed          = "failed"
 )
 
+// PayoutStatuses are every payout status, in the order of the arrows.
+var PayoutStatuses = []string{PayoutAwaitingDeposit, PayoutProcessing, PayoutCompleted, PayoutReturned, PayoutExpired, PayoutFailed}
+
 // PayoutMoves are the moves a payout's status may make, from → to.
 var PayoutMoves = [][2]string{
 	{PayoutAwaitingDeposit, PayoutProcessing},

@@ -253,11 +253,15 @@ CREATE INDEX payout_events_object ON public.payout_events USING btree (key_id, o
 
 CREATE INDEX payout_events_unsequenced ON public.payout_events USING btree (n) WHERE (seq IS NULL);
 
+CREATE INDEX payout_refunds_owed ON public.payout_refunds USING btree (status) WHERE (status = ANY (ARRAY['awaiting_address'::text, 'pending'::text]));
+
 CREATE INDEX payout_refunds_payout ON public.payout_refunds USING btree (payout_id);
 
 CREATE INDEX payout_refunds_to_send ON public.payout_refunds USING btree (pending_at) WHERE (status = 'pending'::text);
 
 CREATE INDEX payouts_due ON public.payouts USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
+
+CREATE INDEX payouts_in_flight ON public.payouts USING btree (status, rail, status_at) WHERE (status = ANY (ARRAY['awaiting_deposit'::text, 'processing'::text]));
 
 CREATE INDEX payouts_key_page ON public.payouts USING btree (key_id, created_at DESC, id DESC);
 

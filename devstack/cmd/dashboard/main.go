@@ -238,6 +238,15 @@ func Dashboard() map[string]any {
 	b.series(16, 8, "Provider failures and retries", "Failed attempts (error or timeout; the BankProviderFailing alert) and the retries they caused.", "reqps",
 		[2]string{`sum by (job) (rate(partnerapi_bankprovider_requests_total{outcome=~"error|timeout"}[$__rate_interval]))`, "{{job}} failed"},
 		[2]string{`sum by (job) (rate(partnerapi_bankprovider_retries_total[$__rate_interval]))`, "{{job}} retries"})
+	b.row("payouts (the database's word)")
+	b.series(0, 6, "Payouts in flight", "Payouts awaiting their deposit and processing, by status (partnerapi_payout_in_flight).", "none",
+		[2]string{`max by (status) (sum by (instance, status) (partnerapi_payout_in_flight{job="payout"}))`, "{{status}}"})
+	b.series(6, 6, "Moves per minute", "Payouts moved to each status, as the moves commit.", "none",
+		[2]string{`sum by (status) (rate(partnerapi_payout_moves_total{job="payout"}[$__rate_interval])) * 60`, "{{status}}"})
+	b.series(12, 6, "Oldest processing", "How long the oldest processing payout of each rail has been so (PayoutProcessingOverdue opens a ticket far past the rail's estimate).", "s",
+		[2]string{`max by (rail) (partnerapi_payout_oldest_seconds{job="payout",status="processing"})`, "{{rail}}"})
+	b.series(18, 6, "Refunds owed", "Refunds not yet sent: awaiting the payout's refund address, or pending (being sent).", "none",
+		[2]string{`max by (status) (partnerapi_payout_refunds_owed{job="payout"})`, "{{status}}"})
 	b.row("workers (what moves payouts, funding and orders on the provider's word)")
 	b.series(0, 12, "Worker rounds by outcome", "Rounds of each replica's worker: worked (it claimed records), idle (none was due), failed (the database failed it; WorkerStalled pages when a replica finishes none for 5 minutes).", "ops",
 		[2]string{`sum by (job, instance, outcome) (rate(partnerapi_worker_rounds_total[$__rate_interval]))`, "{{job}} {{instance}} {{outcome}}"})
@@ -246,7 +255,7 @@ func Dashboard() map[string]any {
 	return map[string]any{
 		"uid":           "partner-api",
 		"title":         "Partner API",
-		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider; the workers.",
+		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider; the payouts; the workers.",
 		"tags":          []string{"partner-api"},
 		"timezone":      "utc",
 		"editable":      false,

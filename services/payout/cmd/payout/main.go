@@ -85,6 +85,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
 	store := payout.NewStore(db, s.Env)
+	store.Measure(payout.NewMetrics(db, s.Log, s.Kit.Registry))
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: store,
 		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Worker: cfg.Worker, Log: s.Log})
 	// Every replica moves payouts on the provider's word and closes their

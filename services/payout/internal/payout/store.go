@@ -109,6 +109,22 @@ type Store struct {
 	// status change of a payout or of one of its refunds writes its event
 	// (pkg/events) in the transaction of the change.
 	view view
+	// metrics counts the moves that commit (nil: not counted).
+	metrics *Metrics
+}
+
+// Measure has the store count the moves that commit in m.
+func (s *Store) Measure(m *Metrics) { s.metrics = m }
+
+// counted counts the moves of changes, committed.
+func (s *Store) counted(changes ...Change) {
+	for _, c := range changes {
+		for _, st := range c.Steps {
+			if st.To != "" {
+				s.metrics.Moved(st.To, 1)
+			}
+		}
+	}
 }
 
 var _ Payouts = (*Store)(nil)
@@ -241,6 +257,7 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 		err = s.db.CommitRow(ctx, []any{&p.CreatedAt}, insertSQL, args...)
 		switch {
 		case err == nil:
+			s.metrics.Moved(p.Status, 1)
 			return answer(newRecord(p))
 		case database.Violates(err, "payouts_not_after_expiry"):
 			return Payout{}, ErrExpired
@@ -254,11 +271,13 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 		return answer(stored)
 	}
 	var out Payout
+	made := false
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		stored, err := s.insertPayout(ctx, tx, p)
 		if err != nil {
 			return err
 		}
+		made = stored.ID == p.ID
 		if out, err = answer(stored); err != nil {
 			return err
 		}
@@ -268,6 +287,9 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 	})
 	if err != nil {
 		return Payout{}, err
+	}
+	if made {
+		s.metrics.Moved(p.Status, 1)
 	}
 	return out, nil
 }
@@ -488,13 +510,13 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Cha
 // transaction back and is returned as it is.
 func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Change, error)) (Record, error) {
 	var out Record
+	var c Change
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
 		if err != nil {
 			return err
 		}
-		c, err := decide(r)
-		if err != nil {
+		if c, err = decide(r); err != nil {
 			return err
 		}
 		if err := s.apply(ctx, tx, id, r.Status, c); err != nil {
@@ -503,6 +525,9 @@ func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Chan
 		out, err = byID(ctx, tx, id, "")
 		return err
 	})
+	if err == nil {
+		s.counted(c)
+	}
 	return out, err
 }
 
@@ -513,16 +538,22 @@ func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Chan
 // once, and a replica that dies mid-round leaves its payouts to the next
 // round of any. It returns how many it claimed.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []StoredPayout) []Change) (int, error) {
-	return database.Claim(ctx, s.db, `SELECT `+payoutColumns+` FROM payouts p WHERE p.next_check_at <= $1
+	var changes []Change
+	n, err := database.Claim(ctx, s.db, `SELECT `+payoutColumns+` FROM payouts p WHERE p.next_check_at <= $1
 		ORDER BY p.next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scanPayout,
 		func(ctx context.Context, tx pgx.Tx, due []StoredPayout) error {
-			for i, c := range work(ctx, due) {
+			changes = work(ctx, due)
+			for i, c := range changes {
 				if err := s.apply(ctx, tx, due[i].ID, due[i].Status, c); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
+	if err == nil {
+		s.counted(changes...)
+	}
+	return n, err
 }
 
 // RefundsDue marks sent at at (the database's clock) up to limit pending
