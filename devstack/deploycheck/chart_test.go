@@ -169,6 +169,7 @@ func env(c corev1.Container, name string) (corev1.EnvVar, bool) {
 }
 
 func TestTheChartKeepsItsPromises(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		values  string
 		sandbox bool
@@ -456,6 +457,7 @@ func checkMonitoring(t *testing.T, r rendered) {
 // Secret, their probes speak HTTPS, and the gateway (and fiat, for
 // consent) reach them by https:// URLs, trusting the Secret's CA.
 func TestTheChartTurnsOnTLSToTheServices(t *testing.T) {
+	t.Parallel()
 	r := render(t, "values-production.yaml", "tls.enabled=true", "tls.secretName=pa-tls")
 	for _, name := range []string{"payout", "fiat", "consent"} {
 		pod := r.deployments["pa-partner-api-"+name].Spec.Template.Spec
@@ -560,6 +562,7 @@ func checkAlertmanager(t *testing.T, r rendered, production bool) {
 // page receiver, or without the watchdog's dead man's switch, helm template
 // fails naming the value. With both, the rendered routing delivers them.
 func TestProductionRefusesAnEmptyPagerPath(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		set  []string
@@ -596,6 +599,7 @@ func TestProductionRefusesAnEmptyPagerPath(t *testing.T) {
 // a kube-prometheus-stack Prometheus selects; a Redis URL (which may hold
 // a password) reaches the pods from a Secret, never as a plain value.
 func TestTheChartTakesWhatOperatorsNeed(t *testing.T) {
+	t.Parallel()
 	r := render(t, "values-production.yaml", "redis.existingSecret=", "redis.url=redis://:hunter2hunter2@redis:6379/0")
 	for name, m := range r.monitors {
 		if m.Labels["release"] != "kube-prometheus-stack" {
@@ -628,6 +632,7 @@ func TestTheChartTakesWhatOperatorsNeed(t *testing.T) {
 // reach the bank provider only at the CIDRs networkPolicy.bankProviderTo
 // lists; with none listed (the production values), nowhere on its port.
 func TestTheProviderIsReachedOnlyWhereListed(t *testing.T) {
+	t.Parallel()
 	toProvider := func(r rendered, name string) []networkingv1.NetworkPolicyPeer {
 		np := r.policies["pa-partner-api-"+name]
 		if np == nil {

@@ -12,6 +12,7 @@ import (
 // oapi-codegen makes of the document the gateway serves, so the document
 // is proven by a real generator and the client never lags it.
 func TestTheGoClientIsGeneratedFromTheDocument(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "partnerapi.gen.go")
 	cmd := exec.Command("go", "tool", "oapi-codegen", "-config", "../clients/go/oapi-codegen.yaml",
 		"-o", out, "../services/gateway/internal/apidocs/openapi.yaml")

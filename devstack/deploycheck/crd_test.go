@@ -24,6 +24,7 @@ import (
 // the schema (the API server would silently prune it; kubeconform -strict
 // refuses it).
 func TestTheDatabaseClusterPassesTheOperatorsCRDSchema(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cloudnative-pg/cloudnative-pg").Output()
 	if err != nil {
 		t.Fatalf("go list the CloudNativePG module: %v", err)

@@ -17,6 +17,7 @@ import (
 // nothing else would notice), and the collector's pipelines name only the
 // receivers, processors and exporters it defines.
 func TestEveryFileComposeMountsParses(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)

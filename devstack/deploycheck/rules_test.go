@@ -16,6 +16,7 @@ const runbookBase = "https://github.com/partnerpay/api/blob/main/docs/runbook.md
 // on a heading that exists (GitHub's anchor of it), and every section of
 // the runbook belongs to an alert.
 func TestEveryAlertLinksItsRunbookSection(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../deploy/prometheus/rules/partner-api.yml")
 	if err != nil {
 		t.Fatal(err)

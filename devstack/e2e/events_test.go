@@ -9,6 +9,8 @@ import (
 	"time"
 )
 
+// Not parallel: see the package comment (one stack at a time).
+//
 // Following along without webhooks (DESIGN §9): through the gateway, one
 // feed over the four services.
 

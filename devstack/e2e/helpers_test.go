@@ -1,5 +1,10 @@
 // Package e2e drives the stack that `make run` starts, as real processes
 // with a real redis-server, through the gateway, as a partner would.
+//
+// Its tests run one at a time (no t.Parallel): each starts a stack of its
+// own, seven processes, and kills, freezes or restarts its parts and times
+// its answers against bounds ("within a second", "within 5 s"); side by
+// side on CI's two cores they would share the CPU and measure each other.
 package e2e
 
 import (

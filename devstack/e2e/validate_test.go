@@ -5,6 +5,8 @@ import (
 	"testing"
 )
 
+// Not parallel: see the package comment (one stack at a time).
+//
 // Validate before anyone deposits (DESIGN §3): through the gateway,
 // validation names every problem at once, answers the sandbox's payee
 // check, consumes nothing, and keeps the quote's own refusals.

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Not parallel: see the package comment (one stack at a time).
+//
 // The payout finishes on its own, and its stablecoins always have a way
 // home (DESIGN §3): a worker moves every payout on the provider's word, reads
 // never call the provider, and every deposit that will not be paid out is

@@ -3,11 +3,15 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
 func testFeed() *feed {
@@ -125,5 +129,66 @@ func TestFeedMerge(t *testing.T) {
 	places, ok := f.decode(got.NextCursor, "acme", q)
 	if !ok || places[0] != 11 || places[1] != 25 || places[2] != 30 || places[3] != 41 {
 		t.Errorf("places %v, want [11 25 30 41]", places)
+	}
+}
+
+// What the services answer decides the page: a service's 410 is the
+// page's cursor_expired; a service that does not answer keeps its place
+// while the others flow; none answering is a 500.
+func TestFeedWhenServicesFail(t *testing.T) {
+	t.Parallel()
+	serve := func(status int, body string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/events" || r.Header.Get("X-Partner-Key-Id") != "acme" || r.URL.Query().Get("limit") != "20" {
+				t.Errorf("asked %s %v", r.URL, r.Header)
+			}
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	page := `{"events":[{"seq":5,"id":"evt_00000000000000000000000000000005","type":"order.completed","createdAt":"2026-11-27T12:00:00Z","data":{"object":{}}}],"through":5,"hasMore":false}`
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // refuses connections
+	get := func(answers ...string) *httptest.ResponseRecorder {
+		var sources []feedSource
+		for i, name := range feedSources {
+			target := down.URL
+			switch answers[i] {
+			case "page":
+				target = serve(200, page).URL
+			case "empty":
+				target = serve(200, `{"events":[],"through":0,"hasMore":false}`).URL
+			case "gone":
+				target = serve(410, `{"error":{"code":"cursor_expired"}}`).URL
+			}
+			u, _ := url.Parse(target)
+			sources = append(sources, feedSource{name: name, target: u, rt: http.DefaultTransport})
+		}
+		g := &Gateway{env: "sandbox", log: slog.New(slog.DiscardHandler), token: []string{"internal-token-0123456789"}}
+		f := newFeed(g, sources, "internal-token-0123456789")
+		w := httptest.NewRecorder()
+		c := &call{entry: &apikey.Entry{ID: "acme", IDValue: []string{"acme"}}, requestID: [1]string{"r1"}}
+		f.serve(w, httptest.NewRequest(http.MethodGet, "/v1/events", nil), c)
+		return w
+	}
+
+	w := get("empty", "down", "empty", "page")
+	var p struct {
+		Data       []json.RawMessage `json:"data"`
+		NextCursor string            `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); w.Code != 200 || err != nil || len(p.Data) != 1 {
+		t.Fatalf("fiat down: %d %s", w.Code, w.Body)
+	}
+	if places, ok := testFeed().decode(p.NextCursor, "acme", feedQuery{}); !ok || places[1] != 0 || places[3] != 5 {
+		t.Errorf("fiat down: places %v %v, want fiat's kept at 0 and orders' at 5", places, ok)
+	}
+	if w := get("empty", "gone", "empty", "page"); w.Code != 410 || !strings.Contains(w.Body.String(), `"code":"cursor_expired"`) {
+		t.Errorf("a service past its retention: %d %s", w.Code, w.Body)
+	}
+	if w := get("down", "down", "down", "down"); w.Code != 500 || !strings.Contains(w.Body.String(), `"code":"internal"`) {
+		t.Errorf("every service down: %d %s", w.Code, w.Body)
 	}
 }

@@ -148,7 +148,7 @@ func (s *service) work(ctx context.Context, p StoredPayout) Change {
 // deposit is refunded; anything else is tried again.
 func (s *service) handOver(ctx context.Context, p StoredPayout, now time.Time) Change {
 	if s.provider == nil {
-		return s.retry(p, now, *p.HandoverAt)
+		return s.retry(now, *p.HandoverAt)
 	}
 	amount := p.FiatAmount
 	if amount == "" {
@@ -168,7 +168,7 @@ func (s *service) handOver(ctx context.Context, p StoredPayout, now time.Time) C
 		s.log.WarnContext(ctx, "the bank provider refused a payout outright; it failed and its deposit is refunded", "payout_id", p.ID, "err", err)
 		return s.fail(p, now, "invalid_account")
 	case err != nil:
-		return s.retry(p, now, *p.HandoverAt)
+		return s.retry(now, *p.HandoverAt)
 	}
 	c := Change{Steps: []Step{{To: lifecycle.PayoutProcessing, At: now, HandedOverAt: &now}}}
 	return s.forward(p, lifecycle.PayoutProcessing, word, now, c)
@@ -184,7 +184,7 @@ func refusedOutright(status int) bool {
 // ask reads the provider's word on a payout it has, and moves it on.
 func (s *service) ask(ctx context.Context, p StoredPayout, now time.Time) Change {
 	if s.provider == nil {
-		return s.retry(p, now, p.StatusAt)
+		return s.retry(now, p.StatusAt)
 	}
 	pctx, cancel := context.WithTimeout(ctx, worker.ProviderWait)
 	defer cancel()
@@ -197,7 +197,7 @@ func (s *service) ask(ctx context.Context, p StoredPayout, now time.Time) Change
 		next := now.Add(s.cfg.PollMax)
 		return Change{Next: &next, missing: true}
 	case err != nil:
-		return s.retry(p, now, p.StatusAt)
+		return s.retry(now, p.StatusAt)
 	}
 	return s.forward(p, p.Status, word, now, Change{})
 }
@@ -251,7 +251,7 @@ func (s *service) forward(p StoredPayout, status string, word bankprovider.Payou
 }
 
 // retry is a payout to ask about again, its last change at since.
-func (s *service) retry(_ StoredPayout, now, since time.Time) Change {
+func (s *service) retry(now, since time.Time) Change {
 	next := worker.Next(now, since, s.cfg.PollMax)
 	return Change{Next: &next}
 }
