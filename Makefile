@@ -56,7 +56,9 @@ test-all: lint deploy-check build
 	@set -o pipefail; cd services/gateway && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/edge/ ./internal/ratelimit/ | grep -v '^Benchmark'
 	@set -o pipefail; cd services/payout && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/payout/ | grep -v '^Benchmark'
 
-# The deployment files: docker-compose.yml validates, the Prometheus config
+# The deployment files: docker-compose.yml validates, the trace collector's
+# config passes the collector's own validate (a build of exactly the
+# components compose's image runs, tools/otelcol), the Prometheus config
 # and alert rules check, every alert's unit tests pass, Alertmanager's
 # routing checks, and the Helm chart
 # lints for both values files (devstack/deploycheck renders and decodes it).
@@ -76,6 +78,8 @@ deploy-check:
 	if helm template pa deploy/helm/partner-api -f deploy/helm/partner-api/values-production.yaml --set image.tag=v-check >/dev/null 2>&1; then \
 		echo "helm chart: a production release without a pager rendered"; exit 1; fi; \
 	echo "helm chart: production refuses to render without alertmanager.receivers.page and .watchdog"
+	@(cd tools/otelcol && GOWORK=off $(GO) run . validate --config=../../deploy/otel/collector.yaml) \
+		&& echo "deploy/otel/collector.yaml: valid (the collector's own validate, v0.165.0, tools/otelcol)"
 	@promtool check config --syntax-only deploy/prometheus/prometheus.yml
 	@promtool check rules deploy/prometheus/rules/*.yml
 	@promtool test rules deploy/prometheus/tests/*.yml

@@ -62,6 +62,10 @@ func helmTemplate(t *testing.T, values string, set ...string) ([]byte, error) {
 	}
 	args := []string{"template", "pa", chart, "-f", filepath.Join(chart, values), "--namespace", "partner", "--set", "image.tag=v-check"}
 	for _, kv := range set {
+		if js, ok := strings.CutPrefix(kv, "json:"); ok {
+			args = append(args, "--set-json", js)
+			continue
+		}
 		args = append(args, "--set", kv)
 	}
 	return exec.Command("helm", args...).Output()
@@ -544,17 +548,19 @@ func checkAlertmanager(t *testing.T, r rendered, production bool) {
 			Name string `json:"name"`
 		} `json:"receivers"`
 	}
-	if err := yaml.Unmarshal(cfg, &routing); err != nil || !slices.Contains(routing.Route.GroupBy, "route") || len(routing.Receivers) != 3 {
+	if err := yaml.Unmarshal(cfg, &routing); err != nil || !slices.Contains(routing.Route.GroupBy, "upstream") || len(routing.Receivers) != 3 {
 		t.Errorf("the rendered routing is not the repository's: %v\n%s", err, cfg)
 	}
-	if amtool, err := exec.LookPath("amtool"); err == nil {
-		f := filepath.Join(t.TempDir(), "alertmanager.yml")
-		if err := os.WriteFile(f, cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(amtool, "check-config", f).CombinedOutput(); err != nil {
-			t.Errorf("amtool refuses the rendered configuration: %v\n%s", err, out)
-		}
+	amtool, err := exec.LookPath("amtool")
+	if err != nil {
+		t.Fatal("amtool is not on PATH (Debian's prometheus-alertmanager package; .ci/run installs it)")
+	}
+	f := filepath.Join(t.TempDir(), "alertmanager.yml")
+	if err := os.WriteFile(f, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(amtool, "check-config", f).CombinedOutput(); err != nil {
+		t.Errorf("amtool refuses the rendered configuration: %v\n%s", err, out)
 	}
 }
 
@@ -568,9 +574,14 @@ func TestProductionRefusesAnEmptyPagerPath(t *testing.T) {
 		set  []string
 		want string
 	}{
-		{"no receivers", nil, "alertmanager.receivers.page is empty"},
-		{"no watchdog", pager[:1], "alertmanager.receivers.watchdog is empty"},
-		{"no page", pager[1:], "alertmanager.receivers.page is empty"},
+		{"no receivers", nil, "alertmanager.receivers.page delivers nowhere"},
+		{"no watchdog", pager[:1], "alertmanager.receivers.watchdog delivers nowhere"},
+		{"no page", pager[1:], "alertmanager.receivers.page delivers nowhere"},
+		// A receiver that renders, passes amtool and delivers nowhere.
+		{"a page with a name only", append([]string{"alertmanager.receivers.page.name=page"}, pager[1:]...), "alertmanager.receivers.page delivers nowhere"},
+		{"a page with no webhook", append([]string{`json:alertmanager.receivers.page={"webhook_configs":[]}`}, pager[1:]...), "alertmanager.receivers.page delivers nowhere"},
+		{"a page with an empty webhook", append([]string{`json:alertmanager.receivers.page={"webhook_configs":[{}]}`}, pager[1:]...), "alertmanager.receivers.page delivers nowhere"},
+		{"a watchdog with an empty list", append([]string{`json:alertmanager.receivers.watchdog={"pagerduty_configs":[],"email_configs":null}`}, pager[:1]...), "alertmanager.receivers.watchdog delivers nowhere"},
 	} {
 		_, err := helmTemplate(t, "values-production.yaml", tt.set...)
 		var ee *exec.ExitError

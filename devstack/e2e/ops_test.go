@@ -357,6 +357,53 @@ func TestOneTraceSpansGatewayServiceAndProvider(t *testing.T) {
 	if consent := find(spans, "consent", tracepb.Span_SPAN_KIND_SERVER, ""); consent != nil {
 		t.Errorf("the consent service's span has no parent: %s", consent.Name)
 	}
+
+	// An execution's trace shows where its time went: under payout's
+	// server span, the quote book's Redis commands (evalsha), the wait for
+	// a connection (pool.acquire) and the payout's one statement (WITH …
+	// INSERT, committed on its own: its span holds the commit's wait for
+	// the synchronous standby).
+	bank := s.issue("bank", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
+	q := s.quoteID(bank, eur("100"))
+	const execTrace = "6bf92f3577b34da6a3ce929d0e0e4738"
+	if r := s.do("POST", executePath, bank, executeBody(q, "DE89370400440532013000"), "traceparent", "00-"+execTrace+"-"+callerSpan+"-01"); r.Status != 200 {
+		t.Fatalf("execution: %d %s", r.Status, r.Body)
+	}
+	var children []string
+	eventually(10*time.Second, func() bool {
+		spans := recv.trace(execTrace)
+		var server *tracepb.Span
+		for _, sp := range spans {
+			if sp.service == "payout" && sp.span.Kind == tracepb.Span_SPAN_KIND_SERVER {
+				server = sp.span
+			}
+		}
+		if server == nil {
+			return false
+		}
+		children = children[:0]
+		for _, sp := range spans {
+			if sp.service == "payout" && sp.span.Kind == tracepb.Span_SPAN_KIND_CLIENT && string(sp.span.ParentSpanId) == string(server.SpanId) {
+				children = append(children, sp.span.Name)
+			}
+		}
+		return slices.Contains(children, "WITH") && slices.Contains(children, "evalsha") && slices.Contains(children, "pool.acquire")
+	})
+	if !slices.Contains(children, "WITH") || !slices.Contains(children, "evalsha") || !slices.Contains(children, "pool.acquire") {
+		t.Errorf("the execution's trace lacks its database or Redis spans under payout's server span: %v", children)
+	}
+
+	// Health probes (the gateway asks every service's /health each second)
+	// make no span at all, on either side: they were four spans in five,
+	// root spans named bare "GET" at the services.
+	recv.mu.Lock()
+	for _, sp := range recv.spans {
+		if strings.Contains(sp.span.Name, "/health") || (sp.service != "gateway" && sp.span.Name == "GET") {
+			t.Errorf("a health probe's span: %s %q %v", sp.service, sp.span.Name, sp.span.Kind)
+			break
+		}
+	}
+	recv.mu.Unlock()
 }
 
 // TestWithoutAnExporterTheTraceIDStillReachesEveryLog: no exporter, no span

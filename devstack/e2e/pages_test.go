@@ -26,10 +26,11 @@ type pager struct {
 	first    map[string]time.Time   // "receiver alertname route|upstream|job" → first firing arrival
 	firing   map[string][]time.Time // every firing arrival
 	resolved map[string]time.Time   // first "resolved" after a firing one
+	resolves map[string]int         // every "resolved" after a firing one
 }
 
 func newPager() *pager {
-	return &pager{first: map[string]time.Time{}, firing: map[string][]time.Time{}, resolved: map[string]time.Time{}}
+	return &pager{first: map[string]time.Time{}, firing: map[string][]time.Time{}, resolved: map[string]time.Time{}, resolves: map[string]int{}}
 }
 
 func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,9 +57,13 @@ func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		k := strings.TrimPrefix(r.URL.Path, "/") + " " + a.Labels["alertname"] + " " + what
 		if a.Status != "firing" {
-			if _, ok := p.resolved[k]; !ok && len(p.firing[k]) > 0 {
+			if len(p.firing[k]) == 0 {
+				continue
+			}
+			if _, ok := p.resolved[k]; !ok {
 				p.resolved[k] = now
 			}
+			p.resolves[k]++
 			continue
 		}
 		if _, ok := p.first[k]; !ok {
@@ -80,6 +85,13 @@ func (p *pager) resolvedAt(k string) (time.Time, bool) {
 	defer p.mu.Unlock()
 	at, ok := p.resolved[k]
 	return at, ok
+}
+
+// notifications counts the firing and the resolved notifications of k.
+func (p *pager) notifications(k string) [2]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return [2]int{len(p.firing[k]), p.resolves[k]}
 }
 
 // firingAfter lists the firing notifications of alertname that arrived
@@ -253,7 +265,7 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 	killed := waitPage("page UpstreamDown payout", fault, within)
 	hung := waitPage("page UpstreamDown fiat", fault, within)
 	missing := waitPage("page ScrapeTargetMissing consent", promStart, within)
-	deadBank := waitPage("page BankProviderFailing orders", fault, 3*time.Minute)
+	deadBank := waitPage("page BankProviderFailing ", fault, 3*time.Minute)
 	// Prometheus sends a firing alert again every minute; its very first
 	// send can precede its discovery of Alertmanager.
 	waitPage("watchdog Watchdog ", promStart, time.Minute+30*time.Second+2*interval)
@@ -289,7 +301,7 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 	}
 	killedResolved := waitResolved("page UpstreamDown payout")
 	hungResolved := waitResolved("page UpstreamDown fiat")
-	bankResolved := waitResolved("page BankProviderFailing orders")
+	bankResolved := waitResolved("page BankProviderFailing ")
 	// A little longer than a route alert's `for` and the page route's
 	// group_interval: what was held back would have arrived by now.
 	quiet := time.Now().Add(time.Minute + 30*time.Second)
@@ -299,6 +311,20 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 	for _, alert := range []string{"PartnerAPIRouteFailing", "GatewayUpstreamCircuitOpen", "PartnerAPIRouteErrorBudgetSlowBurn"} {
 		if late := p.firingAfter(alert, back); len(late) > 0 {
 			t.Errorf("%s paged after the services were back: %v", alert, late)
+		}
+	}
+	// One fault, one page: the routes the three faults broke (payout's and
+	// fiat's, and orders' card orders through the dead bank) and the
+	// gateway-wide burn never paged; each fault's page was sent once,
+	// then resolved once, and nothing after.
+	for _, alert := range []string{"PartnerAPIRouteFailing", "PartnerAPIErrorBudgetFastBurn", "PartnerAPILatencyBudgetFastBurn", "GatewayUpstreamCircuitOpen"} {
+		if extra := p.firingAfter(alert, fault); len(extra) > 0 {
+			t.Errorf("%s paged for a fault another page covers: %v", alert, extra)
+		}
+	}
+	for _, k := range []string{"page BankProviderFailing ", "page UpstreamDown payout", "page UpstreamDown fiat"} {
+		if n := p.notifications(k); n != [2]int{1, 1} {
+			t.Errorf("%q: %d firing and %d resolved notifications, want one of each", k, n[0], n[1])
 		}
 	}
 	t.Logf("at a %s interval: time to page: payout killed %.0fs, fiat hung %.0fs, the bank dead %.0fs, consent without a target %.0fs after Prometheus started; "+

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/config"
@@ -29,7 +31,11 @@ func (c Config) Validate() error { return config.Positive("DATABASE_START_TIMEOU
 // DATABASE_URL, with sets applied. The binary's readiness (kit) then fails
 // while the database takes no writes, and its metrics include the pool's.
 func ForBinary(ctx context.Context, cfg Config, log *slog.Logger, kit *obs.Kit, sets ...Migrations) (*DB, error) {
-	db, err := Open(ctx, cfg.URL, Options{Wait: cfg.StartTimeout, Log: log}, sets...)
+	var tp trace.TracerProvider
+	if kit.Tracing.Recording() {
+		tp = kit.Tracing.Provider
+	}
+	db, err := Open(ctx, cfg.URL, Options{Wait: cfg.StartTimeout, Log: log, Tracer: tp}, sets...)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/exaring/otelpgx"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -105,6 +109,12 @@ type Options struct {
 	// read back waits for the synchronous standby before it is answered
 	// as in progress. Zero: DefaultConfirmWait.
 	ConfirmWait time.Duration
+	// Tracer, when not nil, gets a span for each statement, commit and
+	// connection taken from the pool (pgx's tracer hooks, through
+	// otelpgx), children of the request's span: an execution's trace
+	// shows its statement and its commit's wait for the standby. The
+	// statements' parameters are never recorded.
+	Tracer trace.TracerProvider
 }
 
 // DefaultConfirmWait is Confirm's budget: a second or two, shorter than
@@ -121,7 +131,7 @@ func Open(ctx context.Context, url string, opts Options, sets ...Migrations) (*D
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	db, err := connect(url)
+	db, err := connect(url, opts.Tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +166,7 @@ func cmp(d, def time.Duration) time.Duration {
 	return d
 }
 
-func connect(url string) (*DB, error) {
+func connect(url string, tp trace.TracerProvider) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's message can quote the URL, password included: say only what is wrong.
@@ -187,6 +197,11 @@ func connect(url string) (*DB, error) {
 		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
 			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
 		return nil
+	}
+	if tp != nil {
+		// Spans named by the statement's operation ("INSERT", "commit"),
+		// never its text's values; no metrics (ours are Prometheus').
+		cfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tp), otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()))
 	}
 	db := &DB{}
 	cfg.ConnConfig.OnNotice = db.cancels.onNotice

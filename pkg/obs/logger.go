@@ -23,7 +23,10 @@ const (
 
 // NewLogger returns the JSON logger every binary uses: slog's JSONHandler,
 // with every string value and error cut to MaxLogValue and every line to
-// MaxLogLine, tagged with the service.
+// MaxLogLine, tagged with the service. A line logged with a request's
+// context (InfoContext, WarnContext, …) carries the request's request_id
+// and trace_id, whoever logs it: the request's fields are in every line it
+// causes, and no call site has to remember them.
 func NewLogger(w io.Writer, service string) *slog.Logger {
 	h := slog.NewJSONHandler(&lineCap{w: w}, &slog.HandlerOptions{Level: slog.LevelInfo})
 	return slog.New(capped{h}).With("service", service)
@@ -37,12 +40,25 @@ func NewLogger(w io.Writer, service string) *slog.Logger {
 type capped struct{ slog.Handler }
 
 func (c capped) Handle(ctx context.Context, r slog.Record) error {
-	long := false
+	long, hasReq, hasTrace := false, false, false
 	r.Attrs(func(a slog.Attr) bool {
-		long = needsCut(a.Value)
-		return !long
+		switch a.Key {
+		case "request_id":
+			hasReq = true
+		case "trace_id":
+			hasTrace = true
+		}
+		long = long || needsCut(a.Value)
+		return true
 	})
-	if !long {
+	var reqID, traceID string // the context's, where the line lacks them
+	if !hasReq {
+		reqID = RequestID(ctx)
+	}
+	if !hasTrace {
+		traceID = TraceID(ctx)
+	}
+	if !long && reqID == "" && traceID == "" {
 		return c.Handler.Handle(ctx, r)
 	}
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
@@ -50,6 +66,12 @@ func (c capped) Handle(ctx context.Context, r slog.Record) error {
 		out.AddAttrs(capAttr(a))
 		return true
 	})
+	if reqID != "" {
+		out.AddAttrs(slog.String("request_id", cut(reqID)))
+	}
+	if traceID != "" {
+		out.AddAttrs(slog.String("trace_id", traceID))
+	}
 	return c.Handler.Handle(ctx, out)
 }
 

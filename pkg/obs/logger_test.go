@@ -2,10 +2,13 @@ package obs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The logger is slog's JSONHandler: a plain line is exactly what it
@@ -50,4 +53,34 @@ func TestLogLinesAreCapped(t *testing.T) {
 func strip(line string) string {
 	_, rest, _ := strings.Cut(line, `","level"`)
 	return rest
+}
+
+// A line logged with a request's context carries its request_id and
+// trace_id, whoever logs it; one that names them itself is not doubled,
+// and a line without a request has neither.
+func TestLinesCarryTheirRequestsIDs(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := NewLogger(&buf, "payout")
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(WithRequestID(context.Background(), "req_7"),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}))
+	log.WarnContext(ctx, "the payee check failed", "rail", "sepa_instant")
+	log.InfoContext(ctx, "named", "request_id", "req_7", "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736")
+	log.Warn("no request", "payout_id", "po_1")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		`"msg":"the payee check failed","service":"payout","rail":"sepa_instant","request_id":"req_7","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"}`,
+		`"msg":"named","service":"payout","request_id":"req_7","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"}`,
+		`"msg":"no request","service":"payout","payout_id":"po_1"}`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines: %s", len(lines), buf.String())
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d: %s\nwant it to end with %s", i, lines[i], w)
+		}
+	}
 }

@@ -6,16 +6,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/partnerpay/api/pkg/config"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/partnerpay/api/pkg/config"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is the Redis part of a binary's configuration (config.Load):
@@ -45,6 +49,10 @@ type Tuning struct {
 	// FailFast: no retries, and the caller's context deadline applies (the
 	// gateway's limiter, which has its own deadline and a fallback).
 	FailFast bool
+	// Tracer, when not nil, gets a client span for each command or
+	// pipeline (go-redis' own redisotel), without the command's arguments:
+	// the quote book's steps in an execution's trace.
+	Tracer trace.TracerProvider
 }
 
 // Open connects to the deployment's Redis, logs which (without a
@@ -55,7 +63,12 @@ func (c Config) Open(t Tuning, log *slog.Logger, reg prometheus.Registerer) (red
 	if err != nil {
 		return nil, err
 	}
-	redis.SetLogger(redisLogger{log: log})
+	redis.SetLogger(newRedisLogger(log, time.Now))
+	if t.Tracer != nil {
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(t.Tracer), redisotel.WithDBStatement(false)); err != nil {
+			return nil, fmt.Errorf("redis tracing: %w", err)
+		}
+	}
 	log.Info("redis", "target", desc)
 	reg.MustRegister(newCollector(rdb, t.DialTimeout))
 	return rdb, nil
@@ -162,11 +175,37 @@ func topologyError(err error) bool {
 	return false
 }
 
-// redisLogger routes go-redis' own messages (pool and cluster events) into
-// the binary's JSON log instead of plain lines on stderr. go-redis has one
-// logger per process; Open sets it.
-type redisLogger struct{ log *slog.Logger }
+// redisLogEvery is how often, at most, one of go-redis' messages is
+// logged.
+const redisLogEvery = time.Minute
 
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+// redisLogger routes go-redis' own messages (pool and cluster events) into
+// the binary's JSON log instead of plain lines on stderr, each message at
+// most once a minute with how many more came since: while Redis is down,
+// go-redis says so for every connection it tries, several times a second.
+// go-redis has one logger per process; Open sets it.
+type redisLogger struct {
+	log  *slog.Logger
+	now  func() time.Time
+	mu   sync.Mutex
+	last map[string]time.Time // by format: one per call site in go-redis
+	more map[string]int
+}
+
+func newRedisLogger(log *slog.Logger, now func() time.Time) *redisLogger {
+	return &redisLogger{log: log, now: now, last: map[string]time.Time{}, more: map[string]int{}}
+}
+
+func (l *redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.mu.Lock()
+	now := l.now()
+	if at, ok := l.last[format]; ok && now.Sub(at) < redisLogEvery {
+		l.more[format]++
+		l.mu.Unlock()
+		return
+	}
+	more := l.more[format]
+	l.last[format], l.more[format] = now, 0
+	l.mu.Unlock()
+	l.log.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...), "more_since_last_line", more)
 }

@@ -1,7 +1,12 @@
 package redisclient
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +73,42 @@ func TestRedisMetricsSayWhetherItAnswers(t *testing.T) {
 	rs.Stop()
 	if v := up(); v != "0" {
 		t.Errorf("partnerapi_redis_up = %s with Redis stopped, want 0", v)
+	}
+}
+
+// go-redis' dial failures while Redis is down (several a second) are one
+// line a minute, saying how many more came since; another message is not
+// held back by them.
+func TestGoRedisMessagesAreThrottled(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	l := newRedisLogger(slog.New(slog.NewJSONHandler(&buf, nil)), func() time.Time { return now })
+	const dial = "redis: %s: dial tcp %s: connect: connection refused"
+	for i := 0; i < 100; i++ {
+		l.Printf(context.Background(), dial, "pool", "10.0.0.7:6379")
+		now = now.Add(100 * time.Millisecond)
+	}
+	l.Printf(context.Background(), "cluster: %s failed over", "node-2")
+	now = now.Add(51 * time.Second) // a minute after the first line
+	l.Printf(context.Background(), dial, "pool", "10.0.0.7:6379")
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m struct {
+			Msg  string `json:"msg"`
+			More int    `json:"more_since_last_line"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		got = append(got, fmt.Sprintf("%s (%d more)", m.Msg, m.More))
+	}
+	want := []string{
+		"redis client: redis: pool: dial tcp 10.0.0.7:6379: connect: connection refused (0 more)",
+		"redis client: cluster: node-2 failed over (0 more)",
+		"redis client: redis: pool: dial tcp 10.0.0.7:6379: connect: connection refused (99 more)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

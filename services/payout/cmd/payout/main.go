@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/database"
@@ -64,7 +66,11 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	}
 	defer db.Close()
 	// Quote offers and their tombstones: short-lived, lost without harm.
-	rdb, err := cfg.Redis.Open(redisclient.Tuning{}, s.Log, s.Kit.Registry)
+	var tp trace.TracerProvider
+	if s.Kit.Tracing.Recording() {
+		tp = s.Kit.Tracing.Provider // the quote book's commands in an execution's trace
+	}
+	rdb, err := cfg.Redis.Open(redisclient.Tuning{Tracer: tp}, s.Log, s.Kit.Registry)
 	if err != nil {
 		return err
 	}
