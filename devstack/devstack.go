@@ -249,11 +249,25 @@ func (s *Stack) startRedis() error {
 const sandboxTokens = "84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e,84532:0x808456652fdb597867f38412077A9182bf77359F," +
 	"11155111:0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238,11155111:0x08210F9170F89Ab7658F0B5E3fF39b0E03C594D4"
 
+// KeysFile is the keys file the stack's gateway reads.
+func (s *Stack) KeysFile() string { return s.opts.KeysFile }
+
+// SandboxKeyRate is the requests per second of the key a first make run
+// issues: plenty for a person pasting the guide, not for a load test.
+const SandboxKeyRate = 10
+
+// FasterKeyCommand is the line that issues a key like the first one at a
+// higher rate, into keysFile.
+func FasterKeyCommand(keysFile string) string {
+	return "bin/gateway keys issue --file " + keysFile + " --id fast --products bank,fiat,deposit,card " +
+		"--source-chains 84532,11155111 --destination-chains 84532,11155111 --rate 200"
+}
+
 func (s *Stack) issueSandboxKey(ctx context.Context) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "gateway"), "keys", "issue",
 		"--file", s.opts.KeysFile, "--id", "sandbox", "--products", "bank,fiat,deposit,card",
 		"--source-chains", "84532,11155111", "--destination-chains", "84532,11155111",
-		"--tokens", sandboxTokens, "--rate", "10", "--max-execution-usd", "25000")
+		"--tokens", sandboxTokens, "--rate", strconv.Itoa(SandboxKeyRate), "--max-execution-usd", "25000")
 	cmd.Env = s.env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

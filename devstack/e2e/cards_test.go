@@ -229,7 +229,7 @@ func TestCardBuysInChromium(t *testing.T) {
 
 var noFollow = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-// postForm sends the hosted page's form as a script would (README), without
+// postForm sends the hosted page's form as a script would (the partner guide), without
 // following the redirect; with no form, it GETs link.
 func postForm(t *testing.T, link string, form url.Values) (int, string, string) {
 	t.Helper()

@@ -322,10 +322,10 @@ func TestFirstRunIssuesASandboxKeyWithEveryProduct(t *testing.T) {
 	if r.Status != 200 || !strings.Contains(r.Body, `"products":["bank","fiat","deposit","card"]`) {
 		t.Fatalf("sandbox key config: %d %s", r.Status, r.Body)
 	}
-	// The README's card walk-through needs no other key.
+	// The partner guide's card walkthrough needs no other key.
 	if o := s.post("/v1/orders", s.SandboxKey, `{"direction":"buy","cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","fiatAmount":"100","walletAddress":"`+orderWallet+`"}`); o.Status != 200 {
 		t.Errorf("a card order with the first key: %d %s", o.Status, o.Body)
 	}
-	// The README's walk-through quote.
+	// The partner guide's walkthrough quote.
 	checkQuote(t, s.post("/v1/bank/payout/quote", s.SandboxKey, `{"cryptoCurrency":"USDC","chain":84532,"fiatCurrency":"EUR","country":"DE","cryptoAmount":"100"}`))
 }

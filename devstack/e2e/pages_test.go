@@ -157,7 +157,7 @@ func startAlertmanager(t *testing.T, p *pager) string {
 // target at all each reach the pager, and the watchdog reaches its dead
 // man's switch. The scrape and evaluation interval is 1 s here, so the
 // rules' own `for` durations dominate; E2E_PAGE_INTERVAL=15s runs it as
-// deployed (the README's time-to-page figures).
+// deployed (docs/operating.md's time-to-page figures).
 func TestPagesArriveWithinMinutes(t *testing.T) {
 	if onCluster() {
 		t.Skip("the rules do not depend on the Redis store; the single-node run covers this")

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/partnerpay/api/devstack"
@@ -57,17 +59,30 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	defer s.Stop()
+	keysFile := s.KeysFile()
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, keysFile); err == nil && !strings.HasPrefix(rel, "..") {
+			keysFile = rel
+		}
+	}
 	fmt.Println()
 	fmt.Println("The sandbox is up. Gateway:", s.GatewayURL)
 	if s.SandboxKey != "" {
-		fmt.Println("A sandbox key with every product was issued. It is shown only now; keep it:")
+		fmt.Println("A sandbox key with every product was issued. It is shown only now; keep it, and paste this line:")
 		fmt.Println()
-		fmt.Println("    export KEY=" + s.SandboxKey)
+		fmt.Println("    export API=" + s.GatewayURL + " KEY=" + s.SandboxKey)
 		fmt.Println()
+		fmt.Printf("The key allows %d requests a second. For a faster one (a load test, a batch job):\n", devstack.SandboxKeyRate)
+		fmt.Println("    " + devstack.FasterKeyCommand(keysFile))
 	} else {
-		fmt.Println("Keys file exists; issue another key with: bin/gateway keys issue --file .local/keys.json --id NAME --products bank,fiat,deposit,card --source-chains 84532 --destination-chains 84532 --tokens 84532:0x036CbD53842c5426634e7929541eC2318f3dCF7e")
+		fmt.Println("The keys file " + keysFile + " exists; with a key of yours, paste:")
+		fmt.Println()
+		fmt.Println("    export API=" + s.GatewayURL + " KEY=<your key>")
+		fmt.Println()
+		fmt.Println("Issue another key (it is printed once) with:")
+		fmt.Println("    " + devstack.FasterKeyCommand(keysFile))
 	}
-	fmt.Println("Try:  curl -s " + s.GatewayURL + "/v1/config -H \"Authorization: Bearer $KEY\"")
+	fmt.Println("Try:  curl -s \"$API/v1/config\" -H \"Authorization: Bearer $KEY\"   (the walkthroughs: docs/partner-guide.md)")
 	fmt.Println("A service that exits is restarted (with a growing delay, and a log line naming it). Ctrl-C stops everything.")
 	s.Supervise(ctx, func(line string) { fmt.Fprintln(os.Stderr, line) })
 	return nil
