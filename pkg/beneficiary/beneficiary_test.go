@@ -208,3 +208,25 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// AccountOf finds each rail's account identifier in the stored fields,
+// and a SWIFT payout's IBAN when it has no account number.
+func TestAccountOfReadsTheRailsField(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ rail, fields, want string }{
+		{"sepa", `{"name":"Ada","iban":"DE89370400440532013000","bic":"COBADEFFXXX"}`, "DE89370400440532013000"},
+		{"spei", `{"name":"Ada","clabe":"032180000118359719"}`, "032180000118359719"},
+		{"pix", `{"name":"Ada","pixKey":"ada+pay@example.com","taxId":"11144477735"}`, "ada+pay@example.com"},
+		{"ach", `{"name":"Ada","routingNumber":"021000021","accountNumber":"123456789","accountType":"checking"}`, "123456789"},
+		{"wire", `{"name":"Ada","address":{"line1":"1 Main St","accountNumber":"x"},"accountNumber":"987654321"}`, "987654321"},
+		{"swift", `{"name":"Ada","bic":"COBADEFFXXX","iban":"DE89370400440532013000","address":{"line1":"x"}}`, "DE89370400440532013000"},
+		{"swift", `{"iban":"DE89370400440532013000","accountNumber":"12345"}`, "12345"},
+		{"sepa", `{"name":"A\u00efda","iban":"DE89\u0033700"}`, "DE893700"},
+		{"sepa", `not json`, ""},
+		{"sepa", `{"name":"Ada"}`, ""},
+	} {
+		if got := AccountOf(tt.rail, []byte(tt.fields)); got != tt.want {
+			t.Errorf("%s %s: %q, want %q", tt.rail, tt.fields, got, tt.want)
+		}
+	}
+}

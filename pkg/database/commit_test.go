@@ -102,6 +102,60 @@ func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
 	}
 }
 
+// A confirmation with nothing written since the standby caught up needs no
+// commit of its own: it answers at once, even while the standby is
+// stalled, since everything a read could have seen is on it. One after a
+// row the standby lacks (committed on the primary alone) still waits for
+// the standby, and is answered not confirmed while it is stalled.
+func TestAConfirmationWithNothingNewCommitsNothing(t *testing.T) {
+	t.Parallel()
+	r := startReplicated(t)
+	db := r.open(t, "", nil)
+	caughtUp := func() bool {
+		c, err := pgx.Connect(context.Background(), r.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		var ok *bool
+		err = c.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn() <= min(flush_lsn) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')`).Scan(&ok)
+		return err == nil && ok != nil && *ok
+	}
+	// The server writes a little WAL of its own now and then (a record of
+	// running transactions): a confirmation that meets one commits, and
+	// with the standby stalled cannot. Three tries.
+	confirmed := false
+	for try := 0; try < 3 && !confirmed; try++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for !caughtUp() {
+			if time.Now().After(deadline) {
+				t.Fatal("the standby never caught up with the primary")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		r.Link.Stall()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		confirmed = db.Confirm(ctx) == nil
+		cancel()
+		if !confirmed {
+			r.Link.Resume()
+		}
+	}
+	if !confirmed {
+		t.Fatal("with nothing written since the standby caught up, Confirm with the standby stalled was not answered at once")
+	}
+	r.CommitLocally(t, "INSERT INTO t VALUES (7)")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	if err := db.Confirm(ctx); !errors.Is(err, database.ErrNotConfirmed) {
+		t.Errorf("Confirm after a row the stalled standby lacks: %v, want ErrNotConfirmed", err)
+	}
+	cancel()
+	r.Link.Resume()
+	if err := db.Confirm(context.Background()); err != nil {
+		t.Errorf("Confirm with the standby back: %v", err)
+	}
+}
+
 // A commit the server refused is a refusal, not an unknown outcome.
 func TestARefusedCommitIsNotUnknown(t *testing.T) {
 	t.Parallel()

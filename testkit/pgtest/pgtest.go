@@ -180,6 +180,52 @@ func StartReplicated(tb testing.TB) Replicated {
 // URL is the primary's database, postgres.
 func (r Replicated) URL() string { return r.Primary.URL("postgres") }
 
+// Durable is PostgreSQL as production runs it, for the benchmarks of what a
+// partner waits for: a primary and one synchronous standby
+// (synchronous_commit = on), both with fsync on, their data on disk (not
+// tmpfs, where a flush costs nothing), the standby streaming directly from
+// the primary. A commit's floor is the primary's flush and the standby's.
+type Durable struct {
+	Primary, Standby *pglocal.Server
+}
+
+// StartDurable starts a Durable, stopped and removed when the benchmark
+// ends.
+func StartDurable(tb testing.TB) Durable {
+	tb.Helper()
+	dir, err := os.MkdirTemp(os.Getenv("PGTEST_DURABLE_DIR"), "pgdurable-") // the system's temporary directory by default: on disk here
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"), Fsync: true,
+		Settings: []string{"synchronous_standby_names=*", "synchronous_commit=on", "shared_buffers=256MB"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := primary.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(primary.Kill)
+	standby, err := primary.Standby(filepath.Join(dir, "standby"), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(standby.Kill)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := primary.WaitStreaming(ctx, 1); err != nil {
+		tb.Fatal(err)
+	}
+	return Durable{primary, standby}
+}
+
+// URL is the primary's database, postgres.
+func (d Durable) URL() string { return d.Primary.URL("postgres") }
+
 // CommitLocally runs sql in a transaction that commits on the primary
 // alone (synchronous_commit = local): its rows are visible there at once,
 // and a stalled standby lacks them, as after a commit whose wait for the

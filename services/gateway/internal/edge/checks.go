@@ -139,6 +139,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *
 	c.deadline = start.Add(rt.Timeout)
 	ctx, cancel := context.WithDeadline(c, c.deadline)
 	defer cancel()
+	// The call's wait ends at once if the upstream's circuit opens on a
+	// hung service meanwhile: on the deadline context the route has anyway,
+	// not on a context of its own per call.
+	defer rt.proxy.guard.release(cancel)()
 	rt.proxy.serve(w, r.WithContext(ctx), c)
 }
 

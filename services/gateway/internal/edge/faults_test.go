@@ -306,6 +306,9 @@ func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
 	}
 	waited := time.Since(start)
 	logs.waitFor(t, `"msg":"upstream circuit open","upstream":"payout","why":"its health stopped answering"`)
+	if waited >= 4500*time.Millisecond { // the probe opens the circuit within about 2.5 s of the freeze
+		t.Errorf("the caller waiting when the circuit opened waited %s, out its route's timeout (5 s): the circuit did not release it", waited)
+	}
 	for range 3 {
 		start := time.Now()
 		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || w.Body.String() != internalBody || time.Since(start) > 100*time.Millisecond {

@@ -41,6 +41,7 @@ type feedSource struct {
 	name   string
 	target *url.URL
 	rt     http.RoundTripper
+	guard  *guarded // its circuit
 }
 
 type feed struct {
@@ -271,6 +272,9 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 		v.Set("objectId", q.objectID)
 	}
 	u.RawQuery = v.Encode()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer s.guard.release(cancel)()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err

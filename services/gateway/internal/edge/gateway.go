@@ -89,6 +89,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	keyed := make(map[string]*routeProxy)
 	upstreams := make(map[string]http.RoundTripper) // each upstream's guarded, measured transport
+	guards := make(map[string]*guarded)             // and its circuit
 	upstream := func(name string) (*url.URL, http.RoundTripper, error) {
 		target, ok := cfg.Upstreams[name]
 		if !ok || target == nil {
@@ -99,7 +100,8 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, nil, fmt.Errorf("edge: upstream %q must be an http:// or https:// URL without a query, not %s", name, target.Redacted())
 		}
 		if upstreams[name] == nil {
-			var rt http.RoundTripper = g.guard(name, target, cfg.Transport) // one circuit per upstream
+			guards[name] = g.guard(name, target, cfg.Transport) // one circuit per upstream
+			var rt http.RoundTripper = guards[name]
 			if g.metrics != nil {
 				rt = g.metrics.instrumentUpstream(name, rt)
 			}
@@ -118,7 +120,7 @@ func New(cfg Config) (*Gateway, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
 				}
-				sources = append(sources, feedSource{name: name, target: target, rt: rt})
+				sources = append(sources, feedSource{name: name, target: target, rt: rt, guard: guards[name]})
 			}
 			g.feed = newFeed(g, sources, cfg.InternalToken)
 			return nil, nil // answered by the gateway, from every service (g.feed)
@@ -128,10 +130,10 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("%w (for %s %s)", err, r.Method, r.Path)
 		}
 		if public {
-			return g.newProxy(r.Upstream, target, rt, true), nil
+			return g.newProxy(r.Upstream, target, rt, guards[r.Upstream], true), nil
 		}
 		if keyed[r.Upstream] == nil {
-			keyed[r.Upstream] = g.newProxy(r.Upstream, target, rt, false)
+			keyed[r.Upstream] = g.newProxy(r.Upstream, target, rt, guards[r.Upstream], false)
 		}
 		return keyed[r.Upstream], nil
 	}

@@ -76,12 +76,13 @@ func callOf(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
 type routeProxy struct {
 	g        *Gateway
 	upstream string
+	guard    *guarded // the upstream's circuit
 	public   bool
 	rp       *httputil.ReverseProxy
 }
 
-func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTripper, public bool) *routeProxy {
-	p := &routeProxy{g: g, upstream: upstream, public: public}
+func (g *Gateway) newProxy(upstream string, target *url.URL, rt http.RoundTripper, guard *guarded, public bool) *routeProxy {
+	p := &routeProxy{g: g, upstream: upstream, guard: guard, public: public}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target) // scheme, host, and the upstream URL's path before the request's

@@ -71,18 +71,29 @@ func (gu *guarded) newPeriod() {
 	gu.reopen = cancel
 }
 
+// release cancels a call (cancel is its context's) when the circuit opens
+// on a hung upstream while it waits: the caller gets 500 internal at once,
+// as every later caller does. The returned stop ends the watch; callers
+// defer it.
+func (gu *guarded) release(cancel context.CancelFunc) (stop func() bool) {
+	if gu == nil { // a source without a circuit (tests)
+		return noRelease
+	}
+	return context.AfterFunc(*gu.closed.Load(), cancel)
+}
+
+func noRelease() bool { return true }
+
+// RoundTrip sends req unless the circuit is open. Its caller has tied
+// req's context to the circuit (release): a call the circuit released
+// fails as errCircuitOpen.
 func (gu *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 	if gu.open.Load() {
 		return nil, errCircuitOpen
 	}
-	// Until the answer's header comes: a circuit that opens meanwhile ends
-	// the wait (the caller gets 500 internal, as every later caller does).
-	// (After the header, ctx lives on unused until the partner's request
-	// ends, which cancels it with its parent.)
-	ctx, cancel := context.WithCancel(req.Context())
-	stop := context.AfterFunc(*gu.closed.Load(), cancel)
-	resp, err := gu.tryRefused(req.WithContext(ctx))
-	if !stop() && err != nil {
+	period := *gu.closed.Load()
+	resp, err := gu.tryRefused(req)
+	if err != nil && period.Err() != nil {
 		err = errCircuitOpen
 	}
 	switch {

@@ -142,9 +142,13 @@ const payoutColumns = `p.id, p.quote_id, p.key_id, p.beneficiary_name, p.benefic
 	COALESCE(p.sandbox_reason, ''), p.status_at`
 
 // recordColumns are a payout's columns and, in the same row, its history
-// and refunds as JSON arrays: one statement reads a payout or a page whole.
+// (its statuses and their times, as two arrays pgx reads in binary without
+// a JSON decoder: a page's history was two fifths of its CPU as JSON) and
+// its refunds (a JSON array, most often empty): one statement reads a
+// payout or a page whole.
 const recordColumns = payoutColumns + `,
-	(SELECT COALESCE(json_agg(json_build_object('status', h.status, 'at', h.at) ORDER BY h.at), '[]') FROM payout_history h WHERE h.payout_id = p.id),
+	ARRAY(SELECT h.status FROM payout_history h WHERE h.payout_id = p.id ORDER BY h.at, h.status),
+	ARRAY(SELECT h.at FROM payout_history h WHERE h.payout_id = p.id ORDER BY h.at, h.status),
 	(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'reason', r.reason, 'status', r.status, 'amount', r.amount,
 		'crypto_currency', r.crypto_currency, 'chain', r.chain, 'deposit_tx_hash', r.deposit_tx_hash, 'address', COALESCE(r.address, ''),
 		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at) ORDER BY r.created_at, r.id), '[]')
@@ -172,8 +176,10 @@ func scanPayout(row pgx.Row) (StoredPayout, error) {
 func scanRecord(row pgx.Row) (Record, error) {
 	var r Record
 	var fields string
-	var history, refunds []byte
-	err := row.Scan(append(payoutFields(&r.StoredPayout, &fields), &history, &refunds)...)
+	var statuses []string
+	var times []time.Time
+	var refunds []byte
+	err := row.Scan(append(payoutFields(&r.StoredPayout, &fields), &statuses, &times, &refunds)...)
 	if errors.Is(err, database.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -181,14 +187,18 @@ func scanRecord(row pgx.Row) (Record, error) {
 		return r, err
 	}
 	r.Beneficiary = []byte(fields)
-	if err := json.Unmarshal(history, &r.History); err != nil {
-		return r, fmt.Errorf("payout history: %w", err)
+	if len(statuses) != len(times) {
+		return r, fmt.Errorf("payout history: %d statuses, %d times", len(statuses), len(times))
 	}
-	if err := json.Unmarshal(refunds, &r.Refunds); err != nil {
-		return r, fmt.Errorf("payout refunds: %w", err)
+	r.History = make([]Move, len(statuses))
+	for i := range statuses {
+		r.History[i] = Move{Status: statuses[i], At: times[i].UTC()}
 	}
-	for i := range r.History {
-		r.History[i].At = r.History[i].At.UTC()
+	r.Refunds = []Refund{}
+	if string(refunds) != "[]" {
+		if err := json.Unmarshal(refunds, &r.Refunds); err != nil {
+			return r, fmt.Errorf("payout refunds: %w", err)
+		}
 	}
 	for i := range r.Refunds {
 		r.Refunds[i].CreatedAt = r.Refunds[i].CreatedAt.UTC()

@@ -1,7 +1,6 @@
 package payout
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
@@ -59,13 +58,7 @@ func refundAnswers(rs []Refund) []RefundAnswer {
 
 // masked is a stored beneficiary as answers show it.
 func masked(rail, name string, fields []byte) beneficiary.Masked {
-	var f map[string]any
-	_ = json.Unmarshal(fields, &f)
-	account, _ := f[beneficiary.AccountField(rail)].(string)
-	if account == "" {
-		account, _ = f["iban"].(string) // swift, to an IBAN
-	}
-	return beneficiary.Mask(name, account)
+	return beneficiary.Mask(name, beneficiary.AccountOf(rail, fields))
 }
 
 func (v view) status(r Record) PayoutStatus {
