@@ -91,3 +91,25 @@ func TestQuoteIsShort(t *testing.T) {
 		t.Errorf("invalid UTF-8 quoted as %s, want the replacement character", got)
 	}
 }
+
+// IsJSON takes JSON under every spelling a media type allows, the common
+// ones without a parse, and nothing else.
+func TestIsJSON(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]bool{
+		"application/json":                 true,
+		"application/json; charset=utf-8":  true,
+		"application/json;charset=utf-8":   true,
+		"application/json; charset=UTF-8":  true,
+		"Application/JSON; Charset=UTF-8":  true,
+		"application/json ; charset=utf-8": true,
+		"application/jsonx":                false,
+		"application/json; charset":        false,
+		"text/plain":                       false,
+		"":                                 false,
+	} {
+		if got := IsJSON(ct); got != want {
+			t.Errorf("IsJSON(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
