@@ -67,6 +67,7 @@ deploy-check:
 	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x ORDERS_SECRET=x BANK_PROVIDER_KEY=x POSTGRES_PASSWORD=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
 		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 6 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
 		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 6 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
+		test "$$(echo "$$out" | grep -c "GOGC: '400'")" -eq 6 || { echo "docker-compose.yml: a service runs without GOGC 400"; exit 1; }; \
 		test "$$(echo "$$out" | grep -c 'DATABASE_URL: postgres://partnerapi:x@postgres:5432/partnerapi')" -eq 4 || { echo "docker-compose.yml: payout, fiat, consent and orders must keep their records in PostgreSQL"; exit 1; }; \
 		echo "docker-compose.yml: valid"
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi

@@ -147,6 +147,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		"SANDBOXBANK_PUBLIC_URL": bankURL,
 		"CONSENT_RETURN_URL":     gatewayURL + "/consent/return",
 		"ORDERS_RETURN_URL":      gatewayURL + "/orders/return",
+		// As compose and the chart run them (beside their GOMEMLIMIT): a
+		// collection when the heap has grown 4x, not 2x.
+		"GOGC": "400",
 	}
 	for name, svc := range svcs {
 		up := strings.ToUpper(name)

@@ -278,6 +278,9 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec, longestGrace time.D
 		// GOMEMLIMIT is 90% of the memory limit, as in compose: the rest is
 		// what the Go runtime does not count.
 		want := fmt.Sprintf("%dMiB", c.Resources.Limits.Memory().Value()*9/10>>20)
+		if gc, _ := env(c, "GOGC"); gc.Value != "400" {
+			t.Errorf("%s: GOGC %q, want 400 under its GOMEMLIMIT", name, gc.Value)
+		}
 		if gm, _ := env(c, "GOMEMLIMIT"); gm.Value != want {
 			t.Errorf("%s: GOMEMLIMIT %q, want %s (90%% of the %s limit)", name, gm.Value, want, c.Resources.Limits.Memory())
 		}

@@ -76,7 +76,7 @@ func build(dir string) error {
 // stack is a running stack for one test.
 type stack struct {
 	*devstack.Stack
-	t        *testing.T
+	t        testing.TB
 	keysFile string
 	redis    store
 	logs     *syncBuffer
@@ -118,7 +118,7 @@ func withFirstRunKey() stackOption {
 
 // startStack starts the stack on free ports with its own redis-server and
 // an empty keys file; it stops when the test ends.
-func startStack(t *testing.T, opts ...stackOption) *stack {
+func startStack(t testing.TB, opts ...stackOption) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	var rs store
@@ -186,7 +186,7 @@ var cardNumber = regexp.MustCompile(`4242[ -]?4242[ -]?4242[ -]?4242|4000[ -]?00
 func startRedis(t *testing.T) string { return redistest.Start(t).URL() }
 
 // freeAddrs is devstack.FreeAddrs for a test.
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	out, err := devstack.FreeAddrs(n)
 	if err != nil {
@@ -350,7 +350,7 @@ func (s *stack) metrics(service string) string {
 }
 
 // fieldOrder lists the top-level keys of a JSON object in wire order.
-func fieldOrder(t *testing.T, body string) []string {
+func fieldOrder(t testing.TB, body string) []string {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {

@@ -21,7 +21,7 @@ func onboardBody(email string) string {
 }
 
 // decode parses a 200 answer into a map, failing on anything else.
-func decodeOK(t *testing.T, r response) map[string]any {
+func decodeOK(t testing.TB, r response) map[string]any {
 	t.Helper()
 	if r.Status != 200 {
 		t.Fatalf("status %d: %s", r.Status, r.Body)

@@ -21,7 +21,7 @@ type quoteAnswer struct {
 
 // checkQuote asserts a 200 quote is exactly the contract's shape and returns
 // its variable parts.
-func checkQuote(t *testing.T, r response) quoteAnswer {
+func checkQuote(t testing.TB, r response) quoteAnswer {
 	t.Helper()
 	if r.Status != http.StatusOK {
 		t.Fatalf("status %d, body %s", r.Status, r.Body)

@@ -43,7 +43,7 @@ type payoutStatus struct {
 	} `json:"refunds"`
 }
 
-func decodeStatus(t *testing.T, r response) payoutStatus {
+func decodeStatus(t testing.TB, r response) payoutStatus {
 	t.Helper()
 	var st payoutStatus
 	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &st) != nil {

@@ -230,7 +230,11 @@ func start(bin, caddy string) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every Go process is tuned as the stack's are (devstack sets GOGC=400,
+	// as compose and the chart do): the proxies compare, not their
+	// collectors' settings.
 	bare := exec.Command(self, "proxy", addrs[10], payout)
+	bare.Env = append(os.Environ(), "GOGC=400")
 	if err := h.startChild(bare, addrs[10]); err != nil {
 		return nil, err
 	}
@@ -242,7 +246,7 @@ func start(bin, caddy string) (*harness, error) {
 		return nil, err
 	}
 	c := exec.Command(caddy, "run", "--config", caddyfile, "--adapter", "caddyfile")
-	c.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	c.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "GOGC=400")
 	if err := h.startChild(c, addrs[11]); err != nil {
 		return nil, err
 	}

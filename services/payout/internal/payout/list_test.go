@@ -167,38 +167,25 @@ func TestFilters(t *testing.T) {
 	}
 }
 
-// seedPayouts fills the payouts of key bench with n rows straight in SQL
-// (triggers off, constraints on): a quarter in each of four statuses,
-// one second apart, 10,000 references; as many again for 100 other keys
-// (the key's rows are half the table's, as the issue measured); and each
-// payout's history, as the worker leaves it: one move awaiting its
-// deposit, two expired or processing, three completed.
+// seedPayouts fills the payouts of key bench with n rows straight in SQL,
+// and as many of 100 other keys, with their history
+// (testdata/seed-payouts.sql).
 func seedPayouts(tb testing.TB, db *database.DB, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	err := db.Tx(ctx, func(tx pgx.Tx) error {
+	script, err := os.ReadFile("testdata/seed-payouts.sql")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	payouts, history, _ := strings.Cut(string(script), ";\n") // two statements
+	err = db.Tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency,
-				fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at, reference,
-				deposit_address, deposit_expires_at, status_at, deposit_tx_hash, completed_at, handover_at, handed_over_at)
-			SELECT 'bpo_' || lpad(to_hex(g), 32, '0'), 'bpq_84532_' || lpad(to_hex(g), 32, '0'),
-				CASE WHEN g <= $1 THEN 'bench' ELSE 'k' || (g % 100) END, 'Ada',
-				'{"name":"Ada","iban":"DE89370400440532013000"}', 84532, 'USDC', 'EUR', 'DE', '100', 'sepa_instant', 'PT10S',
-				(ARRAY['awaiting_deposit', 'expired', 'processing', 'completed'])[1 + g % 4],
-				t + interval '60 seconds', t, 'inv-' || (g % 10000), '0x' || lpad(to_hex(g), 40, '0'), t + interval '30 minutes', t,
-				CASE WHEN g % 4 >= 2 THEN '0x' || lpad(to_hex(g), 64, '0') END, CASE WHEN g % 4 = 3 THEN t END,
-				CASE WHEN g % 4 >= 2 THEN t END, CASE WHEN g % 4 >= 2 THEN t END
-			FROM generate_series(1, 2 * $1) AS g, LATERAL (SELECT now() - interval '1 year' + (g % $1) * interval '1 second' AS t) AS at`, n)
-		if err != nil {
+		if _, err := tx.Exec(ctx, payouts, n, "bench"); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO payout_history (payout_id, status, at)
-			SELECT p.id, m.status, p.created_at + m.n * interval '1 second'
-			FROM payouts p, LATERAL (VALUES (0, 'awaiting_deposit'), (1, CASE p.status WHEN 'expired' THEN 'expired' ELSE 'processing' END),
-				(2, 'completed')) AS m (n, status)
-			WHERE m.n = 0 OR (m.n = 1 AND p.status <> 'awaiting_deposit') OR (m.n = 2 AND p.status = 'completed')`)
+		_, err := tx.Exec(ctx, history)
 		return err
 	})
 	if err != nil {
@@ -206,6 +193,24 @@ func seedPayouts(tb testing.TB, db *database.DB, n int) {
 	}
 	if _, err := db.Exec(ctx, `ANALYZE payouts; ANALYZE payout_history`); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// The newest page's statement, as Store.List sends it, is kept in
+// testdata/newest-page.sql for the benchmark that pages through the
+// gateway (devstack/e2e), whose pgbench runs it: this test holds the file to
+// the code. UPDATE_SCHEMA=1 rewrites it.
+func TestTheNewestPageStatementIsKept(t *testing.T) {
+	t.Parallel()
+	want := pageSQL("key_id = $1", 100) + ";\n"
+	if os.Getenv("UPDATE_SCHEMA") != "" {
+		if err := os.WriteFile("testdata/newest-page.sql", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("testdata/newest-page.sql")
+	if err != nil || string(got) != want {
+		t.Errorf("testdata/newest-page.sql is not Store.List's statement (%v); rewrite it with UPDATE_SCHEMA=1", err)
 	}
 }
 
@@ -332,8 +337,7 @@ func BenchmarkList(b *testing.B) {
 		// service sends it: the page's statement, then the confirmation's
 		// read (no commit: nothing is written meanwhile).
 		st := pgbench(b, bin, d.URL(), max(b.N, 200), 1, "prepared",
-			"SELECT "+recordColumns+" FROM payouts p WHERE key_id = 'bench' ORDER BY created_at DESC, id DESC LIMIT 101;\n"+
-				strings.ReplaceAll(database.CaughtUpSQL, "\n", " ")+";\n")
+			strings.ReplaceAll(pageSQL("key_id = 'bench'", 100), "\n", " ")+";\n"+database.CaughtUpSQL+";\n")
 		b.ReportMetric(ms(st.p50), "pgbench-newest-p50-ms")
 		b.ReportMetric(float64(took[0][len(took[0])/2])/float64(st.p50), "newest-p50-x-pgbench")
 	}

@@ -614,14 +614,20 @@ func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sen
 	return n, err
 }
 
+// pageSQL is the statement of a page of limit payouts where where holds,
+// newest first, one more to tell whether more follow.
+func pageSQL(where string, limit int) string {
+	return `SELECT ` + recordColumns + ` FROM payouts p WHERE ` + where +
+		` ORDER BY p.created_at DESC, p.id DESC LIMIT ` + strconv.Itoa(limit+1)
+}
+
 // List reads a page of the key's payouts, newest first, as p says (Limit+1
 // rows at most: the extra one says there are more), each with its history
 // and refunds, in one statement; what it returns is confirmed on the
 // standby.
 func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]Record, error) {
 	where, args := p.Where(keyID)
-	rows, err := s.db.Query(ctx, `SELECT `+recordColumns+` FROM payouts p WHERE `+where+
-		` ORDER BY p.created_at DESC, p.id DESC LIMIT `+strconv.Itoa(p.Limit+1), args...)
+	rows, err := s.db.Query(ctx, pageSQL(where, p.Limit), args...)
 	if err != nil {
 		return nil, err
 	}
