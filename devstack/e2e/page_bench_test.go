@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/testkit/pglocal"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -126,42 +123,12 @@ func BenchmarkPageThroughTheGateway(b *testing.B) {
 	b.ReportMetric(ms(poCPU/time.Duration(b.N)), "payout-cpu-ms/page")
 	b.ReportMetric(ms(gwCPU/time.Duration(b.N)), "gateway-cpu-ms/page")
 
-	bin, err := pglocal.Bin()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
+	// What the page needs of PostgreSQL, from one client, as the service
+	// sends it: the page's statement, then the confirmation's read.
 	script := strings.ReplaceAll(strings.ReplaceAll(string(page), "$1", "'bench'"), "\n", " ") + "\n" + database.CaughtUpSQL + ";\n"
-	if err := os.WriteFile(filepath.Join(dir, "page.sql"), []byte(script), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	n := max(b.N, 200)
-	cmd := exec.Command(filepath.Join(bin, "pgbench"), "-n", "-M", "prepared", "-c", "1", "-t", strconv.Itoa(n),
-		"-f", filepath.Join(dir, "page.sql"), "-l", "--log-prefix", filepath.Join(dir, "log"), url)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("pgbench: %v\n%s", err, out)
-	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "log*"))
-	var lat []time.Duration
-	for _, f := range logs {
-		body, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
-			if f := strings.Fields(line); len(f) >= 3 {
-				us, _ := strconv.Atoi(f[2])
-				lat = append(lat, time.Duration(us)*time.Microsecond)
-			}
-		}
-	}
-	if len(lat) == 0 {
-		b.Fatal("pgbench logged no transaction")
-	}
-	slices.Sort(lat)
-	b.ReportMetric(ms(lat[len(lat)/2]), "pgbench-p50-ms")
-	b.ReportMetric(float64(p50)/float64(lat[len(lat)/2]), "p50-x-pgbench")
+	floor := pgtest.Pgbench(b, url, max(b.N, 200), 1, "prepared", script)
+	b.ReportMetric(ms(floor.P50), "pgbench-p50-ms")
+	b.ReportMetric(float64(p50)/float64(floor.P50), "p50-x-pgbench")
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

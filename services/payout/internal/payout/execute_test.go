@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -30,7 +27,6 @@ import (
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/testkit/pglocal"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -348,13 +344,9 @@ func BenchmarkExecuteParts(b *testing.B) {
 		})
 	})
 	b.Run("statement", func(b *testing.B) {
-		bin, err := pglocal.Bin()
-		if err != nil {
-			b.Skip("no pgbench")
-		}
 		// The statement Store.Execute sends, prepared once as pgx does,
 		// with ids of pgbench's making (md5 in SQL: a little dearer).
-		st := pgbench(b, bin, url, b.N, 16, "prepared", payoutStatement)
+		st := pgbench(b, url, b.N, 16, "prepared", payoutStatement)
 		b.ReportMetric(ms(st.p50), "p50-ms")
 		b.ReportMetric(ms(st.p99), "p99-ms")
 	})
@@ -403,10 +395,6 @@ func BenchmarkExecuteDurable(b *testing.B) {
 	d := pgtest.StartDurable(b)
 	db := pgtest.OpenURL(b, d.URL(), migrationSets...)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
-	bin, err := pglocal.Bin()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, workers := range []int{1, 16} {
 		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
 			ids := quotesFor(b, svc, b.N)
@@ -420,7 +408,7 @@ func BenchmarkExecuteDurable(b *testing.B) {
 			if !ok {
 				b.Fatal("pgbench measured nothing")
 			}
-			statement := pgbench(b, bin, d.URL(), max(b.N, 200), workers, "prepared", payoutStatement)
+			statement := pgbench(b, d.URL(), max(b.N, 200), workers, "prepared", payoutStatement)
 			b.ReportMetric(ms(commit.p50), "commit-p50-ms")
 			b.ReportMetric(commit.rate, "commit-ops/s")
 			b.ReportMetric(ms(statement.p50), "statement-p50-ms")
@@ -494,10 +482,6 @@ func atN(b *testing.B, workers int, op func(i int) error) stats {
 // clients, and returns their latency percentiles (ok false without
 // pgbench).
 func pgbenchCommits(b *testing.B, url string, n, clients int) (stats, bool) {
-	bin, err := pglocal.Bin()
-	if err != nil {
-		return stats{}, false
-	}
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -508,47 +492,14 @@ func pgbenchCommits(b *testing.B, url string, n, clients int) (stats, bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := pgbench(b, bin, url, n, clients, "simple", "INSERT INTO bench_commit (v) VALUES (:client_id);\n")
+	st := pgbench(b, url, n, clients, "simple", "INSERT INTO bench_commit (v) VALUES (:client_id);\n")
 	return st, st.p50 > 0
 }
 
-// pgbench runs script n times on url from clients clients, in the
-// protocol mode given (simple, prepared), and returns the latency
-// percentiles of its transactions and their rate.
-func pgbench(b *testing.B, bin, url string, n, clients int, mode, sql string) stats {
-	dir := b.TempDir()
-	script := filepath.Join(dir, "script.sql")
-	if err := os.WriteFile(script, []byte(sql), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(bin, "pgbench"), "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(2, clients)), "-t", strconv.Itoa(max(1, n/clients)),
-		"-f", script, "-l", "--log-prefix", filepath.Join(dir, "log"), url)
-	cmd.Dir = dir
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("pgbench: %v\n%s", err, out)
-	}
-	elapsed := time.Since(start)
-	logs, _ := filepath.Glob(filepath.Join(dir, "log*"))
-	var lat []time.Duration
-	for _, f := range logs {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			// client_id transaction_no time(µs) script_no time_epoch time_us
-			if f := strings.Fields(line); len(f) >= 3 {
-				us, _ := strconv.Atoi(f[2])
-				lat = append(lat, time.Duration(us)*time.Microsecond)
-			}
-		}
-	}
-	if len(lat) == 0 {
-		return stats{}
-	}
-	slices.Sort(lat)
-	return stats{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], rate: float64(len(lat)) / elapsed.Seconds()}
+// pgbench is pgtest.Pgbench, as stats.
+func pgbench(b *testing.B, url string, n, clients int, mode, sql string) stats {
+	st := pgtest.Pgbench(b, url, n, clients, mode, sql)
+	return stats{p50: st.P50, p99: st.P99, rate: st.Rate}
 }
 
 // stats are a run's latency percentiles and rate (operations a second).
