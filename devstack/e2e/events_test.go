@@ -99,6 +99,7 @@ func (f *follower) types(id string) string {
 // payout's whole life, none twice; and a service down delays only its own
 // events.
 func TestFollowEverythingWithOneCall(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	acme := s.issue("acme", "--products", "bank,card,fiat", "--source-chains", "84532", "--rate", "1000")
 	globex := s.issue("globex", "--products", "bank", "--source-chains", "84532", "--rate", "1000")

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -634,22 +633,12 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 		return c
 	}
 	s.waitFor(func() bool { return doneCount() >= 40 })
-	payout := s.Services["payout"]
-	// Kill it while keyed requests are in flight (each takes milliseconds:
+	// Kill payout while keyed requests are in flight (each takes milliseconds:
 	// watch without sleeping).
 	for deadline := time.Now().Add(5 * time.Second); inFlight.Load() < 3 && time.Now().Before(deadline); {
 	}
 	killed := time.Now()
-	if err := payout.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	payout.Wait(10 * time.Second)
-	if err := payout.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := payout.WaitHealthy(context.Background(), 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s.killAndRestart("payout")
 	up := time.Now()
 	after := doneCount()
 	s.waitFor(func() bool { return doneCount() >= after+40 })

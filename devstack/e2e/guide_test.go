@@ -104,6 +104,7 @@ func tail(s string, n int) string {
 // key has make run's grants at a higher rate: a script pastes faster than a
 // person does.
 func TestTheDocsPasteEndToEnd(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	if onCluster() {
 		t.Skip("the walkthroughs do not depend on the Redis store; the single-node run covers them")
 	}

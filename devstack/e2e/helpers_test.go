@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,6 +219,23 @@ func (s *stack) issue(id string, args ...string) string {
 		s.t.Fatalf("the gateway did not accept key %q within 5s; last answer %d %s", id, last.Status, last.Body)
 	}
 	return key
+}
+
+// killAndRestart kills service name with SIGKILL, as a crash or an OOM
+// kill would, starts it again and waits until it is healthy.
+func (s *stack) killAndRestart(name string) {
+	s.t.Helper()
+	p := s.Services[name]
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		s.t.Fatal(err)
+	}
+	p.Wait(10 * time.Second)
+	if err := p.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *stack) waitFor(cond func() bool) { s.t.Helper(); s.waitForWithin(3*time.Second, cond) }

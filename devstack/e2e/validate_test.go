@@ -11,6 +11,7 @@ import (
 // validation names every problem at once, answers the sandbox's payee
 // check, consumes nothing, and keeps the quote's own refusals.
 func TestValidateBeforeAnyoneDeposits(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	acme := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	globex := s.issue("globex", "--products", "bank", "--source-chains", "84532", "--rate", "1000")

@@ -79,6 +79,7 @@ func (s *stack) payoutStatus(key, id string) payoutStatus {
 // status and list answers at once, with the last known status, while the
 // provider is frozen (SIGSTOP).
 func TestThePayoutMovesOnItsOwn(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank,fiat,card", "--source-chains", "84532", "--destination-chains", "84532",
 		"--tokens", "84532:"+baseUSDC, "--rate", "1000", "--max-execution-usd", "1000000")
@@ -142,6 +143,7 @@ func TestThePayoutMovesOnItsOwn(t *testing.T) {
 // a failed payout, a returned one (with its rail's code), a short deposit,
 // an excess, a late one and a wrong token.
 func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000", "--max-execution-usd", "1000000")
 	addr := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
@@ -241,6 +243,7 @@ func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 // known, for the ones the provider forgot), with each refund it owes once,
 // never beside a completed payout (the refund of an excess aside).
 func TestKillsLoseAndDoubleNothing(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t, withEnv("SANDBOX_PAYOUT_SETTLE", "1s"))
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000000")
 	addr := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
@@ -249,19 +252,7 @@ func TestKillsLoseAndDoubleNothing(t *testing.T) {
 	for i := range 30 {
 		ids = append(ids, s.newPayout(key, fmt.Sprintf("%d.%02d", 90+i/100, i%100), addr))
 	}
-	payout := s.Services["payout"]
-	kill := func() {
-		if err := payout.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		payout.Wait(10 * time.Second)
-		if err := payout.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if err := payout.WaitHealthy(context.Background(), 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kill := func() { s.killAndRestart("payout") }
 	// Deposits, six at a time, with the service killed as soon as the
 	// first of each six is answered: the others are between their deposit,
 	// their hand-over and their move, and the ones before are settling,
