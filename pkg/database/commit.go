@@ -173,20 +173,19 @@ func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...a
 // by stalled standbys answers within ConfirmWait, well inside its route's
 // timeout, never with a 500 (DESIGN §6).
 //
-// First it asks whether every synchronous standby has already flushed the
-// primary's WAL up to where it is inserted now (pg_stat_replication's
-// flush_lsn against pg_current_wal_insert_lsn(), one read that writes
-// nothing): every commit a read saw is before that point, so when nothing
-// has been written since the standbys caught up (reads with no write
-// beside them), it is confirmed without a commit. The role needs
-// pg_read_all_stats (or pg_monitor) to read flush_lsn; without it, and
-// whenever the standbys are behind, it commits a transaction of its own
-// that waits for the standby: one that writes WAL under a transaction id (a
-// transactional logical decoding message, which no table keeps and any
-// role may write), the only kind of commit PostgreSQL replicates
-// synchronously. Concurrent callers share one round, and a caller joins
-// the next one to start, never one already running (which may have begun
-// before its read).
+// One statement, one round trip: it asks whether every synchronous standby
+// has already flushed the primary's WAL up to where it is inserted now
+// (pg_stat_replication's flush_lsn against pg_current_wal_insert_lsn()).
+// Every commit a read saw is before that point, so when nothing has been
+// written since the standbys caught up (reads with no write beside them),
+// the statement writes nothing and its commit waits for nobody. Otherwise
+// (the standbys are behind, or the role may not read flush_lsn: it needs
+// pg_read_all_stats or pg_monitor) the same statement writes WAL under a
+// transaction id, a transactional logical decoding message that no table
+// keeps and any role may write, and its commit waits for the standby: the
+// only kind of commit PostgreSQL replicates synchronously. Concurrent
+// callers share one round, and a caller joins the next one to start, never
+// one already running (which may have begun before its read).
 func (db *DB) Confirm(ctx context.Context) error {
 	r := db.barrier.join(db)
 	wait := time.NewTimer(db.confirmWait)
@@ -269,34 +268,27 @@ func (db *DB) confirmOnce() error {
 		return err
 	}
 	defer c.Release()
-	if caughtUp(ctx, c.Conn()) {
-		return nil
-	}
 	stop := db.cancels.watch(c.Conn().PgConn())
-	_, err = c.Exec(ctx, "SELECT pg_logical_emit_message(true, 'partnerapi.confirm', '')")
+	_, err = c.Exec(ctx, ConfirmSQL)
 	if cancelled := stop(); err == nil && cancelled {
 		err = errSyncWaitCancelled
 	}
 	return err
 }
 
-// CaughtUpSQL (a benchmark sends it too) is true when every synchronous standby has flushed the WAL up
-// to the primary's insert position now; NULL (false) when there is no
+// caughtUpSQL is true when every synchronous standby has flushed the WAL
+// up to the primary's insert position now; NULL (false) when there is no
 // synchronous standby streaming, or when the role may not read flush_lsn.
 // ('quorum' standbys count as every one of them, a stronger condition than
 // ANY n needs.)
-const CaughtUpSQL = `SELECT pg_current_wal_insert_lsn() <= min(flush_lsn) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')`
+const caughtUpSQL = `SELECT pg_current_wal_insert_lsn() <= min(flush_lsn) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')`
 
-// caughtUp reports whether the synchronous standbys already have every
-// commit a read before this call could have seen. Any failure is a no:
-// the commit then confirms.
-func caughtUp(ctx context.Context, c *pgx.Conn) bool {
-	var ok *bool
-	if err := c.QueryRow(ctx, CaughtUpSQL).Scan(&ok); err != nil {
-		return false
-	}
-	return ok != nil && *ok
-}
+// ConfirmSQL confirms in one round trip: it writes nothing when the
+// standbys are caught up (caughtUpSQL true), else a transactional message
+// whose commit waits for them. CASE evaluates only the branch it takes,
+// and the message is volatile, so PostgreSQL never writes it ahead of time.
+// (The benchmarks send it too, as the floor of a confirmed read.)
+const ConfirmSQL = `SELECT CASE WHEN coalesce((` + caughtUpSQL + `), false) THEN NULL ELSE pg_logical_emit_message(true, 'partnerapi.confirm', '') END`
 
 // RoundTimeout bounds a worker's round (Claim): a replica that stops in
 // the middle of one (a frozen process) holds its rows' locks no longer
