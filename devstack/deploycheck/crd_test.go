@@ -2,6 +2,7 @@ package deploycheck
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,13 @@ func TestTheDatabaseClusterPassesTheOperatorsCRDSchema(t *testing.T) {
 			sync, _ := pg["synchronous"].(map[string]any)
 			if sync["failoverQuorum"] != true || sync["dataDurability"] != "required" {
 				t.Errorf("%s: the Cluster's synchronous replication is %v, want failoverQuorum true and dataDurability required", values, sync)
+			}
+			// A read's confirmation writes nothing when the standbys are
+			// caught up, which needs the owner to read flush_lsn.
+			boot, _ := spec["bootstrap"].(map[string]any)
+			initdb, _ := boot["initdb"].(map[string]any)
+			if sql := fmt.Sprint(initdb["postInitApplicationSQL"]); !strings.Contains(sql, `GRANT pg_read_all_stats TO "`+fmt.Sprint(initdb["owner"])+`"`) {
+				t.Errorf("%s: the Cluster's owner is not granted pg_read_all_stats at init (postInitApplicationSQL %s)", values, sql)
 			}
 			opts := structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}
 			if unknown := pruning.PruneWithOptions(doc, structural, true, opts); len(unknown) > 0 {
