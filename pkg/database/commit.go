@@ -276,12 +276,18 @@ func (db *DB) confirmOnce() error {
 	return err
 }
 
-// caughtUpSQL is true when every synchronous standby has flushed the WAL
-// up to the primary's insert position now; NULL (false) when there is no
-// synchronous standby streaming, or when the role may not read flush_lsn.
-// ('quorum' standbys count as every one of them, a stronger condition than
-// ANY n needs.)
-const caughtUpSQL = `SELECT pg_current_wal_insert_lsn() <= min(flush_lsn) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')`
+// caughtUpSQL is true when the synchronous standbys a commit waits for
+// have flushed the WAL up to the primary's insert position now: every
+// 'sync' one (FIRST n, or a plain list), or, with ANY n, at least n of the
+// 'quorum' ones (one stalled standby of ANY 1 (s1, s2) does not hold the
+// others' confirmation back). NULL (false) when no synchronous standby is
+// streaming, when the role may not read pg_stat_replication's columns, or
+// when synchronous_standby_names is not read as above.
+const caughtUpSQL = `SELECT CASE WHEN bool_or(sync_state = 'sync')
+  THEN min(flush_lsn) FILTER (WHERE sync_state = 'sync') >= pg_current_wal_insert_lsn()
+  ELSE count(*) FILTER (WHERE flush_lsn >= pg_current_wal_insert_lsn())
+    >= substring(current_setting('synchronous_standby_names') FROM '^\s*[Aa][Nn][Yy]\s+([0-9]+)\s*\(')::int END
+FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')`
 
 // ConfirmSQL confirms in one round trip: it writes nothing when the
 // standbys are caught up (caughtUpSQL true), else a transactional message

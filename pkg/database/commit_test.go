@@ -3,12 +3,15 @@ package database_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/testkit/pglocal"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -107,9 +110,25 @@ func TestACommitRunsToItsEndWhateverItsCallerDoes(t *testing.T) {
 // stalled, since everything a read could have seen is on it. One after a
 // row the standby lacks (committed on the primary alone) still waits for
 // the standby, and is answered not confirmed while it is stalled.
+//
+// Under either kind of synchronous_standby_names: a quorum (ANY 1, a
+// 'quorum' standby) and a priority (a 'sync' standby).
 func TestAConfirmationWithNothingNewCommitsNothing(t *testing.T) {
 	t.Parallel()
-	r := startReplicated(t)
+	for _, names := range []string{"ANY 1 (s1)", "s1"} {
+		t.Run(names, func(t *testing.T) {
+			t.Parallel()
+			confirmsWithNothingNew(t, replicated{pgtest.StartReplicatedAs(t, names)})
+		})
+	}
+}
+
+func confirmsWithNothingNew(t *testing.T, r replicated) {
+	setup, done := context.WithTimeout(context.Background(), 30*time.Second)
+	defer done()
+	if err := r.Primary.Exec(setup, "postgres", "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
 	db := r.open(t, "", nil)
 	caughtUp := func() bool {
 		c, err := pgx.Connect(context.Background(), r.URL())
@@ -153,6 +172,79 @@ func TestAConfirmationWithNothingNewCommitsNothing(t *testing.T) {
 	r.Link.Resume()
 	if err := db.Confirm(context.Background()); err != nil {
 		t.Errorf("Confirm with the standby back: %v", err)
+	}
+}
+
+// With ANY 1 (s1, s2), one standby stalled does not cost every read a
+// commit: once s2 has everything, a confirmation with nothing new answers
+// at once, even when s2 then stalls too (a commit would then wait for
+// ever). Reading it as "every standby" would commit, and be answered not
+// confirmed.
+func TestAConfirmationCountsTheQuorum(t *testing.T) {
+	t.Parallel()
+	dir, err := pglocal.TempDir("pgquorum-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"),
+		Settings: []string{"synchronous_standby_names=ANY 1 (s1, s2)", "synchronous_commit=on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Kill)
+	links := map[string]*pglocal.Link{}
+	for _, name := range []string{"s1", "s2"} {
+		standby, link, err := primary.StandbyVia(filepath.Join(dir, name), name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { link.Close(); standby.Kill() })
+		links[name] = link
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := primary.WaitStreaming(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.Open(ctx, primary.URL("postgres"), database.Options{Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	links["s1"].Stall()
+	if _, err := db.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err) // committed: s2 has it
+	}
+	s2CaughtUp := func() bool {
+		var ok *bool
+		err := db.QueryRow(ctx, `SELECT flush_lsn >= pg_current_wal_insert_lsn() FROM pg_stat_replication WHERE application_name = 's2'`).Scan(&ok)
+		return err == nil && ok != nil && *ok
+	}
+	// The server writes a little WAL of its own now and then: a
+	// confirmation that meets one commits, and with both stalled cannot.
+	// Three tries.
+	confirmed := false
+	for try := 0; try < 3 && !confirmed; try++ {
+		for !s2CaughtUp() {
+			if ctx.Err() != nil {
+				t.Fatal("s2 never caught up with the primary")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		links["s2"].Stall()
+		c, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		confirmed = db.Confirm(c) == nil
+		cancel()
+		if !confirmed {
+			links["s2"].Resume()
+		}
+	}
+	if !confirmed {
+		t.Fatal("with s2 holding everything and s1 stalled, Confirm was not answered at once under ANY 1 (s1, s2)")
 	}
 }
 

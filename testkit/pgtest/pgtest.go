@@ -150,13 +150,21 @@ type Replicated struct {
 // StartReplicated starts a Replicated, stopped when the test ends.
 func StartReplicated(tb testing.TB) Replicated {
 	tb.Helper()
+	return StartReplicatedAs(tb, "ANY 1 (s1)")
+}
+
+// StartReplicatedAs is StartReplicated with synchronous_standby_names
+// names (naming its standby s1): "s1" or "FIRST 1 (s1)" wait for it by
+// priority, as a 'sync' standby, where ANY 1 (s1) waits for a quorum.
+func StartReplicatedAs(tb testing.TB, names string) Replicated {
+	tb.Helper()
 	dir, err := pglocal.TempDir("pgreplicated-")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"),
-		Settings: []string{"synchronous_standby_names=ANY 1 (s1)", "synchronous_commit=on"}})
+		Settings: []string{"synchronous_standby_names=" + names, "synchronous_commit=on"}})
 	if err != nil {
 		tb.Fatal(err)
 	}

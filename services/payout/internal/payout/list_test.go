@@ -335,7 +335,10 @@ func BenchmarkList(b *testing.B) {
 	// service sends it: the page's statement, then its confirmation
 	// (which writes nothing: nothing is written meanwhile).
 	st := pgbench(b, d.URL(), max(b.N, 200), 1, "prepared",
-		strings.ReplaceAll(pageSQL("key_id = 'bench'", 100), "\n", " ")+";\n"+database.ConfirmSQL+";\n")
+		oneLine(pageSQL("key_id = 'bench'", 100))+";\n"+oneLine(database.ConfirmSQL)+";\n")
 	b.ReportMetric(ms(st.p50), "pgbench-newest-p50-ms")
 	b.ReportMetric(float64(took[0][len(took[0])/2])/float64(st.p50), "newest-p50-x-pgbench")
 }
+
+// oneLine is sql on one line, as a pgbench script takes a statement.
+func oneLine(sql string) string { return strings.ReplaceAll(sql, "\n", " ") }
