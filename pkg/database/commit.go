@@ -173,9 +173,10 @@ func (db *DB) CommitRow(ctx context.Context, dest []any, query string, args ...a
 // by stalled standbys answers within ConfirmWait, well inside its route's
 // timeout, never with a 500 (DESIGN §6).
 //
-// One statement, one round trip: it asks whether every synchronous standby
-// has already flushed the primary's WAL up to where it is inserted now
-// (pg_stat_replication's flush_lsn against pg_current_wal_insert_lsn()).
+// One statement, one round trip: it asks whether the synchronous standbys
+// a commit waits for (caughtUpSQL) have already flushed the primary's WAL
+// up to where it is inserted now (pg_stat_replication's flush_lsn against
+// pg_current_wal_insert_lsn()).
 // Every commit a read saw is before that point, so when nothing has been
 // written since the standbys caught up (reads with no write beside them),
 // the statement writes nothing and its commit waits for nobody. Otherwise

@@ -3,15 +3,12 @@ package database_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
-	"github.com/partnerpay/api/testkit/pglocal"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -182,40 +179,16 @@ func confirmsWithNothingNew(t *testing.T, r replicated) {
 // confirmed.
 func TestAConfirmationCountsTheQuorum(t *testing.T) {
 	t.Parallel()
-	dir, err := pglocal.TempDir("pgquorum-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"),
-		Settings: []string{"synchronous_standby_names=ANY 1 (s1, s2)", "synchronous_commit=on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := primary.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Kill)
-	links := map[string]*pglocal.Link{}
-	for _, name := range []string{"s1", "s2"} {
-		standby, link, err := primary.StandbyVia(filepath.Join(dir, name), name, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { link.Close(); standby.Kill() })
-		links[name] = link
-	}
+	r := pgtest.StartReplicatedAs(t, "ANY 1 (s1, s2)", "s1", "s2")
+	s1, s2 := r.Links[0], r.Links[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := primary.WaitStreaming(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.Open(ctx, primary.URL("postgres"), database.Options{Wait: 10 * time.Second})
+	db, err := database.Open(ctx, r.URL(), database.Options{Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	links["s1"].Stall()
+	s1.Stall()
 	if _, err := db.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
 		t.Fatal(err) // committed: s2 has it
 	}
@@ -235,12 +208,12 @@ func TestAConfirmationCountsTheQuorum(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		links["s2"].Stall()
+		s2.Stall()
 		c, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		confirmed = db.Confirm(c) == nil
 		cancel()
 		if !confirmed {
-			links["s2"].Resume()
+			s2.Resume()
 		}
 	}
 	if !confirmed {

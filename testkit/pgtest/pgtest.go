@@ -138,13 +138,14 @@ func SchemaFile(t *testing.T, path, header string, sets ...database.Migrations) 
 	}
 }
 
-// Replicated is a PostgreSQL primary of its own whose commits wait for one
-// synchronous standby (synchronous_standby_names 'ANY 1 (s1)'), reached
-// through a link the test can stall: what DESIGN §6's acknowledgement
-// rules are tested against.
+// Replicated is a PostgreSQL primary of its own whose commits wait for
+// synchronous standbys (one, s1, under 'ANY 1 (s1)' by default), each
+// reached through a link the test can stall: what DESIGN §6's
+// acknowledgement rules are tested against.
 type Replicated struct {
-	Primary, Standby *pglocal.Server
-	Link             *pglocal.Link
+	Primary, Standby *pglocal.Server // Standby is the first standby
+	Link             *pglocal.Link   // and Link its link
+	Links            []*pglocal.Link // every standby's link, in order
 }
 
 // StartReplicated starts a Replicated, stopped when the test ends.
@@ -154,10 +155,14 @@ func StartReplicated(tb testing.TB) Replicated {
 }
 
 // StartReplicatedAs is StartReplicated with synchronous_standby_names
-// names (naming its standby s1): "s1" or "FIRST 1 (s1)" wait for it by
-// priority, as a 'sync' standby, where ANY 1 (s1) waits for a quorum.
-func StartReplicatedAs(tb testing.TB, names string) Replicated {
+// names, and standbys of those names ("s1" when none is given): "s1" or
+// "FIRST 1 (s1)" wait for s1 by priority, as a 'sync' standby, where
+// ANY n (…) waits for a quorum of 'quorum' ones.
+func StartReplicatedAs(tb testing.TB, names string, standbys ...string) Replicated {
 	tb.Helper()
+	if len(standbys) == 0 {
+		standbys = []string{"s1"}
+	}
 	dir, err := pglocal.TempDir("pgreplicated-")
 	if err != nil {
 		tb.Fatal(err)
@@ -172,17 +177,24 @@ func StartReplicatedAs(tb testing.TB, names string) Replicated {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(primary.Kill)
-	standby, link, err := primary.StandbyVia(filepath.Join(dir, "s1"), "s1", nil)
-	if err != nil {
-		tb.Fatal(err)
+	r := Replicated{Primary: primary}
+	for _, name := range standbys {
+		standby, link, err := primary.StandbyVia(filepath.Join(dir, name), name, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { link.Close(); standby.Kill() })
+		if r.Standby == nil {
+			r.Standby, r.Link = standby, link
+		}
+		r.Links = append(r.Links, link)
 	}
-	tb.Cleanup(func() { link.Close(); standby.Kill() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := primary.WaitStreaming(ctx, 1); err != nil {
+	if err := primary.WaitStreaming(ctx, len(standbys)); err != nil {
 		tb.Fatal(err)
 	}
-	return Replicated{primary, standby, link}
+	return r
 }
 
 // URL is the primary's database, postgres.
