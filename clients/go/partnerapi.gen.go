@@ -42,6 +42,7 @@ const (
 	BankPayoutListItemReturnReasonAccountClosed        BankPayoutListItemReturnReason = "account_closed"
 	BankPayoutListItemReturnReasonBeneficiaryDeceased  BankPayoutListItemReturnReason = "beneficiary_deceased"
 	BankPayoutListItemReturnReasonRefusedByBeneficiary BankPayoutListItemReturnReason = "refused_by_beneficiary"
+	BankPayoutListItemReturnReasonReturnedByBank       BankPayoutListItemReturnReason = "returned_by_bank"
 )
 
 // Valid indicates whether the value is a known member of the BankPayoutListItemReturnReason enum.
@@ -53,6 +54,8 @@ func (e BankPayoutListItemReturnReason) Valid() bool {
 		return true
 	case BankPayoutListItemReturnReasonRefusedByBeneficiary:
 		return true
+	case BankPayoutListItemReturnReasonReturnedByBank:
+		return true
 	default:
 		return false
 	}
@@ -63,6 +66,7 @@ const (
 	BankPayoutStatusReturnReasonAccountClosed        BankPayoutStatusReturnReason = "account_closed"
 	BankPayoutStatusReturnReasonBeneficiaryDeceased  BankPayoutStatusReturnReason = "beneficiary_deceased"
 	BankPayoutStatusReturnReasonRefusedByBeneficiary BankPayoutStatusReturnReason = "refused_by_beneficiary"
+	BankPayoutStatusReturnReasonReturnedByBank       BankPayoutStatusReturnReason = "returned_by_bank"
 )
 
 // Valid indicates whether the value is a known member of the BankPayoutStatusReturnReason enum.
@@ -73,6 +77,8 @@ func (e BankPayoutStatusReturnReason) Valid() bool {
 	case BankPayoutStatusReturnReasonBeneficiaryDeceased:
 		return true
 	case BankPayoutStatusReturnReasonRefusedByBeneficiary:
+		return true
+	case BankPayoutStatusReturnReasonReturnedByBank:
 		return true
 	default:
 		return false
@@ -1131,6 +1137,7 @@ const (
 	PayoutFailureReasonDepositShort       PayoutFailureReason = "deposit_short"
 	PayoutFailureReasonInvalidAccount     PayoutFailureReason = "invalid_account"
 	PayoutFailureReasonNameMismatch       PayoutFailureReason = "name_mismatch"
+	PayoutFailureReasonProviderRejected   PayoutFailureReason = "provider_rejected"
 	PayoutFailureReasonRailUnavailable    PayoutFailureReason = "rail_unavailable"
 )
 
@@ -1149,6 +1156,8 @@ func (e PayoutFailureReason) Valid() bool {
 		return true
 	case PayoutFailureReasonNameMismatch:
 		return true
+	case PayoutFailureReasonProviderRejected:
+		return true
 	case PayoutFailureReasonRailUnavailable:
 		return true
 	default:
@@ -1161,6 +1170,7 @@ const (
 	PayoutRefundReasonDepositExcess     PayoutRefundReason = "deposit_excess"
 	PayoutRefundReasonDepositLate       PayoutRefundReason = "deposit_late"
 	PayoutRefundReasonDepositShort      PayoutRefundReason = "deposit_short"
+	PayoutRefundReasonDepositUnexpected PayoutRefundReason = "deposit_unexpected"
 	PayoutRefundReasonDepositWrongToken PayoutRefundReason = "deposit_wrong_token"
 	PayoutRefundReasonPayoutFailed      PayoutRefundReason = "payout_failed"
 	PayoutRefundReasonPayoutReturned    PayoutRefundReason = "payout_returned"
@@ -1174,6 +1184,8 @@ func (e PayoutRefundReason) Valid() bool {
 	case PayoutRefundReasonDepositLate:
 		return true
 	case PayoutRefundReasonDepositShort:
+		return true
+	case PayoutRefundReasonDepositUnexpected:
 		return true
 	case PayoutRefundReasonDepositWrongToken:
 		return true
@@ -1201,36 +1213,6 @@ func (e PayoutRefundStatus) Valid() bool {
 	case PayoutRefundStatusPending:
 		return true
 	case PayoutRefundStatusSent:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for PayoutReturnCode.
-const (
-	AC04 PayoutReturnCode = "AC04"
-	MD07 PayoutReturnCode = "MD07"
-	MS02 PayoutReturnCode = "MS02"
-	R02  PayoutReturnCode = "R02"
-	R15  PayoutReturnCode = "R15"
-	R23  PayoutReturnCode = "R23"
-)
-
-// Valid indicates whether the value is a known member of the PayoutReturnCode enum.
-func (e PayoutReturnCode) Valid() bool {
-	switch e {
-	case AC04:
-		return true
-	case MD07:
-		return true
-	case MS02:
-		return true
-	case R02:
-		return true
-	case R15:
-		return true
-	case R23:
 		return true
 	default:
 		return false
@@ -1653,6 +1635,9 @@ type BankPayout struct {
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
 	Reference *PartnerReference `json:"reference,omitempty"`
 
+	// RefundAddress Where its refunds go, once one is set (at execution, or POST /v1/bank/payout/refund-address).
+	RefundAddress *EvmAddress `json:"refundAddress,omitempty"`
+
 	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
 	Refunds PayoutRefunds     `json:"refunds"`
 	Status  PayoutStatusValue `json:"status"`
@@ -1694,7 +1679,10 @@ type BankPayoutListItem struct {
 	// Mock Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
 	Mock     MockFlag `json:"mock"`
 	PayoutId string   `json:"payoutId"`
-	QuoteId  string   `json:"quoteId"`
+
+	// ProviderCode The bank provider's own code for a failure or return whose reason we do not list (failureReason provider_rejected, returnReason returned_by_bank). An open set of short codes.
+	ProviderCode *string `json:"providerCode,omitempty"`
+	QuoteId      string  `json:"quoteId"`
 
 	// Rail A payout rail, as `GET /v1/limits` names it.
 	Rail RailName `json:"rail"`
@@ -1702,10 +1690,13 @@ type BankPayoutListItem struct {
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
 	Reference *PartnerReference `json:"reference,omitempty"`
 
+	// RefundAddress Where its refunds go, once one is set (at execution, or POST /v1/bank/payout/refund-address).
+	RefundAddress *EvmAddress `json:"refundAddress,omitempty"`
+
 	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
 	Refunds PayoutRefunds `json:"refunds"`
 
-	// ReturnCode The rail's own code for the return: on ACH, R02 (account closed), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT (ISO 20022), AC04, MD07, MS02. Absent on rails without published codes.
+	// ReturnCode The rail's own code for the return, an open set (a bank may send a code not listed here; branch on returnReason): on ACH, NACHA's R codes such as R02 (account closed), R03 (no account), R04 (invalid account number), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT, ISO 20022's such as AC01 (incorrect account number), AC04 (account closed), MD07 (beneficiary deceased), MS02 (refused). For returnReason returned_by_bank, the bank's own code. Absent on rails without published codes.
 	ReturnCode   *PayoutReturnCode               `json:"returnCode,omitempty"`
 	ReturnReason *BankPayoutListItemReturnReason `json:"returnReason,omitempty"`
 	Status       PayoutStatusValue               `json:"status"`
@@ -1861,7 +1852,10 @@ type BankPayoutStatus struct {
 	// Mock Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
 	Mock     MockFlag `json:"mock"`
 	PayoutId string   `json:"payoutId"`
-	QuoteId  string   `json:"quoteId"`
+
+	// ProviderCode The bank provider's own code for a failure or return whose reason we do not list (failureReason provider_rejected, returnReason returned_by_bank). An open set of short codes.
+	ProviderCode *string `json:"providerCode,omitempty"`
+	QuoteId      string  `json:"quoteId"`
 
 	// Rail A payout rail, as `GET /v1/limits` names it.
 	Rail RailName `json:"rail"`
@@ -1869,10 +1863,13 @@ type BankPayoutStatus struct {
 	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
 	Reference *PartnerReference `json:"reference,omitempty"`
 
+	// RefundAddress Where its refunds go, once one is set (at execution, or POST /v1/bank/payout/refund-address).
+	RefundAddress *EvmAddress `json:"refundAddress,omitempty"`
+
 	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
 	Refunds PayoutRefunds `json:"refunds"`
 
-	// ReturnCode The rail's own code for the return: on ACH, R02 (account closed), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT (ISO 20022), AC04, MD07, MS02. Absent on rails without published codes.
+	// ReturnCode The rail's own code for the return, an open set (a bank may send a code not listed here; branch on returnReason): on ACH, NACHA's R codes such as R02 (account closed), R03 (no account), R04 (invalid account number), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT, ISO 20022's such as AC01 (incorrect account number), AC04 (account closed), MD07 (beneficiary deceased), MS02 (refused). For returnReason returned_by_bank, the bank's own code. Absent on rails without published codes.
 	ReturnCode   *PayoutReturnCode             `json:"returnCode,omitempty"`
 	ReturnReason *BankPayoutStatusReturnReason `json:"returnReason,omitempty"`
 	Status       PayoutStatusValue             `json:"status"`
@@ -3038,8 +3035,8 @@ type PayoutRefundStatus string
 // PayoutRefunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
 type PayoutRefunds = []PayoutRefund
 
-// PayoutReturnCode The rail's own code for the return: on ACH, R02 (account closed), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT (ISO 20022), AC04, MD07, MS02. Absent on rails without published codes.
-type PayoutReturnCode string
+// PayoutReturnCode The rail's own code for the return, an open set (a bank may send a code not listed here; branch on returnReason): on ACH, NACHA's R codes such as R02 (account closed), R03 (no account), R04 (invalid account number), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT, ISO 20022's such as AC01 (incorrect account number), AC04 (account closed), MD07 (beneficiary deceased), MS02 (refused). For returnReason returned_by_bank, the bank's own code. Absent on rails without published codes.
+type PayoutReturnCode = string
 
 // PayoutStatusValue defines model for PayoutStatusValue.
 type PayoutStatusValue string
@@ -5310,9 +5307,11 @@ type ClientInterface interface {
 	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-	// by default (an exchange's omnibus wallet would lose them).
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+	// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+	// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+	// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+	// them).
 	//
 	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -5355,9 +5354,11 @@ type ClientInterface interface {
 	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-	// by default (an exchange's omnibus wallet would lose them).
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+	// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+	// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+	// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+	// them).
 	//
 	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -6123,9 +6124,10 @@ type ClientInterface interface {
 	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-	// product; honours `Idempotency-Key`.
+	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+	// Needs the `bank` product; honours `Idempotency-Key`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -6144,9 +6146,10 @@ type ClientInterface interface {
 	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-	// product; honours `Idempotency-Key`.
+	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+	// Needs the `bank` product; honours `Idempotency-Key`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6237,9 +6240,11 @@ func (c *Client) OrderReturn(ctx context.Context, params *OrderReturnParams, req
 // GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 // `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 // own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-// by default (an exchange's omnibus wallet would lose them).
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+// them).
 //
 // Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 // another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -6292,9 +6297,11 @@ func (c *Client) BankPayoutWithBody(ctx context.Context, params *BankPayoutParam
 // GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 // `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 // own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-// by default (an exchange's omnibus wallet would lose them).
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+// them).
 //
 // Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 // another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -7530,9 +7537,10 @@ func (c *Client) SandboxPayin(ctx context.Context, params *SandboxPayinParams, b
 // `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 // and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 // window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-// product; honours `Idempotency-Key`.
+// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+// Needs the `bank` product; honours `Idempotency-Key`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7561,9 +7569,10 @@ func (c *Client) SandboxPayoutDepositWithBody(ctx context.Context, params *Sandb
 // `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 // and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 // window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-// product; honours `Idempotency-Key`.
+// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+// Needs the `bank` product; honours `Idempotency-Key`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9598,9 +9607,11 @@ type ClientWithResponsesInterface interface {
 	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-	// by default (an exchange's omnibus wallet would lose them).
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+	// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+	// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+	// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+	// them).
 	//
 	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -9643,9 +9654,11 @@ type ClientWithResponsesInterface interface {
 	// GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 	// `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 	// own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-	// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-	// by default (an exchange's omnibus wallet would lose them).
+	// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+	// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+	// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+	// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+	// them).
 	//
 	// Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 	// another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -10435,9 +10448,10 @@ type ClientWithResponsesInterface interface {
 	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-	// product; honours `Idempotency-Key`.
+	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+	// Needs the `bank` product; honours `Idempotency-Key`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10456,9 +10470,10 @@ type ClientWithResponsesInterface interface {
 	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-	// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-	// product; honours `Idempotency-Key`.
+	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+	// Needs the `bank` product; honours `Idempotency-Key`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16448,9 +16463,11 @@ func (c *ClientWithResponses) OrderReturnWithResponse(ctx context.Context, param
 // GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 // `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 // own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-// by default (an exchange's omnibus wallet would lose them).
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+// them).
 //
 // Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 // another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -16499,9 +16516,11 @@ func (c *ClientWithResponses) BankPayoutWithBodyWithResponse(ctx context.Context
 // GP, GF, MQ, RE, YT, BL, MF and PM take FR IBANs, AX FI, and JE, GG and IM GB). A wrong field is
 // `400 invalid_request` naming it; a field the rail does not take is an unknown field. `reference` is your
 // own id for the payout (1–64 printable ASCII characters), echoed in its answers. `refundAddress` is where
-// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked): give it now,
-// or set it later with `POST /v1/bank/payout/refund-address`. Refunds never go to the depositing address
-// by default (an exchange's omnibus wallet would lose them).
+// anything the payout owes back goes (an EVM address on the quote's chain, EIP-55 checked; never the zero
+// address, a token's contract or one of our deposit addresses, where stablecoins are lost or loop back):
+// give it now, or set it later with `POST /v1/bank/payout/refund-address`; every answer shows it once
+// set. Refunds never go to the depositing address by default (an exchange's omnibus wallet would lose
+// them).
 //
 // Calling again with the same body answers the same payout; the same quote for another beneficiary, or with
 // another `reference` or `refundAddress`, is `409 quote_already_executed` and nothing changes (the payout
@@ -17573,9 +17592,10 @@ func (c *ClientWithResponses) SandboxPayinWithResponse(ctx context.Context, para
 // `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 // and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 // window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-// product; honours `Idempotency-Key`.
+// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+// Needs the `bank` product; honours `Idempotency-Key`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17600,9 +17620,10 @@ func (c *ClientWithResponses) SandboxPayoutDepositWithBodyWithResponse(ctx conte
 // `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
 // and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
 // window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`. A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`. A payout whose
-// deposit arrived already, or that failed, is `409 payout_not_awaiting_deposit`. Needs the `bank`
-// product; honours `Idempotency-Key`.
+// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
+// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
+// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
+// Needs the `bank` product; honours `Idempotency-Key`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

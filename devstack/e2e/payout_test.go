@@ -20,7 +20,7 @@ import (
 var payoutBody = regexp.MustCompile(`^\{"environment":"sandbox","mock":true,"payoutId":"(bpo_[0-9a-f]{32})","quoteId":"(bpq_\d+_[0-9a-f]{32})","status":"([a-z_]+)",` +
 	`"rail":"([a-z_]+)","estimatedSettlement":"([A-Z0-9]+)","deposit":\{"address":"0x[0-9a-fA-F]{40}","chain":\d+,"cryptoCurrency":"[A-Z]+",` +
 	`"token":"0x[0-9a-fA-F]{40}","amount":"1234567\.89","expiresAt":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"\},"beneficiary":\{"name":"[^"]*","account":"[^"]{1,4}"\}` +
-	`(,"reference":"[^"]*")?,"createdAt":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z","refunds":\[[^\]]*\]\}$`)
+	`(,"reference":"[^"]*")?(,"refundAddress":"0x[0-9a-fA-F]{40}")?,"createdAt":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z","refunds":\[[^\]]*\]\}$`)
 
 const executePath = "/v1/bank/payout"
 

@@ -60,11 +60,11 @@ func TestEveryAttemptIsMeasured(t *testing.T) {
 	}
 	// Every operation and outcome is a series from the start: a quiet
 	// provider reads 0, not "no data".
-	if n := testutil.CollectAndCount(reg, "partnerapi_bankprovider_requests_total"); n != 68 {
-		t.Errorf("requests series = %d, want 68 (17 operations x 4 outcomes)", n)
+	if n := testutil.CollectAndCount(reg, "partnerapi_bankprovider_requests_total"); n != 72 {
+		t.Errorf("requests series = %d, want 72 (18 operations x 4 outcomes)", n)
 	}
-	if n := testutil.CollectAndCount(reg, "partnerapi_bankprovider_request_duration_seconds"); n != 17 {
-		t.Errorf("duration series = %d, want 17 (one per operation)", n)
+	if n := testutil.CollectAndCount(reg, "partnerapi_bankprovider_request_duration_seconds"); n != 18 {
+		t.Errorf("duration series = %d, want 18 (one per operation)", n)
 	}
 }
 

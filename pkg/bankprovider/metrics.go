@@ -32,6 +32,7 @@ const (
 	opCreatePayout = "create_payout"
 	opPayout       = "get_payout"
 	opCheckPayee   = "check_payee"
+	opChanges      = "list_changes"
 )
 
 // Outcomes of one attempt: the closed set of values of the outcome label.
@@ -71,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// "no data", on the dashboard and in the alert.
 	for _, op := range []string{opCreateCustomer, opCustomer, opCreateTerms, opTerms, opForceIdentity,
 		opCreateVirtual, opCreateDeposit, opTransactions, opDepositTransaction, opSimulateDeposit,
-		opCreateCardOrder, opCardOrder, opCreateCardSession, opSimulateCardDeposit, opCreatePayout, opPayout, opCheckPayee} {
+		opCreateCardOrder, opCardOrder, opCreateCardSession, opSimulateCardDeposit, opCreatePayout, opPayout, opCheckPayee, opChanges} {
 		for _, outcome := range []string{outcomeOK, outcomeRefused, outcomeError, outcomeTimeout} {
 			m.requests.WithLabelValues(op, outcome)
 		}

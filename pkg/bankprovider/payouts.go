@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 // The payout side of the provider (DESIGN §3): the payout service hands it
@@ -42,7 +43,42 @@ type Payout struct {
 	Status        string `json:"status"`
 	FailureReason string `json:"failure_reason,omitempty"`
 	ReturnReason  string `json:"return_reason,omitempty"`
-	CompletedAt   string `json:"completed_at,omitempty"`
+	// ReturnCode is the rail's own code for a return (NACHA's R codes,
+	// ISO 20022's), where the provider gives one.
+	ReturnCode  string `json:"return_code,omitempty"`
+	CompletedAt string `json:"completed_at,omitempty"`
+}
+
+// Change is one entry of the provider's changes feed: a record as it
+// stood once it changed (Type payout.updated: Payout).
+type Change struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	CreatedAt string `json:"created_at"`
+	Payout    Payout `json:"payout"`
+}
+
+// ChangePayout is the type of a change of a payout.
+const ChangePayout = "payout.updated"
+
+// Changes is a page of the provider's changes feed after the change
+// after ("" for the feed's start), oldest first, at most limit, and
+// whether more follow. A follower keeps the id of the last change it
+// applied and asks again from there: the provider's changes reach us in
+// order, each once, however many payouts are in flight or in their
+// return window. A cursor the provider no longer knows (a sandbox
+// provider restarted) is TypeStateLost.
+func (c *Client) Changes(ctx context.Context, after string, limit int) ([]Change, bool, error) {
+	var out struct {
+		Data    []Change `json:"data"`
+		HasMore bool     `json:"has_more"`
+	}
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	err := c.do(ctx, opChanges, http.MethodGet, "/v1/changes?"+q.Encode(), nil, "", true, &out)
+	return out.Data, out.HasMore, err
 }
 
 // CreatePayout hands a payout to the provider; the provider answers the

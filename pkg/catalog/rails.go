@@ -67,6 +67,16 @@ var bySpeed = func() []*Rail {
 // Rails lists the published rails in table order. Callers must not modify it.
 func Rails() []Rail { return rails }
 
+// RailNamed is the rail named name.
+func RailNamed(name string) (Rail, bool) {
+	for _, r := range rails {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Rail{}, false
+}
+
 // SettlesIn is the rail's normal settlement time (Settlement, as a
 // duration).
 func (r *Rail) SettlesIn() time.Duration { return r.settleIn }

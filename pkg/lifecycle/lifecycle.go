@@ -50,6 +50,18 @@ var (
 	PayoutReturnReasons  = []string{"account_closed", "beneficiary_deceased", "refused_by_beneficiary"}
 )
 
+// The reasons of a failure or a return the provider gave in words we do
+// not list: the provider's own code is kept beside them (providerCode,
+// and returnCode for a return), and a payout never stays where it was for
+// want of a meaning (DESIGN §3).
+const (
+	PayoutProviderRejected = "provider_rejected"
+	PayoutReturnedByBank   = "returned_by_bank"
+	// PayoutFailureInvalidAccount is the failure of a payout the provider
+	// refused outright when it was handed over.
+	PayoutFailureInvalidAccount = "invalid_account"
+)
+
 // PayoutDepositShort is the failure of a payout whose deposit brought less
 // than deposit.amount: it never reaches the provider, and the whole
 // deposit is refunded.
@@ -89,6 +101,7 @@ const (
 	RefundDepositShort      = "deposit_short"
 	RefundDepositExcess     = "deposit_excess"
 	RefundDepositWrongToken = "deposit_wrong_token"
+	RefundDepositUnexpected = "deposit_unexpected"
 )
 
 // Funding statuses (POST /v1/fiat/status), of a virtual account or a one-off deposit.
@@ -135,9 +148,9 @@ var all = []Resource{
 		{PayoutAwaitingDeposit, "Waiting for the stablecoins: send deposit.amount of deposit.token on deposit.chain to deposit.address before deposit.expiresAt.", false},
 		{PayoutProcessing, "The stablecoins arrived (depositTxHash); the fiat is on its way over the rail.", false},
 		{PayoutCompleted, "The beneficiary's bank was credited (completedAt). Final, but for a return.", false},
-		{PayoutReturned, "The beneficiary's bank sent the payment back after crediting it; returnReason says why (account_closed, beneficiary_deceased, refused_by_beneficiary), returnCode the rail's code where it has them (ACH R02, R15, R23; SEPA and SWIFT AC04, MD07, MS02). The deposit is refunded (refunds).", true},
+		{PayoutReturned, "The beneficiary's bank sent the payment back after crediting it; returnReason says why (account_closed, beneficiary_deceased, refused_by_beneficiary; returned_by_bank for a reason the bank gave that we do not list, its own code in providerCode), returnCode the rail's code where it has them (ACH R02, R03, R04, R15…; SEPA and SWIFT AC01, AC04, MD07…; an open set). The deposit is refunded (refunds).", true},
 		{PayoutExpired, "No deposit arrived before deposit.expiresAt; nothing was paid. A deposit that arrives later is refunded (refunds).", true},
-		{PayoutFailed, "The payment will not be made; failureReason says why: the deposit was short (deposit_short), or the rail refused the payment (account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected). The deposit is refunded (refunds).", true},
+		{PayoutFailed, "The payment will not be made; failureReason says why: the deposit was short (deposit_short), or the rail refused the payment (account_closed, account_not_found, name_mismatch, invalid_account, rail_unavailable, compliance_rejected; provider_rejected for a reason the bank gave that we do not list, its own code in providerCode). The deposit is refunded (refunds).", true},
 	}},
 	{"payoutRefund", "status", []Status{
 		{RefundAwaitingAddress, "A refund is owed, but the payout has no refund address yet: set one with POST /v1/bank/payout/refund-address.", false},

@@ -41,12 +41,14 @@ type Loop struct {
 	round  func(context.Context) (int, error)
 	log    *slog.Logger
 	rounds *prometheus.CounterVec
+	wake   chan struct{}
+	idle   time.Duration
 }
 
 // New is the loop of the worker name (payout, fiat, orders), whose round
 // returns how many records it claimed; its rounds are counted in reg.
 func New(name string, round func(context.Context) (int, error), log *slog.Logger, reg prometheus.Registerer) *Loop {
-	l := &Loop{name: name, round: round, log: log,
+	l := &Loop{name: name, round: round, log: log, wake: make(chan struct{}, 1), idle: idleRound,
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "worker", Name: "rounds_total",
 			Help: "Rounds of the worker that moves the records a provider drives, by outcome (worked: it claimed records; idle: none was due; failed: the database failed it)."},
 			[]string{"worker", "outcome"}),
@@ -65,12 +67,31 @@ func New(name string, round func(context.Context) (int, error), log *slog.Logger
 	return l
 }
 
+// IdleEvery sets how long the loop waits after a round that found nothing
+// due (a quarter of a second by default): a loop whose round calls a
+// provider (a changes feed) waits longer, so an idle service costs the
+// provider a call a second, not four.
+func (l *Loop) IdleEvery(d time.Duration) *Loop {
+	l.idle = d
+	return l
+}
+
+// Wake starts the loop's next round at once, if it is waiting (work was
+// just made due here: a deposit's hand-over, say); a wake while a round
+// runs starts the next one as soon as that ends.
+func (l *Loop) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Run runs rounds until ctx ends: the next at once after a round that
-// claimed records (more may be due), a quarter of a second after an idle
-// one, two seconds after a failed one.
+// claimed records (more may be due) or on a Wake, a quarter of a second
+// after an idle one, two seconds after a failed one.
 func (l *Loop) Run(ctx context.Context) {
 	for {
-		wait, outcome := idleRound, "idle"
+		wait, outcome := l.idle, "idle"
 		n, err := l.round(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -90,6 +111,8 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-l.wake:
+			t.Stop()
 		case <-t.C:
 		}
 	}

@@ -51,6 +51,7 @@ BEGIN
        OR (OLD.failure_reason IS NOT NULL AND NEW.failure_reason IS DISTINCT FROM OLD.failure_reason)
        OR (OLD.return_reason IS NOT NULL AND NEW.return_reason IS DISTINCT FROM OLD.return_reason)
        OR (OLD.return_code IS NOT NULL AND NEW.return_code IS DISTINCT FROM OLD.return_code)
+       OR (OLD.provider_code IS NOT NULL AND NEW.provider_code IS DISTINCT FROM OLD.provider_code)
        OR (OLD.refund_address IS NOT NULL AND NEW.refund_address IS DISTINCT FROM OLD.refund_address)
        OR (OLD.sandbox_outcome IS NOT NULL AND NEW.sandbox_outcome IS DISTINCT FROM OLD.sandbox_outcome)
        OR (OLD.sandbox_reason IS NOT NULL AND NEW.sandbox_reason IS DISTINCT FROM OLD.sandbox_reason) THEN
@@ -141,6 +142,20 @@ CREATE TABLE public.payout_history (
     at timestamp with time zone NOT NULL
 );
 
+CREATE TABLE public.payout_provider_changes (
+    change_id text NOT NULL,
+    payout_id text NOT NULL,
+    applied_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.payout_provider_feed (
+    provider text NOT NULL,
+    after text NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    lease_owner text,
+    leased_until timestamp with time zone
+);
+
 CREATE TABLE public.payout_refunds (
     id text NOT NULL,
     payout_id text NOT NULL,
@@ -155,10 +170,12 @@ CREATE TABLE public.payout_refunds (
     created_at timestamp with time zone NOT NULL,
     pending_at timestamp with time zone,
     sent_at timestamp with time zone,
+    retry_at timestamp with time zone,
+    failures integer DEFAULT 0 NOT NULL,
     CONSTRAINT payout_refunds_address CHECK ((((status = 'awaiting_address'::text) = (address IS NULL)) AND ((address IS NULL) OR (address ~ '^0x[0-9a-fA-F]{40}$'::text)))),
     CONSTRAINT payout_refunds_amount CHECK ((amount ~ '^[0-9]+(\.[0-9]+)?$'::text)),
     CONSTRAINT payout_refunds_pending_at CHECK (((status = 'awaiting_address'::text) = (pending_at IS NULL))),
-    CONSTRAINT payout_refunds_reason CHECK ((reason = ANY (ARRAY['payout_failed'::text, 'payout_returned'::text, 'deposit_late'::text, 'deposit_short'::text, 'deposit_excess'::text, 'deposit_wrong_token'::text]))),
+    CONSTRAINT payout_refunds_reason CHECK ((reason = ANY (ARRAY['payout_failed'::text, 'payout_returned'::text, 'deposit_late'::text, 'deposit_short'::text, 'deposit_excess'::text, 'deposit_wrong_token'::text, 'deposit_unexpected'::text]))),
     CONSTRAINT payout_refunds_sent CHECK (((status = 'sent'::text) = ((tx_hash IS NOT NULL) AND (sent_at IS NOT NULL)))),
     CONSTRAINT payout_refunds_status CHECK ((status = ANY (ARRAY['awaiting_address'::text, 'pending'::text, 'sent'::text])))
 );
@@ -195,7 +212,13 @@ CREATE TABLE public.payouts (
     handover_at timestamp with time zone,
     handed_over_at timestamp with time zone,
     return_code text,
-    next_check_at timestamp with time zone,
+    provider_code text,
+    handover_next_at timestamp with time zone,
+    reconcile_at timestamp with time zone,
+    reconcile_checks integer DEFAULT 0 NOT NULL,
+    provider_missing_at timestamp with time zone,
+    retry_at timestamp with time zone,
+    failures integer DEFAULT 0 NOT NULL,
     CONSTRAINT payouts_completed_at CHECK (((status = ANY (ARRAY['completed'::text, 'returned'::text])) = (completed_at IS NOT NULL))),
     CONSTRAINT payouts_deposit_amount CHECK (((deposit_amount IS NULL) OR (deposit_amount ~ '^[0-9]+(\.[0-9]+)?$'::text))),
     CONSTRAINT payouts_deposit_arrived CHECK (
@@ -210,6 +233,8 @@ END),
     CONSTRAINT payouts_not_after_expiry CHECK ((created_at < quote_expires_at)),
     CONSTRAINT payouts_one_amount CHECK (((crypto_amount IS NULL) <> (fiat_amount IS NULL))),
     CONSTRAINT payouts_processing_handed_over CHECK (((status <> ALL (ARRAY['processing'::text, 'completed'::text, 'returned'::text])) OR (handed_over_at IS NOT NULL))),
+    CONSTRAINT payouts_provider_code CHECK (((provider_code IS NULL) OR (provider_code ~ '^[A-Za-z0-9_.-]{1,32}$'::text))),
+    CONSTRAINT payouts_reconcile_checks CHECK (((reconcile_checks >= 0) AND (failures >= 0))),
     CONSTRAINT payouts_reference CHECK (((reference IS NULL) OR ((length(reference) >= 1) AND (length(reference) <= 64)))),
     CONSTRAINT payouts_refund_address CHECK (((refund_address IS NULL) OR (refund_address ~ '^0x[0-9a-fA-F]{40}$'::text))),
     CONSTRAINT payouts_return_code CHECK (((return_code IS NULL) OR (return_reason IS NOT NULL))),
@@ -233,11 +258,20 @@ ALTER TABLE ONLY public.payout_events
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_pkey PRIMARY KEY (payout_id, status);
 
+ALTER TABLE ONLY public.payout_provider_changes
+    ADD CONSTRAINT payout_provider_changes_pkey PRIMARY KEY (change_id);
+
+ALTER TABLE ONLY public.payout_provider_feed
+    ADD CONSTRAINT payout_provider_feed_pkey PRIMARY KEY (provider);
+
 ALTER TABLE ONLY public.payout_refunds
     ADD CONSTRAINT payout_refunds_once_per_cause UNIQUE (payout_id, reason, deposit_tx_hash);
 
 ALTER TABLE ONLY public.payout_refunds
     ADD CONSTRAINT payout_refunds_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_deposit_address_unique UNIQUE (deposit_address);
 
 ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_pkey PRIMARY KEY (id);
@@ -253,13 +287,17 @@ CREATE INDEX payout_events_object ON public.payout_events USING btree (key_id, o
 
 CREATE INDEX payout_events_unsequenced ON public.payout_events USING btree (n) WHERE (seq IS NULL);
 
+CREATE INDEX payout_provider_changes_applied_at ON public.payout_provider_changes USING btree (applied_at);
+
 CREATE INDEX payout_refunds_owed ON public.payout_refunds USING btree (status) WHERE (status = ANY (ARRAY['awaiting_address'::text, 'pending'::text]));
 
 CREATE INDEX payout_refunds_payout ON public.payout_refunds USING btree (payout_id);
 
 CREATE INDEX payout_refunds_to_send ON public.payout_refunds USING btree (pending_at) WHERE (status = 'pending'::text);
 
-CREATE INDEX payouts_due ON public.payouts USING btree (next_check_at) WHERE (next_check_at IS NOT NULL);
+CREATE INDEX payouts_expiring ON public.payouts USING btree (deposit_expires_at) WHERE ((status = 'awaiting_deposit'::text) AND (handover_at IS NULL));
+
+CREATE INDEX payouts_handover_due ON public.payouts USING btree (handover_next_at) WHERE (handover_next_at IS NOT NULL);
 
 CREATE INDEX payouts_in_flight ON public.payouts USING btree (status, rail, status_at) WHERE (status = ANY (ARRAY['awaiting_deposit'::text, 'processing'::text]));
 
@@ -268,6 +306,10 @@ CREATE INDEX payouts_key_page ON public.payouts USING btree (key_id, created_at 
 CREATE INDEX payouts_key_reference_page ON public.payouts USING btree (key_id, reference, created_at DESC, id DESC) WHERE (reference IS NOT NULL);
 
 CREATE INDEX payouts_key_status_page ON public.payouts USING btree (key_id, status, created_at DESC, id DESC);
+
+CREATE INDEX payouts_missing_at_provider ON public.payouts USING btree (provider_missing_at) WHERE (provider_missing_at IS NOT NULL);
+
+CREATE INDEX payouts_reconcile_due ON public.payouts USING btree (reconcile_at) WHERE (reconcile_at IS NOT NULL);
 
 CREATE TRIGGER idempotency_keys_finished_is_final BEFORE UPDATE ON public.idempotency_keys FOR EACH ROW WHEN ((old.finished_at IS NOT NULL)) EXECUTE FUNCTION public.idempotency_keys_finished_is_final();
 

@@ -48,7 +48,9 @@ type Payout struct {
 	Deposit             Deposit            `json:"deposit"`
 	Beneficiary         beneficiary.Masked `json:"beneficiary"`
 	Reference           string             `json:"reference,omitempty"`
-	CreatedAt           string             `json:"createdAt"`
+	// RefundAddress is where its refunds go, once one is set.
+	RefundAddress string `json:"refundAddress,omitempty"`
+	CreatedAt     string `json:"createdAt"`
 	// Refunds is what the payout owes back (empty when nothing is owed).
 	Refunds []RefundAnswer `json:"refunds"`
 }
@@ -89,6 +91,12 @@ type Payouts interface {
 	Execute(ctx context.Context, p StoredPayout, answer func(Record) (Payout, error)) (Payout, error)
 	Update(ctx context.Context, id string, decide func(Record) (Change, error)) (Record, error)
 	List(ctx context.Context, keyID string, p listing.Params) ([]Record, error)
+	// Failed backs payout id off alone after its n-th failure in a row,
+	// until at.
+	Failed(ctx context.Context, id string, n int, at time.Time) error
+	// IsDepositAddress reports whether address is one of our deposit
+	// addresses.
+	IsDepositAddress(ctx context.Context, address string) (bool, error)
 }
 
 var (
@@ -177,6 +185,11 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 	if err := validateExecution(req); err != nil {
 		return attempt{}, err
 	}
+	if req.RefundAddress != nil {
+		if _, err := s.refundAddress(ctx, "refundAddress", *req.RefundAddress); err != nil {
+			return attempt{}, err
+		}
+	}
 	if s.env == environment.Production {
 		// The quote is a mock: nothing real may be paid from it, and no
 		// payout is acknowledged that will not happen.
@@ -263,7 +276,7 @@ func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee benefici
 		Status: lifecycle.PayoutAwaitingDeposit, QuoteExpiresAt: q.ExpiresAt, CreatedAt: now, StatusAt: now,
 		DepositAddress: s.depositAddress(payoutID), DepositExpiresAt: now.Add(DepositWindow),
 	}
-	p.Reference, p.RefundAddress = optional(req.Reference), refundAddress(req)
+	p.Reference, p.RefundAddress = optional(req.Reference), refundAddressOf(req)
 	return p
 }
 
@@ -274,9 +287,9 @@ func optional(s *string) string {
 	return *s
 }
 
-// refundAddress is the request's refund address in its checksummed form
+// refundAddressOf is the request's refund address in its checksummed form
 // (validateExecution checked it), or "".
-func refundAddress(req ExecuteRequest) string {
+func refundAddressOf(req ExecuteRequest) string {
 	if req.RefundAddress == nil {
 		return ""
 	}
@@ -293,7 +306,7 @@ func (s *service) samePayee(p Record, payee beneficiary.Checked, req ExecuteRequ
 	if string(p.Beneficiary) != string(payee.Fields) {
 		return Payout{}, errOtherPayee
 	}
-	if optional(req.Reference) != p.Reference || refundAddress(req) != p.RefundAddress {
+	if optional(req.Reference) != p.Reference || refundAddressOf(req) != p.RefundAddress {
 		return Payout{}, errOtherTerms
 	}
 	return s.answerAs(p, payee.Masked()), nil

@@ -3,6 +3,8 @@ package payout
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -25,6 +27,14 @@ type fakeProvider struct {
 	payee    bankprovider.PayeeResult // its answer to a payee check (match when empty)
 	down     bool
 	loseNext bool // the next creation is made, and its answer lost
+	// The changes feed: every word it takes or is given, in order, under
+	// the ids of its boot (epoch); forget starts a new one.
+	changes []bankprovider.Change
+	epoch   int
+	fed     int // calls to Changes
+	// hold, when set, holds each creation until it is closed (a provider
+	// taking its time), and held is told each time one is held.
+	hold, held chan struct{}
 }
 
 func newFakeProvider() *fakeProvider {
@@ -35,6 +45,13 @@ var errProviderDown = errors.New("bank provider: connection refused")
 
 func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout) (bankprovider.Payout, error) {
 	f.mu.Lock()
+	hold, held := f.hold, f.held
+	f.mu.Unlock()
+	if hold != nil {
+		held <- struct{}{}
+		<-hold
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.creates++
 	if f.down {
@@ -44,6 +61,7 @@ func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout
 		f.made++
 		f.payouts[in.Reference] = in
 		f.word[in.Reference] = bankprovider.Payout{ID: "po_" + in.Reference, Reference: in.Reference, Status: "processing"}
+		f.publish(f.word[in.Reference])
 	}
 	if f.loseNext {
 		f.loseNext = false
@@ -82,8 +100,49 @@ func (f *fakeProvider) CheckPayee(_ context.Context, in bankprovider.PayeeCheck)
 	return f.payee, nil
 }
 
-// says sets the provider's word on ref.
+// Changes is the feed after the change after, limit at a time; a change
+// of an earlier boot is state_lost.
+func (f *fakeProvider) Changes(_ context.Context, after string, limit int) ([]bankprovider.Change, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fed++
+	if f.down {
+		return nil, false, errProviderDown
+	}
+	from := 0
+	if after != "" {
+		var epoch int
+		if _, err := fmt.Sscanf(after, "chg_%d_%d", &epoch, &from); err != nil {
+			return nil, false, err
+		}
+		if epoch != f.epoch {
+			e := &bankprovider.Error{Status: 410}
+			e.Body.Error.Type = bankprovider.TypeStateLost
+			return nil, false, e
+		}
+	}
+	to := min(from+limit, len(f.changes))
+	return slices.Clone(f.changes[from:to]), to < len(f.changes), nil
+}
+
+// publish enters w into the feed (f.mu held).
+func (f *fakeProvider) publish(w bankprovider.Payout) {
+	f.changes = append(f.changes, bankprovider.Change{ID: fmt.Sprintf("chg_%d_%d", f.epoch, len(f.changes)+1),
+		Type: bankprovider.ChangePayout, Payout: w})
+}
+
+// says sets the provider's word on ref, and publishes it as a change.
 func (f *fakeProvider) says(ref string, w bankprovider.Payout) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Reference = ref
+	f.word[ref] = w
+	f.publish(w)
+}
+
+// tells sets the provider's word on ref without publishing it: a change
+// the feed lost, found only by asking.
+func (f *fakeProvider) tells(ref string, w bankprovider.Payout) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w.Reference = ref
@@ -101,6 +160,7 @@ func (f *fakeProvider) set(change func(f *fakeProvider)) {
 func (f *fakeProvider) forget() {
 	f.set(func(f *fakeProvider) {
 		f.payouts, f.word = map[string]bankprovider.NewPayout{}, map[string]bankprovider.Payout{}
+		f.changes, f.epoch = nil, f.epoch+1
 	})
 }
 
@@ -110,4 +170,11 @@ func (f *fakeProvider) counts() (creates, asked, made int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.creates, f.asked, f.made
+}
+
+// feeds is how many times the feed was read.
+func (f *fakeProvider) feeds() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fed
 }

@@ -29,6 +29,7 @@ type Metrics struct {
 	oldest      *prometheus.Desc
 	refundsOwed *prometheus.Desc
 	estimate    *prometheus.Desc
+	missing     *prometheus.Desc
 	up          *prometheus.Desc
 }
 
@@ -49,6 +50,8 @@ func NewMetrics(db *database.DB, log *slog.Logger, reg prometheus.Registerer) *M
 			"Refunds owed and not yet sent, by status (awaiting_address: the payout has no refund address; pending: being sent).", []string{"status"}, nil),
 		estimate: prometheus.NewDesc(name("settlement_estimate_seconds"),
 			"Each rail's normal settlement time, as GET /v1/limits publishes it.", []string{"rail"}, nil),
+		missing: prometheus.NewDesc(name("provider_missing"),
+			"Payouts processing that the bank provider confirmed and no longer knows, now: an incident each (DESIGN §3).", nil, nil),
 		up: prometheus.NewDesc(name("figures_up"),
 			"1 when the last scrape read the payout figures from the database; 0 when it could not (they are then missing).", nil, nil),
 	}
@@ -72,6 +75,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.oldest
 	ch <- m.refundsOwed
 	ch <- m.estimate
+	ch <- m.missing
 	ch <- m.up
 }
 
@@ -86,7 +90,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ status, rail string }
 	count, oldest := map[key]float64{}, map[key]float64{}
 	owed := map[string]float64{}
+	var missing float64
 	err := func() error {
+		if err := m.db.QueryRow(ctx, `SELECT count(*) FROM payouts WHERE provider_missing_at IS NOT NULL AND status = 'processing'`).Scan(&missing); err != nil {
+			return err
+		}
 		rows, err := m.db.Query(ctx, `SELECT status, rail, count(*), EXTRACT(EPOCH FROM now() - min(status_at))
 			FROM payouts WHERE status IN ('awaiting_deposit', 'processing') GROUP BY status, rail`)
 		if err != nil {
@@ -125,6 +133,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(m.missing, prometheus.GaugeValue, missing)
 	for _, s := range []string{lifecycle.PayoutAwaitingDeposit, lifecycle.PayoutProcessing} {
 		for _, r := range catalog.Rails() {
 			k := key{s, r.Name}

@@ -19,6 +19,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 )
 
@@ -107,6 +108,12 @@ type service struct {
 	secret   []byte
 	cfg      WorkerConfig
 	log      *slog.Logger
+	// circuit backs the provider off as a whole while it fails; wake
+	// starts the hand-over queue's next round (a deposit just arrived);
+	// unlistedSeen counts a reason the provider gave that we do not list.
+	circuit      *worker.Circuit
+	wake         func()
+	unlistedSeen func(kind, code string)
 }
 
 var _ Service = (*service)(nil)
@@ -138,10 +145,10 @@ func NewService(cfg Config) Service {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	w := cfg.Worker
-	w.PollMax, w.ReturnWindow, w.SandboxSettle = cmp.Or(w.PollMax, 2*time.Second), cmp.Or(w.ReturnWindow, 60*24*time.Hour),
-		cmp.Or(w.SandboxSettle, 3*time.Second)
+	w.FeedEvery, w.SandboxSettle = cmp.Or(w.FeedEvery, time.Second), cmp.Or(w.SandboxSettle, 3*time.Second)
 	return &service{view: newView(cfg.Env), ttl: cfg.TTL, book: cfg.Book, payouts: cfg.Payouts,
-		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret, cfg: w, log: cfg.Log}
+		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret, cfg: w, log: cfg.Log,
+		circuit: worker.NewCircuit(cfg.Now), wake: func() {}}
 }
 
 // clock is the database's clock now, to the microsecond it keeps.

@@ -54,6 +54,9 @@ type PayoutStatus struct {
 	FailureReason string         `json:"failureReason,omitempty"`
 	ReturnReason  string         `json:"returnReason,omitempty"`
 	ReturnCode    string         `json:"returnCode,omitempty"`
+	// ProviderCode is the provider's own code for a failure or return
+	// whose reason we do not list (provider_rejected, returned_by_bank).
+	ProviderCode string `json:"providerCode,omitempty"`
 }
 
 // HistoryEntry is one status a payout has been in, and since when.
@@ -124,7 +127,7 @@ func (s *service) SetRefundAddress(ctx context.Context, caller partner.Caller, r
 	if req.PayoutID == "" {
 		return PayoutStatus{}, envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
 	}
-	address, err := format.EVMAddress("address", req.Address)
+	address, err := s.refundAddress(ctx, "address", req.Address)
 	if err != nil {
 		return PayoutStatus{}, err
 	}
@@ -143,13 +146,45 @@ func (s *service) SetRefundAddress(ctx context.Context, caller partner.Caller, r
 	return s.status(r), nil
 }
 
+// refundAddress checks a refund address sent in field: an EVM address
+// (EIP-55 checked), and not one where stablecoins are lost or loop back
+// (DESIGN §3): the zero address, a token contract of the catalogue, or one
+// of our own deposit addresses. It answers the address checksummed.
+func (s *service) refundAddress(ctx context.Context, field, addr string) (string, error) {
+	a, err := format.EVMAddress(field, addr)
+	if err != nil {
+		return "", err
+	}
+	if a == zeroAddress {
+		return "", envelope.InvalidRequest(field + " is the zero address: stablecoins sent there are lost. Send an address whose owner can receive the refund.")
+	}
+	for _, c := range s.chains.List {
+		for _, t := range c.Tokens {
+			if a == t.Address {
+				return "", envelope.InvalidRequest(field + " is a token's contract (" + t.Symbol + "): stablecoins sent there are lost. Send an address whose owner can receive the refund.")
+			}
+		}
+	}
+	switch ours, err := s.payouts.IsDepositAddress(ctx, a); {
+	case err != nil:
+		return "", err
+	case ours:
+		return "", envelope.InvalidRequest(field + " is one of our deposit addresses: a refund sent there would arrive as a deposit again. Send an address of the payer's own.")
+	}
+	return a, nil
+}
+
+const zeroAddress = "0x0000000000000000000000000000000000000000"
+
 // SandboxDeposit says stablecoins arrived for a payout now (a testnet
 // transaction). What they do is decided in one transaction with the
 // payout locked (arrival): the deposit that pays the payout is recorded
 // with the intent to hand it over, before the provider is called; a
 // mismatch moves the payout or not and owes its refund. The hand-over is
-// then tried at once; whatever stops it (a provider down, this process
-// killed), the worker finishes it from the recorded intent.
+// then made at once, with no lock held (the deposit's lease on it keeps
+// the worker's hand-over queue from making it too); whatever stops it (a
+// provider down, this process killed), the worker finishes it from the
+// recorded intent once the lease is over.
 func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error) {
 	if s.env != environment.Sandbox {
 		return PayoutStatus{}, envelope.NotFound()
@@ -166,10 +201,12 @@ func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	if r.HandoverAt != nil && r.HandedOverAt == nil {
+	if r.HandoverAt != nil && r.HandedOverAt == nil && s.provider != nil && s.circuit.Calls(1) == 1 {
 		// Best effort: the worker finishes what this leaves.
-		if moved, err := s.payouts.Update(ctx, r.ID, func(r Record) (Change, error) { return s.work(ctx, r.StoredPayout), nil }); err == nil {
-			r = moved
+		if err := s.handOver(ctx, r.StoredPayout); err == nil {
+			if moved, err := s.payouts.ByID(ctx, r.ID); err == nil {
+				r = moved
+			}
 		}
 	}
 	return s.status(r), nil
@@ -188,7 +225,7 @@ func (s *service) SandboxExpire(ctx context.Context, caller partner.Caller, req 
 		if r.Status != lifecycle.PayoutAwaitingDeposit || r.HandoverAt != nil {
 			return Change{}, errNotAwaiting
 		}
-		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: s.clock()}}, Done: true}, nil
+		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: s.clock()}}}, nil
 	})
 	if err != nil {
 		return PayoutStatus{}, err
@@ -256,20 +293,28 @@ func (s *service) checkDeposit(req DepositRequest) (deposit, error) {
 }
 
 // arrival decides what deposit d does to payout p (DESIGN §3):
+//
 //   - after the window (p expired, or its window closed): the payout is
 //     expired, and the deposit refunded (deposit_late);
+//
 //   - another token: refunded (deposit_wrong_token), and the payout keeps
 //     waiting;
+//
 //   - less than deposit.amount: the payout fails (deposit_short), the
 //     whole deposit refunded;
+//
 //   - deposit.amount or more: the deposit is the payout's, recorded with
 //     the intent to hand the payout over, and the excess refunded
 //     (deposit_excess).
 //
+//   - a deposit to a payout that took one already, or that is final
+//     (completed, failed, returned): refunded (deposit_unexpected). A
+//     chain cannot refuse a transfer, so no deposit is answered "not now"
+//     and left where it landed.
+//
 // The same deposit again (its transaction hash: a request retried with
 // its Idempotency-Key) changes nothing; its refund, if any, is owed once
-// (once per cause). Any other deposit to a payout whose deposit was taken,
-// or that failed, is 409 payout_not_awaiting_deposit.
+// (once per cause).
 func (s *service) arrival(p StoredPayout, d deposit) (Change, error) {
 	now := s.clock()
 	token := p.CryptoCurrency
@@ -296,9 +341,9 @@ func (s *service) arrival(p StoredPayout, d deposit) (Change, error) {
 	case p.Status == lifecycle.PayoutExpired:
 		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
 	case waiting && !now.Before(p.DepositExpiresAt):
-		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}, Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}, Done: true}, nil
+		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}, Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
 	case !waiting:
-		return Change{}, errNotAwaiting
+		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositUnexpected, d.amount)}}, nil
 	case token != p.CryptoCurrency:
 		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositWrongToken, d.amount)}}, nil
 	}
@@ -307,10 +352,13 @@ func (s *service) arrival(p StoredPayout, d deposit) (Change, error) {
 	switch got.Cmp(owed) {
 	case -1:
 		return Change{Steps: []Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: lifecycle.PayoutDepositShort,
-			DepositTxHash: d.txHash, DepositAmount: d.amount}}, Refunds: []Refund{refund(lifecycle.RefundDepositShort, d.amount)}, Done: true}, nil
+			DepositTxHash: d.txHash, DepositAmount: d.amount}}, Refunds: []Refund{refund(lifecycle.RefundDepositShort, d.amount)}}, nil
 	}
+	// The hand-over is leased to whoever recorded the deposit (it makes
+	// it at once); the worker's queue makes it once the lease is over.
+	lease := now.Add(callLease)
 	c := Change{Steps: []Step{{At: now, DepositTxHash: d.txHash, DepositAmount: d.amount, HandoverAt: &now,
-		SandboxOutcome: d.outcome, SandboxReason: d.reason}}, Next: &now}
+		SandboxOutcome: d.outcome, SandboxReason: d.reason}}, HandOver: &lease}
 	if got.Cmp(owed) > 0 {
 		c.Refunds = []Refund{refund(lifecycle.RefundDepositExcess, new(big.Rat).Sub(got, owed).FloatString(decimals(d.amount)))}
 	}

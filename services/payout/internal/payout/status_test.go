@@ -165,9 +165,6 @@ func TestAPayoutReachesItsOutcome(t *testing.T) {
 			if string(handed.Beneficiary) != `{"name":"Ada Lovelace","iban":"DE89370400440532013000"}` || handed.Rail != "sepa_instant" {
 				t.Errorf("handed to the provider as %+v", handed)
 			}
-			if _, err := f.svc.SandboxDeposit(ctx, acme, req); code(err) != "payout_not_awaiting_deposit" {
-				t.Errorf("a second deposit: %v", err)
-			}
 			f.provider.says(p.PayoutID, tt.word)
 			_, asked, _ := f.provider.counts()
 			if st := f.status(t, p.PayoutID); st.Status != "processing" {
@@ -291,7 +288,12 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 	// The refund address, set once; the refunds awaiting it go to it.
 	for _, tt := range []struct {
 		address, code string
-	}{{"0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "invalid_request"}, {"", "invalid_request"}} {
+	}{{"0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "invalid_request"}, {"", "invalid_request"},
+		{"0x0000000000000000000000000000000000000000", "invalid_request"}, // the zero address
+		{"0x036CbD53842c5426634e7929541eC2318f3dCF7e", "invalid_request"}, // the USDC contract
+		{wrong.Deposit.Address, "invalid_request"},                        // its own deposit address
+		{short.Deposit.Address, "invalid_request"},                        // another payout's
+	} {
 		if _, err := f.svc.SetRefundAddress(ctx, acme, RefundAddressRequest{PayoutID: wrong.PayoutID, Address: tt.address}); code(err) != tt.code {
 			t.Errorf("refund address %q: %v, want %s", tt.address, err, tt.code)
 		}
@@ -363,7 +365,9 @@ func TestTheHandOverIsExactlyOnce(t *testing.T) {
 
 	creates, _, made := f.provider.counts()
 	f.provider.forget()
-	f.later(t, 5*time.Second)
+	for range 3 { // past the payouts' first reconciliation, and their second
+		f.later(t, time.Minute)
+	}
 	for _, p := range []Payout{down, lost} {
 		if st := f.status(t, p.PayoutID); st.Status != "processing" {
 			t.Errorf("a payout the provider forgot: %s, want processing as last known", st.Status)
@@ -372,8 +376,9 @@ func TestTheHandOverIsExactlyOnce(t *testing.T) {
 	if again, _, madeAfter := f.provider.counts(); again != creates || madeAfter != made {
 		t.Errorf("the forgotten payouts were sent again: %d creations after %d, %d payouts taken after %d", again, creates, madeAfter, made)
 	}
-	if n := testutil.ToFloat64(f.worker.missing); n < 2 {
-		t.Errorf("partnerapi_payout_provider_missing_total = %v, want the two payouts counted", n)
+	// Counted once each, however often it is found missing.
+	if n := testutil.ToFloat64(f.worker.missing); n != 2 {
+		t.Errorf("partnerapi_payout_provider_missing_total = %v, want the two payouts counted once each", n)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
+	"github.com/partnerpay/api/pkg/worker"
 )
 
 //go:embed migrations
@@ -61,9 +62,16 @@ type StoredPayout struct {
 	FailureReason    string
 	ReturnReason     string
 	ReturnCode       string
+	ProviderCode     string // the provider's own code for a failure or return we do not list
 	SandboxOutcome   string // what a sandbox payout comes to (POST /v1/sandbox/payouts/deposit)
 	SandboxReason    string
 	StatusAt         time.Time
+	// What the worker keeps of it: the provider's not knowing it since,
+	// the reconciliations made, and the failures in a row of the queue
+	// working it.
+	ProviderMissingAt *time.Time
+	ReconcileChecks   int
+	Failures          int
 }
 
 // Move is one status a payout has been in, and since when.
@@ -138,8 +146,8 @@ const payoutColumns = `p.id, p.quote_id, p.key_id, p.beneficiary_name, p.benefic
 	p.country, COALESCE(p.crypto_amount, ''), COALESCE(p.fiat_amount, ''), p.rail, p.estimated_settlement, p.status, p.quote_expires_at,
 	p.created_at, COALESCE(p.reference, ''), COALESCE(p.refund_address, ''), p.deposit_address, p.deposit_expires_at,
 	COALESCE(p.deposit_tx_hash, ''), COALESCE(p.deposit_amount, ''), p.handover_at, p.handed_over_at, p.completed_at,
-	COALESCE(p.failure_reason, ''), COALESCE(p.return_reason, ''), COALESCE(p.return_code, ''), COALESCE(p.sandbox_outcome, ''),
-	COALESCE(p.sandbox_reason, ''), p.status_at`
+	COALESCE(p.failure_reason, ''), COALESCE(p.return_reason, ''), COALESCE(p.return_code, ''), COALESCE(p.provider_code, ''),
+	COALESCE(p.sandbox_outcome, ''), COALESCE(p.sandbox_reason, ''), p.status_at, p.provider_missing_at, p.reconcile_checks, p.failures`
 
 // recordColumns are a payout's columns and, in the same row, its history
 // (its statuses and their times, as two arrays pgx reads in binary without
@@ -158,8 +166,8 @@ func payoutFields(p *StoredPayout, fields *string) []any {
 	return []any{&p.ID, &p.QuoteID, &p.KeyID, &p.BeneficiaryName, fields, &p.Chain, &p.CryptoCurrency,
 		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt,
 		&p.CreatedAt, &p.Reference, &p.RefundAddress, &p.DepositAddress, &p.DepositExpiresAt, &p.DepositTxHash, &p.DepositAmount,
-		&p.HandoverAt, &p.HandedOverAt, &p.CompletedAt, &p.FailureReason, &p.ReturnReason, &p.ReturnCode, &p.SandboxOutcome,
-		&p.SandboxReason, &p.StatusAt}
+		&p.HandoverAt, &p.HandedOverAt, &p.CompletedAt, &p.FailureReason, &p.ReturnReason, &p.ReturnCode, &p.ProviderCode,
+		&p.SandboxOutcome, &p.SandboxReason, &p.StatusAt, &p.ProviderMissingAt, &p.ReconcileChecks, &p.Failures}
 }
 
 func scanPayout(row pgx.Row) (StoredPayout, error) {
@@ -232,6 +240,14 @@ func (s *Store) ByQuote(ctx context.Context, quoteID string) (Record, error) {
 func (s *Store) ByID(ctx context.Context, id string) (Record, error) {
 	r, err := byID(ctx, s.db, id, "")
 	return r, s.db.ReadBack(ctx, err)
+}
+
+// IsDepositAddress reports whether address (checksummed) is one of our
+// deposit addresses.
+func (s *Store) IsDepositAddress(ctx context.Context, address string) (bool, error) {
+	var ours bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payouts WHERE deposit_address = $1)`, address).Scan(&ours)
+	return ours, err
 }
 
 // orderMoves puts moves made in the same instant in the order of the
@@ -310,16 +326,16 @@ func newRecord(p StoredPayout) Record {
 	return Record{StoredPayout: p, History: []Move{{Status: p.Status, At: p.StatusAt}}, Refunds: []Refund{}}
 }
 
-// A new payout is next looked at when its deposit window closes. Its
+// A new payout is in the expiry queue by its deposit window's end. Its
 // event (payout.awaiting_deposit) is written by the same statement, once
 // the insert is known to have made it: its object's createdAt is the
 // database's (createdMark, replaced).
 const insertSQL = `WITH p AS (
 		INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
 			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
-			quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at, next_check_at)
+			quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''),
-			NULLIF($18, ''), $19, $20, $21, $20)
+			NULLIF($18, ''), $19, $20, $21)
 		ON CONFLICT (quote_id) DO NOTHING RETURNING id, key_id, created_at),
 	e AS (
 		INSERT INTO payout_events (id, key_id, type, object_id, created_at, data)
@@ -388,22 +404,37 @@ type Step struct {
 	CompletedAt                   *time.Time
 	FailureReason                 string
 	ReturnReason, ReturnCode      string
+	ProviderCode                  string
 	SandboxOutcome, SandboxReason string
 	RefundAddress                 string
 }
 
 // Change is what one transaction does to a payout: its steps in order, the
 // refunds it makes owed (each once per cause: a second one of the same
-// reason for the same deposit is none), and when the worker next looks at
-// it: Next, or never again (Done); neither keeps the time it had.
+// reason for the same deposit is none), and where it stands in the
+// worker's queues (a nil time keeps the one it had).
 type Change struct {
 	Steps   []Step
 	Refunds []Refund
-	Next    *time.Time
-	Done    bool
-	// missing: the provider did not have the payout (the worker counts
-	// it); nothing is written of it.
-	missing bool
+	// HandOver is when its hand-over is next tried (its lease while a
+	// call is out, then its backoff); HandedOver takes it out of that
+	// queue (the provider has it, or refused it).
+	HandOver   *time.Time
+	HandedOver bool
+	// Reconcile is when it is next asked about on its own (Checked: one
+	// more check made); Reconciled takes it out of that queue (final, or
+	// asked about as often as it ever is).
+	Reconcile  *time.Time
+	Reconciled bool
+	Checked    bool
+	// Missing: the provider did not know it after confirming it, found
+	// at this time (noted once: provider_missing_at).
+	Missing *time.Time
+}
+
+// queued reports whether c changes where the payout stands in a queue.
+func (c Change) queued() bool {
+	return c.HandOver != nil || c.HandedOver || c.Reconcile != nil || c.Reconciled || c.Checked || c.Missing != nil
 }
 
 const stepSQL = `UPDATE payouts SET status = COALESCE(NULLIF($2, ''), status),
@@ -412,7 +443,18 @@ const stepSQL = `UPDATE payouts SET status = COALESCE(NULLIF($2, ''), status),
 		handover_at = COALESCE($6, handover_at), handed_over_at = COALESCE($7, handed_over_at), completed_at = COALESCE($8, completed_at),
 		failure_reason = COALESCE(NULLIF($9, ''), failure_reason), return_reason = COALESCE(NULLIF($10, ''), return_reason),
 		return_code = COALESCE(NULLIF($11, ''), return_code), sandbox_outcome = COALESCE(NULLIF($12, ''), sandbox_outcome),
-		sandbox_reason = COALESCE(NULLIF($13, ''), sandbox_reason), refund_address = COALESCE(NULLIF($14, ''), refund_address)
+		sandbox_reason = COALESCE(NULLIF($13, ''), sandbox_reason), refund_address = COALESCE(NULLIF($14, ''), refund_address),
+		provider_code = COALESCE(NULLIF($15, ''), provider_code)
+	WHERE id = $1`
+
+// queueSQL writes where a payout stands in the worker's queues, and
+// clears its failures: it moved.
+const queueSQL = `UPDATE payouts SET
+		handover_next_at = CASE WHEN $2::boolean THEN NULL ELSE COALESCE($3::timestamptz, handover_next_at) END,
+		reconcile_at = CASE WHEN $4::boolean THEN NULL ELSE COALESCE($5::timestamptz, reconcile_at) END,
+		reconcile_checks = reconcile_checks + CASE WHEN $6::boolean THEN 1 ELSE 0 END,
+		provider_missing_at = COALESCE(provider_missing_at, $7::timestamptz),
+		retry_at = NULL, failures = 0
 	WHERE id = $1`
 
 // A refund owed is awaiting its address until the payout has one, then
@@ -432,7 +474,8 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c Chang
 	var pending []string // refunds that went to the address set
 	for _, st := range c.Steps {
 		if _, err := tx.Exec(ctx, stepSQL, id, st.To, st.At, st.DepositTxHash, st.DepositAmount, st.HandoverAt, st.HandedOverAt,
-			st.CompletedAt, st.FailureReason, st.ReturnReason, st.ReturnCode, st.SandboxOutcome, st.SandboxReason, st.RefundAddress); err != nil {
+			st.CompletedAt, st.FailureReason, st.ReturnReason, st.ReturnCode, st.SandboxOutcome, st.SandboxReason, st.RefundAddress,
+			st.ProviderCode); err != nil {
 			return fmt.Errorf("payout %s → %q: %w", id, st.To, err)
 		}
 		if st.RefundAddress != "" {
@@ -452,14 +495,9 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c Chang
 			return fmt.Errorf("refund %s of %s: %w", r.Reason, id, err)
 		}
 	}
-	switch {
-	case c.Done:
-		if _, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = NULL WHERE id = $1`, id); err != nil {
-			return err
-		}
-	case c.Next != nil:
-		if _, err := tx.Exec(ctx, `UPDATE payouts SET next_check_at = $2 WHERE id = $1`, id, *c.Next); err != nil {
-			return err
+	if c.queued() {
+		if _, err := tx.Exec(ctx, queueSQL, id, c.HandedOver, c.HandOver, c.Reconciled, c.Reconcile, c.Checked, c.Missing); err != nil {
+			return fmt.Errorf("payout %s in its queues: %w", id, err)
 		}
 	}
 	return s.changed(ctx, tx, id, status, c, pending)
@@ -541,77 +579,84 @@ func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Chan
 	return out, err
 }
 
-// Due claims up to limit payouts due at now (the database's clock,
-// DB.Now), oldest due first, skipping those another replica holds, and
-// writes what work makes of each (changes[i] for due[i]), in one
-// transaction (database.Claim): two replicas never work one payout at
-// once, and a replica that dies mid-round leaves its payouts to the next
-// round of any. It returns how many it claimed.
-func (s *Store) Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []StoredPayout) []Change) (int, error) {
-	var changes []Change
-	n, err := database.Claim(ctx, s.db, `SELECT `+payoutColumns+` FROM payouts p WHERE p.next_check_at <= $1
-		ORDER BY p.next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scanPayout,
-		func(ctx context.Context, tx pgx.Tx, due []StoredPayout) error {
-			changes = work(ctx, due)
-			for i, c := range changes {
-				if err := s.apply(ctx, tx, due[i].ID, due[i].Status, c); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	if err == nil {
-		s.counted(changes...)
-	}
-	return n, err
-}
-
 // RefundsDue marks sent at at (the database's clock) up to limit pending
 // refunds pending since before or earlier, each with the transaction hash
-// sent makes (skipping those another replica holds), and returns how many.
-func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r Refund) string, at time.Time) (int, error) {
+// sent makes (skipping those another replica holds, and those backed off
+// after a failure), and returns how many it claimed. A refund that cannot
+// be written is backed off alone (failed is told of it); the others of
+// the round are sent.
+func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r Refund) string, at time.Time,
+	failed func(id string, n int, err error)) (int, error) {
 	n := 0
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		// The payout is locked with its refund: its events are written one
 		// change after another.
-		rows, err := tx.Query(ctx, `SELECT r.id, r.chain, r.payout_id FROM payout_refunds r JOIN payouts p ON p.id = r.payout_id
-			WHERE r.status = 'pending' AND r.pending_at <= $1
-			ORDER BY r.pending_at LIMIT $2 FOR UPDATE OF r, p SKIP LOCKED`, before, limit)
+		rows, err := tx.Query(ctx, `SELECT r.id, r.chain, r.payout_id, r.failures FROM payout_refunds r JOIN payouts p ON p.id = r.payout_id
+			WHERE r.status = 'pending' AND r.pending_at <= $1 AND (r.retry_at IS NULL OR r.retry_at <= $3)
+			ORDER BY r.pending_at LIMIT $2 FOR UPDATE OF r, p SKIP LOCKED`, before, limit, at)
 		if err != nil {
 			return err
 		}
 		type due struct {
 			Refund
-			payout string
+			payout   string
+			failures int
 		}
 		sending, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (due, error) {
 			var d due
-			return d, row.Scan(&d.ID, &d.Chain, &d.payout)
+			return d, row.Scan(&d.ID, &d.Chain, &d.payout, &d.failures)
 		})
 		if err != nil {
 			return err
 		}
 		for _, d := range sending {
-			if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'sent', tx_hash = $2, sent_at = $3 WHERE id = $1`,
-				d.ID, sent(d.Refund), at); err != nil {
-				return fmt.Errorf("refund %s sent: %w", d.ID, err)
-			}
-			p, err := byID(ctx, tx, d.payout, "")
+			err := alone(ctx, tx, func(tx pgx.Tx) error { return s.sent(ctx, tx, d.ID, d.payout, sent(d.Refund), at) })
 			if err != nil {
-				return err
-			}
-			e, err := events.New(s.view.env, p.KeyID, refundEventType(lifecycle.RefundSent), p.ID, at, s.view.status(p), lifecycle.RefundPending)
-			if err != nil {
-				return err
-			}
-			if err := Feed.Write(ctx, tx, e); err != nil {
-				return err
+				failed(d.ID, d.failures+1, err)
+				if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET failures = failures + 1, retry_at = $2 WHERE id = $1`,
+					d.ID, at.Add(worker.Backoff(d.failures+1, time.Hour))); err != nil {
+					return err
+				}
 			}
 		}
 		n = len(sending)
 		return nil
 	})
 	return n, err
+}
+
+// sent marks refund id of payout sent with txHash at at, with its event.
+func (s *Store) sent(ctx context.Context, tx pgx.Tx, id, payout, txHash string, at time.Time) error {
+	if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET status = 'sent', tx_hash = $2, sent_at = $3, retry_at = NULL, failures = 0 WHERE id = $1`,
+		id, txHash, at); err != nil {
+		return fmt.Errorf("refund %s sent: %w", id, err)
+	}
+	p, err := byID(ctx, tx, payout, "")
+	if err != nil {
+		return err
+	}
+	e, err := events.New(s.view.env, p.KeyID, refundEventType(lifecycle.RefundSent), p.ID, at, s.view.status(p), lifecycle.RefundPending)
+	if err != nil {
+		return err
+	}
+	return Feed.Write(ctx, tx, e)
+}
+
+// alone runs fn in a savepoint of tx: what fn wrote stays when it returns
+// nil, and is undone alone when it fails, so one record's failure does
+// not undo the round's others (DESIGN §3, "Rows fail alone").
+func alone(ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) error) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(sp); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	return sp.Commit(ctx)
 }
 
 // pageSQL is the statement of a page of limit payouts where where holds,

@@ -3,6 +3,8 @@ package payout
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
@@ -34,7 +37,15 @@ func storedPayout(id, quoteID, name string) StoredPayout {
 		Beneficiary: []byte(`{"name":"` + name + `","iban":"` + goodIBAN + `"}`),
 		Chain:       84532, CryptoCurrency: "USDC", FiatCurrency: "EUR", Country: "DE", CryptoAmount: "100",
 		Rail: "sepa_instant", Settlement: "PT10S", Status: "awaiting_deposit", QuoteExpiresAt: now.Add(time.Hour), CreatedAt: now,
-		DepositAddress: "0x000000000000000000000000000000000000dEaD", DepositExpiresAt: now.Add(DepositWindow), StatusAt: now}
+		DepositAddress: addressOf(id), DepositExpiresAt: now.Add(DepositWindow), StatusAt: now}
+}
+
+// addressOf is a deposit address of the test's own for payout id: two
+// payouts never share one.
+func addressOf(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	a, _ := format.Checksummed("0x" + hex.EncodeToString(sum[:20]))
+	return a
 }
 
 func answerAny(p Record) (Payout, error) {
@@ -146,7 +157,8 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 	}
 	for _, role := range []string{"origin", "replica"} {
 		for i, c := range cases {
-			set := with(c.set, map[string]string{"id": fmt.Sprintf("'bpo_%s%d'", role, i), "quote_id": fmt.Sprintf("'bpq_%s%d'", role, i)})
+			set := with(c.set, map[string]string{"id": fmt.Sprintf("'bpo_%s%d'", role, i), "quote_id": fmt.Sprintf("'bpq_%s%d'", role, i),
+				"deposit_address": fmt.Sprintf("'%s'", addressOf(fmt.Sprint(role, i)))})
 			values := make([]string, len(columns))
 			for j, col := range columns {
 				values[j] = cmp.Or(set[col], col)

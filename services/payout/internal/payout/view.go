@@ -36,10 +36,11 @@ func (v view) answerAs(p Record, m beneficiary.Masked) Payout {
 		Mock: true, PayoutID: p.ID, QuoteID: p.QuoteID, Status: p.Status, Rail: p.Rail, EstimatedSettlement: p.Settlement,
 		Deposit: Deposit{Address: p.DepositAddress, Chain: p.Chain, CryptoCurrency: p.CryptoCurrency, Token: token,
 			Amount: MockMoney, ExpiresAt: p.DepositExpiresAt.UTC().Format(time.RFC3339)},
-		Beneficiary: m,
-		Reference:   p.Reference,
-		CreatedAt:   p.CreatedAt.UTC().Format(time.RFC3339),
-		Refunds:     refundAnswers(p.Refunds),
+		Beneficiary:   m,
+		Reference:     p.Reference,
+		RefundAddress: p.RefundAddress,
+		CreatedAt:     p.CreatedAt.UTC().Format(time.RFC3339),
+		Refunds:       refundAnswers(p.Refunds),
 	}
 }
 
@@ -63,7 +64,8 @@ func masked(rail, name string, fields []byte) beneficiary.Masked {
 
 func (v view) status(r Record) PayoutStatus {
 	st := PayoutStatus{Payout: v.answer(r), FailureReason: r.FailureReason, ReturnReason: r.ReturnReason, ReturnCode: r.ReturnCode,
-		History: make([]HistoryEntry, len(r.History))}
+		ProviderCode: r.ProviderCode,
+		History:      make([]HistoryEntry, len(r.History))}
 	for i, m := range r.History {
 		st.History[i] = HistoryEntry{Status: m.Status, At: m.At.UTC().Format(time.RFC3339)}
 	}

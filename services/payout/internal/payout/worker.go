@@ -2,269 +2,365 @@ package payout
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net/http"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/config"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
-	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/worker"
 )
 
 // Who moves a payout: the service, not the reader (DESIGN §3). Every
-// replica runs a Worker. Each round it claims the payouts due now (their
-// deposit window's end, the provider's next word) with FOR UPDATE SKIP
-// LOCKED, so two replicas never work one payout and a dead replica's are
-// claimed by the next round of another; it works them side by side and
-// writes what each came to, with when it is due next, in the round's
-// transaction. A payout's next check comes sooner the more recently it
-// changed (a tenth of the time since, from half a second up to PollMax),
-// so the cost grows with the payouts in flight, not with all of them, and
-// a sandbox payout's change reaches its record within a second or two.
+// replica runs a Worker: five queues, each a loop of its own with its own
+// claim, so none waits behind another's backlog.
 //
-// The hand-over is exactly once, and never forgotten: the intent is
-// recorded with the deposit, before the provider is called; the worker
-// calls the provider for every payout whose hand-over it finds recorded
-// and not confirmed, keyed by our payout id (the provider answers a retry
-// with the payout it has), and a payout the provider confirmed is never
-// sent again: a provider that no longer knows it is an incident, counted,
-// logged and paged on, and the payout is not moved on that word.
+//   - changes: the provider's changes feed, followed from its place kept
+//     in PostgreSQL, each change applied once (by its id) in the
+//     transaction that moves its payout. Completions, failures and returns
+//     weeks later all arrive this way: the cost grows with the changes,
+//     not with the payouts in flight or in their return window.
+//   - hand-over: a payout whose deposit arrived is handed to the provider,
+//     keyed by our payout id, until the provider confirms it, never after.
+//   - expiry: a deposit window closes on the database's clock.
+//   - reconciliation: a payout whose change has not come well after its
+//     rail's settlement is asked about on its own, at a decaying rate, at
+//     most ReconcileChecks times in its life. Nothing polls a completed
+//     payout for returns.
+//   - refunds: a sandbox refund is sent one settle after it is pending.
+//
+// No transaction spans a provider call: a queue claims its due payouts in
+// one short statement that leases them, calls the provider with no lock
+// held, and applies each answer in a short transaction of its own that
+// reads the payout as it then stands. A partner's write to a payout (a
+// refund address) never waits for the provider. A payout that cannot be
+// moved is logged once, counted by reason and backed off alone; the rest
+// of its round moves. A provider that fails is backed off as a whole (one
+// circuit per provider): its errors slow our calls to it.
 
 // Provider carries payouts: the bank provider (pkg/bankprovider).
 type Provider interface {
 	CreatePayout(ctx context.Context, in bankprovider.NewPayout) (bankprovider.Payout, error)
 	PayoutByReference(ctx context.Context, reference string) (bankprovider.Payout, error)
 	CheckPayee(ctx context.Context, in bankprovider.PayeeCheck) (bankprovider.PayeeResult, error)
+	Changes(ctx context.Context, after string, limit int) ([]bankprovider.Change, bool, error)
 }
 
 // WorkerConfig tunes the workers of a payout service (its binary's
 // configuration embeds it).
 type WorkerConfig struct {
-	// How often a payout in flight is asked about at most: a payout's
-	// next check is a tenth of the time since it last changed, from half a
-	// second up to this.
-	PollMax time.Duration `env:"PAYOUT_POLL_MAX, default=2s"`
-	// How long a completed payout is still asked about, for a return.
-	ReturnWindow time.Duration `env:"PAYOUT_RETURN_WINDOW, default=1440h"`
+	// How often the provider's changes feed is read when nothing new came
+	// (a page that was full is followed at once).
+	FeedEvery time.Duration `env:"PAYOUT_FEED_EVERY, default=1s"`
 	// How long a sandbox refund takes to be sent once it is pending (the
-	// sandbox provider's settlement, SANDBOX_PAYOUT_SETTLE).
+	// sandbox provider's settlement, SANDBOX_PAYOUT_SETTLE), and, in the
+	// sandbox, the settlement the reconciliation waits for.
 	SandboxSettle time.Duration `env:"SANDBOX_PAYOUT_SETTLE, default=3s"`
 }
 
 // Validate checks the durations.
 func (c WorkerConfig) Validate() error {
-	return errors.Join(config.Positive("PAYOUT_POLL_MAX", c.PollMax), config.Positive("PAYOUT_RETURN_WINDOW", c.ReturnWindow),
-		config.Positive("SANDBOX_PAYOUT_SETTLE", c.SandboxSettle))
+	return errors.Join(config.Positive("PAYOUT_FEED_EVERY", c.FeedEvery), config.Positive("SANDBOX_PAYOUT_SETTLE", c.SandboxSettle))
 }
+
+const (
+	// ReconcileChecks is the most times a payout is asked about on its
+	// own in its life (against about 1,500 when every payout was polled
+	// for its 60-day return window).
+	ReconcileChecks = 24
+	// reconcileFirst is the first gap between two of its checks, doubled
+	// at each; reconcileMost the longest.
+	reconcileFirst = 5 * time.Second
+	reconcileMost  = 24 * time.Hour
+	// callLease is how long a payout claimed for a provider call is
+	// another replica's to leave alone: the call's time and some.
+	callLease = worker.ProviderWait + 5*time.Second
+	// feedPage is how many changes a page of the provider's feed holds.
+	feedPage = 100
+	// changesKept is how long an applied change's id is kept.
+	changesKept = 30 * 24 * time.Hour
+)
+
+// Queue names: the closed set of values of the queue label.
+const (
+	queueChanges   = "changes"
+	queueHandOver  = "handover"
+	queueExpiry    = "expiry"
+	queueReconcile = "reconcile"
+	queueRefunds   = "refunds"
+)
 
 // Worker moves the payouts of one replica's service.
 type Worker struct {
-	svc     *service
-	store   *Store
-	log     *slog.Logger
-	missing prometheus.Counter
-	loop    *worker.Loop
+	svc   *service
+	store *Store
+	log   *slog.Logger
+	rows  *worker.Rows
+	owner string // this replica, as the provider feed's lease names it
+
+	missing  prometheus.Counter
+	unlisted *prometheus.CounterVec
+	codes    *codeSet
+
+	handOver, expiry, reconcile, refunds, changes *worker.Loop
+	lastForget                                    time.Time
 }
 
 // NewWorker is the worker of svc (NewService's) on store; its metrics go
 // to reg.
 func NewWorker(svc Service, store *Store, log *slog.Logger, reg prometheus.Registerer) *Worker {
-	w := &Worker{svc: svc.(*service), store: store, log: log,
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	w := &Worker{svc: svc.(*service), store: store, log: log, rows: worker.NewRows("payout", log, reg), owner: hex.EncodeToString(b[:]),
 		missing: prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "payout", Name: "provider_missing_total",
-			Help: "Checks that found a payout the bank provider had confirmed missing at the provider: an incident (never re-sent, never moved on that word)."}),
+			Help: "Payouts the bank provider had confirmed and then did not know, each counted once when found: an incident (never re-sent, never moved on that word)."}),
+		unlisted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "payout", Name: "provider_unlisted_total",
+			Help: "Failures and returns whose reason the provider gave in words we do not list (failureReason provider_rejected, returnReason returned_by_bank), by kind and the provider's code (the first 32 codes a process sees; the rest are other)."},
+			[]string{"kind", "code"}),
+		codes: newCodeSet(32),
 	}
-	reg.MustRegister(w.missing)
-	w.loop = worker.New("payout", w.Round, log, reg)
+	reg.MustRegister(w.missing, w.unlisted)
+	w.rows.Declare(queueChanges, queueHandOver, queueExpiry, queueReconcile, queueRefunds)
+	w.handOver = worker.New("payout_handover", w.HandOverRound, log, reg)
+	w.expiry = worker.New("payout_expiry", w.ExpiryRound, log, reg)
+	w.reconcile = worker.New("payout_reconcile", w.ReconcileRound, log, reg).IdleEvery(time.Second)
+	w.refunds = worker.New("payout_refunds", w.RefundRound, log, reg).IdleEvery(time.Second)
+	w.changes = worker.New("payout_changes", w.ChangesRound, log, reg).IdleEvery(w.svc.cfg.FeedEvery)
+	w.svc.wake = w.handOver.Wake
+	w.svc.unlistedSeen = func(kind, code string) {
+		label := w.codes.label(code)
+		w.unlisted.WithLabelValues(kind, label).Inc()
+		w.log.Warn("the bank provider gave a reason we do not list; kept as its code", "kind", kind, "code", label)
+	}
 	return w
 }
 
-// Run works due payouts and sends due refunds until ctx ends.
-func (w *Worker) Run(ctx context.Context) { w.loop.Run(ctx) }
-
-// Round works the payouts due now, side by side, and sends the refunds
-// due; it returns how many it claimed and sent.
-func (w *Worker) Round(ctx context.Context) (int, error) {
-	n, err := w.store.Due(ctx, w.svc.clock(), worker.RoundSize, w.round)
-	if err != nil {
-		return n, err
+// Run runs every queue until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	done := make(chan struct{})
+	for _, l := range []*worker.Loop{w.handOver, w.expiry, w.reconcile, w.refunds, w.changes} {
+		go func() { l.Run(ctx); done <- struct{}{} }()
 	}
-	sent, err := w.sendRefunds(ctx)
-	return n + sent, err
+	for range 5 {
+		<-done
+	}
 }
 
-// round works a round's payouts side by side.
-func (w *Worker) round(ctx context.Context, due []StoredPayout) []Change {
-	return worker.Each(ctx, due, func(ctx context.Context, p StoredPayout) Change {
-		c := w.svc.work(ctx, p)
-		if p.HandedOverAt != nil && c.missing {
-			w.missing.Inc()
-			w.log.ErrorContext(ctx, "the bank provider no longer has a payout it confirmed; not re-sent, not moved: reconcile with the provider",
-				"payout_id", p.ID, "status", p.Status)
+// Round runs one round of every queue, in the order a payout's life goes
+// through them (tests and the simulator drive the worker by rounds); it
+// returns how many payouts and changes they claimed.
+func (w *Worker) Round(ctx context.Context) (int, error) {
+	total := 0
+	for _, round := range []func(context.Context) (int, error){w.ChangesRound, w.HandOverRound, w.ExpiryRound, w.ReconcileRound, w.RefundRound} {
+		n, err := round(ctx)
+		total += n
+		if err != nil {
+			return total, err
 		}
-		return c
+	}
+	return total, nil
+}
+
+// failed is the count, log line (the first in a row) and the reason of a
+// payout's failure in queue.
+func (w *Worker) failed(ctx context.Context, queue, id string, n int, err error) {
+	reason := worker.DatabaseReason(err, database.IsRuleViolation)
+	switch {
+	case errors.Is(err, worker.ErrUnreadable):
+		reason = worker.ReasonUnreadable
+	case errors.Is(err, errProviderFailed):
+		reason = worker.ReasonProvider
+	}
+	w.rows.Failed(ctx, queue, id, reason, n, err)
+}
+
+// ExpiryRound closes the deposit windows due now.
+func (w *Worker) ExpiryRound(ctx context.Context) (int, error) {
+	return w.store.ExpireDue(ctx, w.svc.clock(), worker.RoundSize, func(id string, n int, err error) {
+		w.failed(ctx, queueExpiry, id, n, err)
 	})
 }
 
-// sendRefunds marks sent the sandbox refunds pending for a settle. Nothing
-// sends a refund outside the sandbox yet: production executes no payouts
-// while the payout provider is not connected (DESIGN §3).
-func (w *Worker) sendRefunds(ctx context.Context) (int, error) {
-	if w.svc.env != environment.Sandbox {
+// HandOverRound hands the payouts whose deposit arrived to the provider.
+func (w *Worker) HandOverRound(ctx context.Context) (int, error) {
+	s := w.svc
+	if s.provider == nil {
 		return 0, nil
 	}
-	now := w.svc.clock()
-	return w.store.RefundsDue(ctx, worker.RoundSize, now.Add(-w.svc.cfg.SandboxSettle), func(Refund) string { return testnetHash() }, now)
-}
-
-// work decides what the worker makes of payout p now: its window's end,
-// its hand-over, or the provider's word.
-func (s *service) work(ctx context.Context, p StoredPayout) Change {
+	calls := s.circuit.Calls(worker.RoundSize)
+	if calls == 0 {
+		return 0, nil
+	}
 	now := s.clock()
-	switch {
-	case p.Status == lifecycle.PayoutAwaitingDeposit && p.HandoverAt == nil:
-		if now.Before(p.DepositExpiresAt) {
-			return Change{Next: &p.DepositExpiresAt}
-		}
-		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}, Done: true}
-	case p.HandoverAt != nil && p.HandedOverAt == nil:
-		return s.handOver(ctx, p, now)
-	case p.Status == lifecycle.PayoutProcessing || p.Status == lifecycle.PayoutCompleted:
-		return s.ask(ctx, p, now)
+	due, err := w.store.ClaimHandOvers(ctx, now, now.Add(callLease), calls)
+	if err != nil || len(due) == 0 {
+		return len(due), err
 	}
-	return Change{Done: true} // final: nothing will move it again
+	worker.Each(ctx, due, func(ctx context.Context, p StoredPayout) struct{} {
+		if err := s.handOver(ctx, p); err != nil {
+			w.failed(ctx, queueHandOver, p.ID, p.Failures+1, err)
+		}
+		return struct{}{}
+	})
+	return len(due), nil
 }
 
-// handOver gives the provider a payout whose deposit arrived, keyed by our
-// payout id (a retry is answered the payout the provider has), and moves
-// it to processing once the provider has it: a payout is never processing
-// without that. The provider refusing it outright fails it, and its
-// deposit is refunded; anything else is tried again.
-func (s *service) handOver(ctx context.Context, p StoredPayout, now time.Time) Change {
+// ReconcileRound asks the provider about the payouts whose change is
+// overdue, each on its own.
+func (w *Worker) ReconcileRound(ctx context.Context) (int, error) {
+	s := w.svc
 	if s.provider == nil {
-		return s.retry(now, *p.HandoverAt)
+		return 0, nil
 	}
-	amount := p.FiatAmount
-	if amount == "" {
-		amount = p.CryptoAmount
+	calls := s.circuit.Calls(worker.RoundSize)
+	if calls == 0 {
+		return 0, nil
 	}
-	in := bankprovider.NewPayout{Reference: p.ID, Rail: p.Rail, Currency: p.FiatCurrency, Country: p.Country,
-		Amount: amount, Beneficiary: p.Beneficiary}
-	if s.env == environment.Sandbox && p.SandboxOutcome != "" {
-		in.Sandbox = &bankprovider.SandboxOutcome{Outcome: p.SandboxOutcome, Reason: p.SandboxReason}
+	now := s.clock()
+	due, err := w.store.ClaimReconciles(ctx, now, now.Add(callLease), calls)
+	if err != nil || len(due) == 0 {
+		return len(due), err
+	}
+	worker.Each(ctx, due, func(ctx context.Context, p StoredPayout) struct{} {
+		if err := w.reconcileOne(ctx, p); err != nil {
+			w.failed(ctx, queueReconcile, p.ID, p.Failures+1, err)
+		}
+		return struct{}{}
+	})
+	return len(due), nil
+}
+
+// reconcileOne asks the provider about p, with no lock held, and applies
+// its word to p as it then stands.
+func (w *Worker) reconcileOne(ctx context.Context, p StoredPayout) error {
+	s := w.svc
+	word, err := s.call(ctx, func(ctx context.Context) (bankprovider.Payout, error) { return s.provider.PayoutByReference(ctx, p.ID) })
+	missing := bankprovider.IsType(err, bankprovider.TypeResourceMissing)
+	if err != nil && !missing {
+		return s.backOff(ctx, p, err)
+	}
+	var found bool
+	_, err = s.payouts.Update(ctx, p.ID, func(r Record) (Change, error) {
+		now := s.clock()
+		if missing {
+			if r.HandedOverAt == nil {
+				return Change{}, nil // the hand-over queue sends it
+			}
+			// The provider confirmed it, and no longer has it: never
+			// re-sent, never moved on that word; noted once.
+			found = r.ProviderMissingAt == nil
+			c := s.nextCheck(r.StoredPayout, now)
+			c.Missing = &now
+			return c, nil
+		}
+		c, err := s.word(r.StoredPayout, word, now)
+		if err != nil {
+			return Change{}, err
+		}
+		if len(c.Steps) == 0 && !c.Reconciled {
+			next := s.nextCheck(r.StoredPayout, now)
+			c.Reconcile, c.Reconciled, c.Checked = next.Reconcile, next.Reconciled, true
+		}
+		return c, nil
+	})
+	if err == nil && found {
+		w.missing.Inc()
+		w.log.ErrorContext(ctx, "the bank provider no longer has a payout it confirmed; not re-sent, not moved: reconcile with the provider",
+			"payout_id", p.ID, "status", p.Status)
+	}
+	return err
+}
+
+// nextCheck is when p is next asked about on its own after a check at
+// now that found nothing new: twice the last gap, up to a day, and never
+// after its ReconcileChecks-th check.
+func (s *service) nextCheck(p StoredPayout, now time.Time) Change {
+	if p.ReconcileChecks+1 >= ReconcileChecks {
+		return Change{Reconciled: true, Checked: true}
+	}
+	next := now.Add(min(reconcileFirst<<min(p.ReconcileChecks, 20), reconcileMost))
+	return Change{Reconcile: &next, Checked: true}
+}
+
+// RefundRound marks sent the sandbox refunds pending for a settle.
+// Nothing sends a refund outside the sandbox yet: production executes no
+// payouts while the payout provider is not connected (DESIGN §3).
+func (w *Worker) RefundRound(ctx context.Context) (int, error) {
+	s := w.svc
+	if s.env != environment.Sandbox {
+		return 0, nil
+	}
+	now := s.clock()
+	return w.store.RefundsDue(ctx, worker.RoundSize, now.Add(-s.cfg.SandboxSettle), func(Refund) string { return testnetHash() }, now,
+		func(id string, n int, err error) { w.failed(ctx, queueRefunds, id, n, err) })
+}
+
+// ChangesRound reads the next page of the provider's changes under the
+// feed's lease, with no lock held, and applies it; a full page is
+// followed at once (the count says so).
+func (w *Worker) ChangesRound(ctx context.Context) (int, error) {
+	s := w.svc
+	if s.provider == nil || s.circuit.Calls(1) == 0 {
+		return 0, nil
+	}
+	now := s.clock()
+	if now.Sub(w.lastForget) > time.Hour {
+		if _, err := w.store.ForgetChanges(ctx, now.Add(-changesKept)); err == nil {
+			w.lastForget = now
+		}
+	}
+	after, ok, err := w.store.LeaseFeed(ctx, w.owner, now, now.Add(callLease))
+	if err != nil || !ok {
+		return 0, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, worker.ProviderWait)
-	defer cancel()
-	word, err := s.provider.CreatePayout(pctx, in)
-	var pe *bankprovider.Error
+	changes, more, err := s.provider.Changes(pctx, after, feedPage)
+	cancel()
 	switch {
-	case errors.As(err, &pe) && refusedOutright(pe.Status):
-		s.log.WarnContext(ctx, "the bank provider refused a payout outright; it failed and its deposit is refunded", "payout_id", p.ID, "err", err)
-		return s.fail(p, now, "invalid_account")
+	case bankprovider.IsType(err, bankprovider.TypeStateLost):
+		// A sandbox provider restarted empty: its feed starts again.
+		s.circuit.Answered()
+		w.log.WarnContext(ctx, "the bank provider no longer knows the feed's place (a sandbox provider restarted); following its feed from its start")
+		changes, after, more = nil, "", true
 	case err != nil:
-		return s.retry(now, *p.HandoverAt)
-	}
-	c := Change{Steps: []Step{{To: lifecycle.PayoutProcessing, At: now, HandedOverAt: &now}}}
-	return s.forward(p, lifecycle.PayoutProcessing, word, now, c)
-}
-
-// refusedOutright is a provider status that no retry changes: the request
-// as sent is refused (not a timeout, a rate limit or a conflict in flight).
-func refusedOutright(status int) bool {
-	return status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict &&
-		status != http.StatusTooManyRequests
-}
-
-// ask reads the provider's word on a payout it has, and moves it on.
-func (s *service) ask(ctx context.Context, p StoredPayout, now time.Time) Change {
-	if s.provider == nil {
-		return s.retry(now, p.StatusAt)
-	}
-	pctx, cancel := context.WithTimeout(ctx, worker.ProviderWait)
-	defer cancel()
-	word, err := s.provider.PayoutByReference(pctx, p.ID)
-	switch {
-	case bankprovider.IsType(err, bankprovider.TypeResourceMissing):
-		// The provider confirmed it, and no longer has it (a sandbox
-		// provider restarted, or worse): never re-sent, never moved on
-		// that word. Asked again at the slowest pace.
-		next := now.Add(s.cfg.PollMax)
-		return Change{Next: &next, missing: true}
-	case err != nil:
-		return s.retry(now, p.StatusAt)
-	}
-	return s.forward(p, p.Status, word, now, Change{})
-}
-
-// forward adds to c the path of arrows from status to where the provider
-// says the payout stands (nothing for a word that is not ahead of it, or
-// not one we know), the refund a failure or a return owes, and when the
-// payout is next asked about.
-func (s *service) forward(p StoredPayout, status string, word bankprovider.Payout, now time.Time, c Change) Change {
-	completedAt := now
-	if t, err := time.Parse(time.RFC3339, word.CompletedAt); err == nil {
-		completedAt = t.UTC()
-	}
-	completed := Step{To: lifecycle.PayoutCompleted, At: now, CompletedAt: &completedAt}
-	switch {
-	case word.Status == lifecycle.PayoutCompleted && status == lifecycle.PayoutProcessing:
-		c.Steps = append(c.Steps, completed)
-		status = lifecycle.PayoutCompleted
-	case word.Status == lifecycle.PayoutFailed && status == lifecycle.PayoutProcessing && slices.Contains(lifecycle.PayoutFailureReasons, word.FailureReason):
-		c.Steps = append(c.Steps, Step{To: lifecycle.PayoutFailed, At: now, FailureReason: word.FailureReason})
-		c.Refunds = append(c.Refunds, s.refundOf(p, lifecycle.RefundPayoutFailed, now))
-		c.Done = true
-		return c
-	case word.Status == lifecycle.PayoutReturned && slices.Contains(lifecycle.PayoutReturnReasons, word.ReturnReason) &&
-		(status == lifecycle.PayoutProcessing || status == lifecycle.PayoutCompleted):
-		if status == lifecycle.PayoutProcessing {
-			c.Steps = append(c.Steps, completed)
-		}
-		c.Steps = append(c.Steps, Step{To: lifecycle.PayoutReturned, At: now, ReturnReason: word.ReturnReason,
-			ReturnCode: lifecycle.ReturnCode(p.Rail, word.ReturnReason)})
-		c.Refunds = append(c.Refunds, s.refundOf(p, lifecycle.RefundPayoutReturned, now))
-		c.Done = true
-		return c
-	}
-	since := p.StatusAt
-	if len(c.Steps) > 0 {
-		since = now
-	}
-	switch {
-	case status == lifecycle.PayoutCompleted && p.CompletedAt != nil && now.After(p.CompletedAt.Add(s.cfg.ReturnWindow)):
-		c.Done = true // past its return window
-	case status == lifecycle.PayoutCompleted:
-		// A return can come for weeks: asked less and less often.
-		next := now.Add(min(max(now.Sub(since)/10, worker.PollMin), time.Hour))
-		c.Next = &next
+		s.providerFailed(err)
+		return 0, w.store.ReleaseFeed(ctx, w.owner)
 	default:
-		next := worker.Next(now, since, s.cfg.PollMax)
-		c.Next = &next
+		s.circuit.Answered()
 	}
-	return c
+	next := after
+	feed := make([]FeedChange, 0, len(changes))
+	words := make(map[string]bankprovider.Payout, len(changes))
+	for _, c := range changes {
+		next = c.ID
+		if c.Type != bankprovider.ChangePayout || !validPayoutID(c.Payout.Reference) {
+			continue // not a payout of ours
+		}
+		feed = append(feed, FeedChange{ID: c.ID, PayoutID: c.Payout.Reference})
+		words[c.ID] = c.Payout
+	}
+	moved, err := w.store.ApplyChanges(ctx, w.owner, next, now, feed, func(r Record, ch FeedChange) (Change, error) {
+		return s.word(r.StoredPayout, words[ch.ID], s.clock())
+	}, func(ch FeedChange, n int, err error) { w.failed(ctx, queueChanges, ch.PayoutID, n, err) })
+	if err != nil {
+		return 0, err
+	}
+	if more {
+		return max(moved, 1), nil
+	}
+	return moved, nil
 }
 
-// retry is a payout to ask about again, its last change at since.
-func (s *service) retry(now, since time.Time) Change {
-	next := worker.Next(now, since, s.cfg.PollMax)
-	return Change{Next: &next}
-}
-
-// fail fails a payout the provider will not take, refunding its deposit.
-func (s *service) fail(p StoredPayout, now time.Time, reason string) Change {
-	return Change{Steps: []Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: reason}},
-		Refunds: []Refund{s.refundOf(p, lifecycle.RefundPayoutFailed, now)}, Done: true}
-}
-
-// refundOf is the refund, for reason, of the deposit p took: what the
-// payout asked for (an excess over it was refunded when it arrived).
-func (s *service) refundOf(p StoredPayout, reason string, now time.Time) Refund {
-	return Refund{ID: newRefundID(), Reason: reason, Amount: owed(p), CryptoCurrency: p.CryptoCurrency, Chain: p.Chain,
-		DepositTxHash: p.DepositTxHash, CreatedAt: now}
+// ReleaseFeed gives the provider feed's lease back without moving its
+// place (the provider did not answer).
+func (s *Store) ReleaseFeed(ctx context.Context, owner string) error {
+	_, err := s.db.Exec(ctx, `UPDATE payout_provider_feed SET lease_owner = NULL, leased_until = NULL WHERE provider = 'bank' AND lease_owner = $1`, owner)
+	return err
 }

@@ -49,6 +49,8 @@ type Bank struct {
 	// The payout side (payouts.go).
 	payouts    map[string]*payout
 	payoutRefs map[string]string // our payout id → the provider's
+	changes    []change          // the changes feed, oldest first
+	upcoming   []upcoming        // changes to come, in the order they happen
 	idem       map[string]string // Idempotency-Key → record id
 	seq        int64
 }

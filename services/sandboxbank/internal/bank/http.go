@@ -76,6 +76,18 @@ func NewHandler(b *Bank, key string, log *slog.Logger) http.Handler {
 		return p, created, err
 	}))
 	api.HandleFunc("GET /v1/payouts/by_reference/{reference}", read(h, "reference", b.PayoutByReference))
+	api.HandleFunc("GET /v1/changes", func(w http.ResponseWriter, r *http.Request) {
+		limit := 100
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				n = -1
+			}
+			limit = n
+		}
+		changes, more, err := b.Changes(r.URL.Query().Get("after"), limit)
+		h.answer(w, false, map[string]any{"object": "list", "data": changes, "has_more": more}, err)
+	})
 	api.HandleFunc("POST /v1/payee_checks", call(h, func(r *http.Request, in bankprovider.PayeeCheck) (any, bool, error) {
 		res, err := b.CheckPayee(in)
 		return res, false, err

@@ -2,6 +2,10 @@ package bank
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +18,13 @@ import (
 // failed with its reason, or returned with its reason one more
 // PayoutSettle after it completed. Its status is worked out when it is
 // read, from when it was handed over: nothing runs in the background.
+//
+// Each change of a payout is also published in the provider's changes
+// feed (GET /v1/changes?after=&limit=), oldest first, each change with its
+// own id, as a bank tells its customer what happened: a return weeks
+// later is one change, read once, not a payout asked about every hour.
+// The changes a payout will make are scheduled when it is taken over and
+// enter the feed, in the order they happen, once their time has come.
 
 const (
 	payoutProcessing = "processing"
@@ -40,6 +51,22 @@ type payout struct {
 	id, reference   string
 	outcome, reason string
 	handed          time.Time
+}
+
+// change is one entry of the changes feed: a payout as it stood once it
+// changed.
+type change struct {
+	ID        string              `json:"id"`
+	Object    string              `json:"object"`
+	Type      string              `json:"type"`
+	CreatedAt string              `json:"created_at"`
+	Payout    bankprovider.Payout `json:"payout"`
+}
+
+// upcoming is a change a payout will make at at.
+type upcoming struct {
+	at       time.Time
+	payoutID string
 }
 
 // CreatePayout takes a payout over; the same reference answers the same
@@ -77,7 +104,85 @@ func (b *Bank) CreatePayout(in bankprovider.NewPayout) (bankprovider.Payout, boo
 	p := &payout{id: b.newID("po"), reference: in.Reference, outcome: outcome.Outcome, reason: outcome.Reason, handed: b.now()}
 	b.payouts[p.id] = p
 	b.payoutRefs[in.Reference] = p.id
+	b.publish()
+	b.publishAt(p, p.handed)
+	b.schedule(upcoming{p.handed.Add(b.cfg.PayoutSettle), p.id})
+	if p.outcome == payoutReturned {
+		b.schedule(upcoming{p.handed.Add(2 * b.cfg.PayoutSettle), p.id})
+	}
 	return b.payoutView(p), true, nil
+}
+
+// schedule adds u to the changes to come, kept in the order they happen
+// (b.mu held).
+func (b *Bank) schedule(u upcoming) {
+	i := sort.Search(len(b.upcoming), func(i int) bool { return b.upcoming[i].at.After(u.at) })
+	b.upcoming = slices.Insert(b.upcoming, i, u)
+}
+
+// publish enters the changes whose time has come into the feed, in the
+// order they happened (b.mu held).
+func (b *Bank) publish() {
+	now := b.now()
+	n := 0
+	for n < len(b.upcoming) && !b.upcoming[n].at.After(now) {
+		u := b.upcoming[n]
+		b.publishAt(b.payouts[u.payoutID], u.at)
+		n++
+	}
+	b.upcoming = b.upcoming[n:]
+}
+
+// publishAt enters p as it stood at at into the feed (b.mu held).
+func (b *Bank) publishAt(p *payout, at time.Time) {
+	b.changes = append(b.changes, change{ID: fmt.Sprintf("chg_%s%016x", b.epoch, len(b.changes)+1), Object: "change",
+		Type: "payout.updated", CreatedAt: at.UTC().Format(time.RFC3339Nano), Payout: b.payoutViewAt(p, at)})
+}
+
+// MaxChanges is the most changes one page of the feed holds.
+const MaxChanges = 500
+
+// Changes is the feed after the change after ("" for its start), oldest
+// first, at most limit, and whether more follow. A change of an earlier
+// boot is state_lost (410): the follower starts again from the start of
+// this one.
+func (b *Bank) Changes(after string, limit int) ([]change, bool, error) {
+	if limit < 1 || limit > MaxChanges {
+		return nil, false, invalid(bankprovider.FieldDetail{Field: "limit", Constraint: "out_of_range", Value: limit})
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.publish()
+	from := 0
+	if after != "" {
+		seq, err := b.changeSeq(after)
+		if err != nil {
+			return nil, false, err
+		}
+		from = seq
+	}
+	to := min(from+limit, len(b.changes))
+	return slices.Clone(b.changes[from:to]), to < len(b.changes), nil
+}
+
+// changeSeq is the place of change id in the feed (from 1).
+func (b *Bank) changeSeq(id string) (int, error) {
+	if !strings.HasPrefix(id, "chg_") || len(id) != len("chg_")+6+16 {
+		return 0, invalid(bankprovider.FieldDetail{Field: "after", Constraint: "invalid_format", Value: id})
+	}
+	epoch, hexSeq := id[4:10], id[10:]
+	seq64, err := strconv.ParseInt(hexSeq, 16, 64)
+	seq := int(seq64)
+	if err != nil {
+		return 0, invalid(bankprovider.FieldDetail{Field: "after", Constraint: "invalid_format", Value: id})
+	}
+	if epoch != b.epoch {
+		return 0, b.missing("change", id)
+	}
+	if seq < 1 || seq > len(b.changes) {
+		return 0, invalid(bankprovider.FieldDetail{Field: "after", Constraint: "unknown_change", Value: id})
+	}
+	return seq, nil
 }
 
 // PayoutByReference reads a payout as the provider reports it.
@@ -92,10 +197,12 @@ func (b *Bank) PayoutByReference(reference string) (bankprovider.Payout, error) 
 }
 
 // payoutView is p as it stands now (b.mu held).
-func (b *Bank) payoutView(p *payout) bankprovider.Payout {
+func (b *Bank) payoutView(p *payout) bankprovider.Payout { return b.payoutViewAt(p, b.now()) }
+
+// payoutViewAt is p as it stood at now.
+func (b *Bank) payoutViewAt(p *payout, now time.Time) bankprovider.Payout {
 	v := bankprovider.Payout{ID: p.id, Reference: p.reference, Status: payoutProcessing}
 	settled := p.handed.Add(b.cfg.PayoutSettle)
-	now := b.now()
 	if now.Before(settled) {
 		return v
 	}

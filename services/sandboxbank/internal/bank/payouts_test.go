@@ -1,6 +1,7 @@
 package bank
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,64 @@ func TestAPayeeCheckAnswersByTheName(t *testing.T) {
 	_, err := b.CheckPayee(bankprovider.PayeeCheck{Rail: "ach", Beneficiary: []byte(`{}`)})
 	if f := failure(t, err); f.Status != 422 || len(f.Body.Error.Details) != 2 || f.Body.Error.Details[0].Field != "rail" || f.Body.Error.Details[1].Field != "beneficiary.name" {
 		t.Errorf("ach without a name: %+v", f.Body.Error)
+	}
+}
+
+// The provider's changes feed: each change a payout makes enters it once
+// its time has come, in the order they happen, each with its own id; a
+// follower pages through it from the last id it has; a cursor of another
+// boot is state_lost (the follower starts again).
+func TestTheChangesFeedTellsEachChangeOnce(t *testing.T) {
+	t.Parallel()
+	c := &clock{time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+	b := newBank(c)
+	if _, _, err := b.CreatePayout(newPayout("bpo_a", &bankprovider.SandboxOutcome{Outcome: "returned", Reason: "account_closed"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.CreatePayout(newPayout("bpo_b", &bankprovider.SandboxOutcome{Outcome: "failed", Reason: "name_mismatch"})); err != nil {
+		t.Fatal(err)
+	}
+	seen := func(after string) ([]string, string) {
+		t.Helper()
+		var out []string
+		for {
+			page, more, err := b.Changes(after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range page {
+				out = append(out, ch.Payout.Reference+":"+ch.Payout.Status)
+				after = ch.ID
+			}
+			if !more {
+				return out, after
+			}
+		}
+	}
+	got, after := seen("")
+	if want := "bpo_a:processing bpo_b:processing"; strings.Join(got, " ") != want {
+		t.Errorf("at the hand-overs: %v, want %s", got, want)
+	}
+	c.t = c.t.Add(3 * time.Second)
+	got, after = seen(after)
+	if want := "bpo_a:completed bpo_b:failed"; strings.Join(got, " ") != want {
+		t.Errorf("a settle later: %v, want %s", got, want)
+	}
+	c.t = c.t.Add(time.Hour)
+	got, _ = seen(after)
+	if want := "bpo_a:returned"; strings.Join(got, " ") != want {
+		t.Errorf("much later: %v, want %s (each change once)", got, want)
+	}
+	other := newBank(c) // the provider restarted empty
+	if _, _, err := other.Changes(after, 10); failure(t, err).Status != 410 || failure(t, err).Body.Error.Type != bankprovider.TypeStateLost {
+		t.Errorf("a cursor of another boot: %v, want 410 state_lost", err)
+	}
+	for _, bad := range []string{"chg_x", after + "0"} {
+		if _, _, err := b.Changes(bad, 10); failure(t, err).Status != 422 {
+			t.Errorf("cursor %q: %v, want 422", bad, err)
+		}
+	}
+	if _, _, err := b.Changes("", 0); failure(t, err).Status != 422 {
+		t.Errorf("limit 0: %v", err)
 	}
 }

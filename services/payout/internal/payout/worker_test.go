@@ -1,0 +1,254 @@
+package payout
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/testkit/pgtest"
+)
+
+// deposited is a payout of amount whose deposit arrived and that the
+// provider took (processing).
+func (f statusFixture) deposited(t *testing.T, amount string) Payout {
+	t.Helper()
+	p := f.payout(t, amount)
+	st, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
+	if err != nil || st.Status != "processing" {
+		t.Fatalf("the deposit: %+v %v", st, err)
+	}
+	return p
+}
+
+// failures is partnerapi_worker_row_failures_total for queue and reason.
+func (f statusFixture) failures(queue, reason string) float64 {
+	return testutil.ToFloat64(f.worker.rows.Counter().WithLabelValues("payout", queue, reason))
+}
+
+// refuse has the database refuse moving payout id to status, as a bug or
+// a broken row would (a trigger of the test's own).
+func refuse(t *testing.T, f statusFixture, id, status string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	fn := "refuse_" + strings.TrimPrefix(id, "bpo_")
+	if _, err := f.db.Exec(ctx, `CREATE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.id = '`+id+`' AND NEW.status = '`+status+`' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(ctx, `CREATE TRIGGER `+fn+` BEFORE UPDATE ON payouts FOR EACH ROW EXECUTE FUNCTION `+fn+`()`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := f.db.Exec(ctx, `DROP TRIGGER `+fn+` ON payouts`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// One payout the database refuses to move does not stop the round: the
+// other payouts of the same page of changes, and of the same expiry
+// round, move; the refused one is counted, logged once and backed off
+// alone, and moves once it can (its change is read again by asking).
+func TestOneRefusedRowDoesNotStopTheRound(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	a, b, c := f.deposited(t, "71"), f.deposited(t, "72"), f.deposited(t, "73")
+	lift := refuse(t, f, b.PayoutID, "completed")
+	for _, p := range []Payout{a, b, c} {
+		f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})
+	}
+	f.later(t, time.Second)
+	for _, p := range []Payout{a, c} {
+		if st := f.status(t, p.PayoutID); st.Status != "completed" {
+			t.Errorf("%s beside a refused payout: %s, want completed", p.PayoutID, st.Status)
+		}
+	}
+	if st := f.status(t, b.PayoutID); st.Status != "processing" {
+		t.Errorf("the refused payout: %s", st.Status)
+	}
+	if n := f.failures(queueChanges, "refused"); n != 1 {
+		t.Errorf("row failures {changes, refused} = %v, want 1", n)
+	}
+	lift()
+	f.later(t, time.Minute) // its backoff over: asked about on its own
+	if st := f.status(t, b.PayoutID); st.Status != "completed" {
+		t.Errorf("the refused payout once the database takes it: %s", st.Status)
+	}
+
+	// The expiry queue: one refused, the others expire in the same round.
+	x, y, z := f.payout(t, "74"), f.payout(t, "75"), f.payout(t, "76")
+	lift = refuse(t, f, y.PayoutID, "expired")
+	defer lift()
+	f.later(t, DepositWindow)
+	for _, p := range []Payout{x, z} {
+		if st := f.status(t, p.PayoutID); st.Status != "expired" {
+			t.Errorf("%s beside a refused expiry: %s", p.PayoutID, st.Status)
+		}
+	}
+	if st := f.status(t, y.PayoutID); st.Status != "awaiting_deposit" {
+		t.Errorf("the refused expiry: %s", st.Status)
+	}
+	if n := f.failures(queueExpiry, "refused"); n != 1 {
+		t.Errorf("row failures {expiry, refused} = %v, want 1: backed off, not retried every round", n)
+	}
+}
+
+// Every word of the provider has a meaning: a failure or return reason we
+// do not list becomes ours (provider_rejected, returned_by_bank) with the
+// provider's code kept, is counted by code, and owes its refund; it never
+// leaves a payout where it was.
+func TestAnUnlistedReasonHasAMeaning(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	failed, returned := f.deposited(t, "81"), f.deposited(t, "82")
+	f.provider.says(failed.PayoutID, bankprovider.Payout{Status: "failed", FailureReason: "insufficient_funds"})
+	f.provider.says(returned.PayoutID, bankprovider.Payout{Status: "returned", ReturnReason: "account_frozen", ReturnCode: "R16",
+		CompletedAt: "2026-11-26T12:00:03Z"})
+	f.later(t, time.Second)
+	st := f.status(t, failed.PayoutID)
+	if st.Status != "failed" || st.FailureReason != "provider_rejected" || st.ProviderCode != "insufficient_funds" ||
+		!equal(refunds(st), strs("payout_failed/awaiting_address/1234567.89/USDC")) {
+		t.Errorf("an unlisted failure: %+v %v", st, refunds(st))
+	}
+	st = f.status(t, returned.PayoutID)
+	if st.Status != "returned" || st.ReturnReason != "returned_by_bank" || st.ReturnCode != "R16" || st.ProviderCode != "account_frozen" ||
+		!equal(refunds(st), strs("payout_returned/awaiting_address/1234567.89/USDC")) {
+		t.Errorf("an unlisted return: %+v %v", st, refunds(st))
+	}
+	for _, k := range [][2]string{{"failure", "insufficient_funds"}, {"return", "account_frozen"}} {
+		if n := testutil.ToFloat64(f.worker.unlisted.WithLabelValues(k[0], k[1])); n != 1 {
+			t.Errorf("unlisted{%s,%s} = %v, want 1", k[0], k[1], n)
+		}
+	}
+}
+
+// A provider that fails for a minute gets fewer calls, not more: its
+// circuit makes one probe at a time, each after a longer wait, and the
+// payouts waiting on it move once it answers again.
+func TestAFailingProviderIsBackedOff(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	var ps []Payout
+	for i := range 5 {
+		ps = append(ps, f.payout(t, "9"+string(rune('0'+i))))
+	}
+	f.provider.set(func(f *fakeProvider) { f.down = true })
+	for _, p := range ps {
+		if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creates, asked, _ := f.provider.counts()
+	before := creates + asked + f.provider.feeds()
+	// A minute, a tenth of a second at a time: 600 rounds of each queue.
+	for range 600 {
+		f.later(t, 100*time.Millisecond)
+	}
+	creates, asked, _ = f.provider.counts()
+	calls := creates + asked + f.provider.feeds() - before
+	if calls > 20 {
+		t.Errorf("%d calls to a provider failing for a minute (600 rounds), want at most 20: one probe at a time, each later", calls)
+	}
+	f.provider.set(func(f *fakeProvider) { f.down = false })
+	f.later(t, 31*time.Second) // the longest wait for the next probe
+	f.later(t, 30*time.Second) // and each payout's own backoff
+	for _, p := range ps {
+		if st := f.status(t, p.PayoutID); st.Status != "processing" {
+			t.Errorf("%s once the provider answers again: %s", p.PayoutID, st.Status)
+		}
+	}
+	t.Logf("%d calls to the provider during its minute down", calls)
+}
+
+// A deposit to a payout that took one already, or to a final one, is
+// refunded (deposit_unexpected): a chain cannot refuse a transfer.
+func TestASecondDepositIsRefunded(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	processing, completed, failed := f.deposited(t, "101"), f.deposited(t, "102"), f.deposited(t, "103")
+	f.provider.says(completed.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})
+	f.provider.says(failed.PayoutID, bankprovider.Payout{Status: "failed", FailureReason: "account_closed"})
+	f.later(t, time.Second)
+	for _, tt := range []struct {
+		p       Payout
+		status  string
+		refunds []string
+	}{
+		{processing, "processing", strs("deposit_unexpected/awaiting_address/5/USDC")},
+		{completed, "completed", strs("deposit_unexpected/awaiting_address/5/USDC")},
+		{failed, "failed", strs("deposit_unexpected/awaiting_address/5/USDC", "payout_failed/awaiting_address/1234567.89/USDC")},
+	} {
+		st, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: tt.p.PayoutID, Amount: strp("5")})
+		if got := refunds(st); err != nil || st.Status != tt.status || !equal(slices.Sorted(slices.Values(got)), tt.refunds) {
+			t.Errorf("a second deposit to a %s payout: %+v %v (refunds %v)", tt.status, st.Status, err, refunds(st))
+		}
+	}
+}
+
+// A partner's write to a payout never waits for the provider: while the
+// worker's call to hand the payout over is held at the provider, setting
+// its refund address answers.
+func TestPartnerWritesNeverWaitForTheProvider(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	p := f.payout(t, "111")
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	f.provider.set(func(f *fakeProvider) { f.hold, f.held = hold, held })
+	deposited := make(chan error, 1)
+	go func() {
+		_, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID})
+		deposited <- err
+	}()
+	<-held // the hand-over's call is out, and held
+	st, err := f.svc.SetRefundAddress(ctx, acme, RefundAddressRequest{PayoutID: p.PayoutID, Address: "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"})
+	if err != nil || st.RefundAddress != "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed" {
+		t.Fatalf("the refund address while the provider holds the hand-over: %+v %v", st, err)
+	}
+	f.provider.set(func(f *fakeProvider) { f.hold = nil })
+	close(hold)
+	if err := <-deposited; err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(t, p.PayoutID); st.Status != "processing" || st.RefundAddress == "" {
+		t.Errorf("after the hand-over: %+v", st)
+	}
+}
+
+// A payout whose change the feed lost is found by asking, once it is
+// overdue; a payout asked about on its own is asked a bounded number of
+// times in its life, and a completed one is never asked about for returns.
+func TestReconciliationIsRareAndBounded(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	lost, silent, done := f.deposited(t, "121"), f.deposited(t, "122"), f.deposited(t, "123")
+	f.provider.tells(lost.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})
+	f.provider.says(done.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})
+	f.later(t, time.Second)
+	if st := f.status(t, lost.PayoutID); st.Status != "processing" {
+		t.Fatalf("a change the feed lost, before it is overdue: %s", st.Status)
+	}
+	f.later(t, time.Minute)
+	if st := f.status(t, lost.PayoutID); st.Status != "completed" {
+		t.Errorf("a change the feed lost, once overdue: %s", st.Status)
+	}
+	_, asked, _ := f.provider.counts()
+	// Sixty days, six hours at a time.
+	for range 60 * 4 {
+		f.later(t, 6*time.Hour)
+	}
+	_, after, _ := f.provider.counts()
+	if n := after - asked; n > ReconcileChecks {
+		t.Errorf("%d checks of a payout whose change never came, over 60 days; want at most %d", n, ReconcileChecks)
+	}
+	if st := f.status(t, silent.PayoutID); st.Status != "processing" {
+		t.Errorf("the silent payout: %s", st.Status)
+	}
+	t.Logf("a silent payout was asked about %d times in 60 days; the completed ones not at all", after-asked)
+}
