@@ -331,3 +331,75 @@ func Claim[R any](ctx context.Context, db *DB, query string, args []any, scan fu
 	})
 	return n, err
 }
+
+// Alone runs fn in a savepoint of tx: what fn wrote stays when it returns
+// nil, and is undone alone when it fails, so one record's failure does not
+// undo the others of a worker's round (DESIGN §3, "Rows fail alone").
+func Alone(ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) error) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(sp); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+// LeaseSQL is the claim of a worker's round on table: up to $2 rows whose
+// next_check_at is due at $1, oldest due first, skipping those another
+// replica holds, their next_check_at pushed to $3 (the lease: another
+// replica leaves them alone until then, and a replica that dies leaves
+// them due again then), returning columns.
+func LeaseSQL(table, columns string) string {
+	return `UPDATE ` + table + ` SET next_check_at = $3 WHERE id IN (
+		SELECT id FROM ` + table + ` WHERE next_check_at <= $1 ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+	RETURNING ` + columns
+}
+
+// Round is one round of a worker that calls a provider, in the three
+// steps of DESIGN §3 ("No transaction spans a provider call"):
+//
+//  1. claim: lease (a LeaseSQL statement, with args now, limit and the
+//     lease's end) runs on its own and commits: the rows are this
+//     replica's until the lease ends, and no lock is held after it;
+//  2. call: work decides what each row comes to, calling the provider,
+//     with no transaction open, so a partner's write to those rows never
+//     waits for the provider;
+//  3. apply: one transaction writes each row's outcome (write) in a
+//     savepoint of its own; a row whose write fails is undone alone and
+//     handed to failed, which may write its backoff in tx, and every
+//     other row of the round is written.
+//
+// It returns how many rows it claimed.
+func Round[R, C any](ctx context.Context, db *DB, lease string, args []any, scan func(pgx.Row) (R, error),
+	work func(context.Context, []R) []C, write func(ctx context.Context, tx pgx.Tx, r R, c C) error,
+	failed func(ctx context.Context, tx pgx.Tx, r R, err error) error) (int, error) {
+	rows, err := db.pool.Query(ctx, lease, args...)
+	if err != nil {
+		return 0, err
+	}
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (R, error) { return scan(row) })
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	outcomes := work(ctx, due)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RoundTimeout)
+	defer cancel()
+	err = db.Tx(actx, func(tx pgx.Tx) error {
+		for i, c := range outcomes {
+			err := Alone(actx, tx, func(tx pgx.Tx) error { return write(actx, tx, due[i], c) })
+			if err == nil {
+				continue
+			}
+			if err := failed(actx, tx, due[i], err); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return len(due), err
+}

@@ -179,37 +179,54 @@ func (f Feed) Sequence(ctx context.Context, db *database.DB) (int, error) {
 
 // Retain deletes up to a batch of the oldest placed events written before
 // before, and notes how far each key's feed is deleted; it returns how
-// many it deleted.
+// many it deleted. It reads the first rows by n (the primary key's order,
+// an index range of one batch) and filters those: the planner sees the
+// bound, so it never scans the table (a bound by subquery was invisible
+// to it: 4.5 s and 1.6 GB of reads at 1.2 M events).
 func (f Feed) Retain(ctx context.Context, db *database.DB, before time.Time) (int, error) {
 	var n int
-	err := db.QueryRow(ctx, f.sql(`WITH oldest AS (
-			SELECT n FROM events WHERE n <= (SELECT max(n) FROM (SELECT n FROM events ORDER BY n LIMIT $2) first) 
-				AND created_at < $1 AND seq IS NOT NULL),
-		gone AS (DELETE FROM events e USING oldest WHERE e.n = oldest.n RETURNING e.key_id, e.seq),
-		horizons AS (INSERT INTO event_horizons (key_id, deleted_through) SELECT key_id, max(seq) FROM gone GROUP BY key_id
-			ON CONFLICT (key_id) DO UPDATE SET deleted_through = GREATEST(event_horizons.deleted_through, EXCLUDED.deleted_through))
-		SELECT count(*) FROM gone`), before, batch).Scan(&n)
+	err := db.QueryRow(ctx, f.sql(RetainSQL), before, batch).Scan(&n)
 	return n, err
 }
 
-// Loop places events and deletes old ones, in every replica (one places
-// at a time); its rounds are counted as the worker "events".
-func (f Feed) Loop(db *database.DB, log *slog.Logger, reg prometheus.Registerer) *worker.Loop {
-	var lastRetain time.Time
-	return worker.New("events", func(ctx context.Context) (int, error) {
-		n, err := f.Sequence(ctx, db)
-		if err != nil || n > 0 {
-			return n, err
-		}
-		if time.Since(lastRetain) < time.Minute {
-			return 0, nil
-		}
-		gone, err := f.Retain(ctx, db, db.Now().Add(-Retention))
-		if err == nil && gone < batch {
-			lastRetain = time.Now() // caught up: again in a minute
-		}
-		return gone, err
-	}, log, reg)
+// RetainSQL is retention's statement (BenchmarkFeed holds its plan).
+const RetainSQL = `WITH first AS (SELECT n, created_at, seq FROM events ORDER BY n LIMIT $2),
+		gone AS (DELETE FROM events e USING first WHERE e.n = first.n AND first.created_at < $1 AND first.seq IS NOT NULL
+			RETURNING e.key_id, e.seq),
+		horizons AS (INSERT INTO event_horizons (key_id, deleted_through) SELECT key_id, max(seq) FROM gone GROUP BY key_id
+			ON CONFLICT (key_id) DO UPDATE SET deleted_through = GREATEST(event_horizons.deleted_through, EXCLUDED.deleted_through))
+		SELECT count(*) FROM gone`
+
+// Loops are a feed's two loops in every replica: placement (one places
+// at a time), and retention, which deletes old events in a loop of its
+// own, so a retention backlog never delays an event's place.
+type Loops struct{ place, retain *worker.Loop }
+
+// Loop places events and deletes old ones, in every replica; its rounds
+// are counted as the workers "events" and "events_retention".
+func (f Feed) Loop(db *database.DB, log *slog.Logger, reg prometheus.Registerer) Loops {
+	var caughtUp time.Time
+	return Loops{
+		place: worker.New("events", func(ctx context.Context) (int, error) { return f.Sequence(ctx, db) }, log, reg),
+		retain: worker.New("events_retention", func(ctx context.Context) (int, error) {
+			if time.Since(caughtUp) < time.Minute {
+				return 0, nil
+			}
+			gone, err := f.Retain(ctx, db, db.Now().Add(-Retention))
+			if err == nil && gone < batch {
+				caughtUp = time.Now() // caught up: again in a minute
+			}
+			return gone, err
+		}, log, reg).IdleEvery(time.Second),
+	}
+}
+
+// Run runs both loops until ctx ends.
+func (l Loops) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { l.retain.Run(ctx); close(done) }()
+	l.place.Run(ctx)
+	<-done
 }
 
 // Query is a page asked of a service's feed.

@@ -107,12 +107,19 @@ type Rows struct {
 	worker   string
 	log      *slog.Logger
 	failures *prometheus.CounterVec
+
+	mu     sync.Mutex
+	streak map[string]int // failures in a row, of records whose table keeps none
 }
+
+// maxStreaks bounds the records whose failures in a row are kept in
+// memory (a record beyond it is logged each time it fails).
+const maxStreaks = 10000
 
 // NewRows is the failure count of the worker name, registered in reg
 // (one series family for every worker of a process).
 func NewRows(name string, log *slog.Logger, reg prometheus.Registerer) *Rows {
-	r := &Rows{worker: name, log: log,
+	r := &Rows{worker: name, log: log, streak: map[string]int{},
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "worker", Name: "row_failures_total",
 			Help: "Records a worker could not move in a round, by queue and reason (refused: the database refused the write; database: it failed otherwise; provider: the provider failed the call; unreadable: its answer could not be read). Each is backed off alone; the rest of the round moves."},
 			[]string{"worker", "queue", "reason"}),
@@ -147,6 +154,25 @@ func (r *Rows) Failed(ctx context.Context, queue, id, reason string, n int, err 
 		r.log.WarnContext(ctx, "a record could not be moved; it is backed off alone, the others move", "worker", r.worker, "queue", queue,
 			"id", id, "reason", reason, "err", err)
 	}
+}
+
+// Streak counts one more failure in a row of record id, for a worker
+// whose table keeps no count, and returns it (1: the first).
+func (r *Rows) Streak(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.streak) >= maxStreaks {
+		return 1
+	}
+	r.streak[id]++
+	return r.streak[id]
+}
+
+// Moved ends record id's failures in a row.
+func (r *Rows) Moved(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.streak, id)
 }
 
 // DatabaseReason is the reason of a database error: refused when the

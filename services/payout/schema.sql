@@ -156,6 +156,12 @@ CREATE TABLE public.payout_provider_feed (
     leased_until timestamp with time zone
 );
 
+CREATE TABLE public.payout_quote_holds (
+    quote_id text NOT NULL,
+    beneficiary_digest text NOT NULL,
+    held_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.payout_refunds (
     id text NOT NULL,
     payout_id text NOT NULL,
@@ -264,6 +270,9 @@ ALTER TABLE ONLY public.payout_provider_changes
 ALTER TABLE ONLY public.payout_provider_feed
     ADD CONSTRAINT payout_provider_feed_pkey PRIMARY KEY (provider);
 
+ALTER TABLE ONLY public.payout_quote_holds
+    ADD CONSTRAINT payout_quote_holds_pkey PRIMARY KEY (quote_id);
+
 ALTER TABLE ONLY public.payout_refunds
     ADD CONSTRAINT payout_refunds_once_per_cause UNIQUE (payout_id, reason, deposit_tx_hash);
 
@@ -288,6 +297,8 @@ CREATE INDEX payout_events_object ON public.payout_events USING btree (key_id, o
 CREATE INDEX payout_events_unsequenced ON public.payout_events USING btree (n) WHERE (seq IS NULL);
 
 CREATE INDEX payout_provider_changes_applied_at ON public.payout_provider_changes USING btree (applied_at);
+
+CREATE INDEX payout_quote_holds_held_at ON public.payout_quote_holds USING btree (held_at);
 
 CREATE INDEX payout_refunds_owed ON public.payout_refunds USING btree (status) WHERE (status = ANY (ARRAY['awaiting_address'::text, 'pending'::text]));
 

@@ -85,9 +85,9 @@ type Store interface {
 	CheckSoon(ctx context.Context, id string, at time.Time) error
 	// The worker's rounds: the records due at now, each given what work
 	// makes of it, in one transaction.
-	DueAccounts(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []AccountRecord) []Check) (int, error)
-	DueVirtualAccounts(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []VirtualAccountRecord) []Check) (int, error)
-	DueDeposits(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []DepositRecord) []Check) (int, error)
+	DueAccounts(ctx context.Context, now, until time.Time, limit int, work func(ctx context.Context, due []AccountRecord) []Check, failed Failed) (int, error)
+	DueVirtualAccounts(ctx context.Context, now, until time.Time, limit int, work func(ctx context.Context, due []VirtualAccountRecord) []Check, failed Failed) (int, error)
+	DueDeposits(ctx context.Context, now, until time.Time, limit int, work func(ctx context.Context, due []DepositRecord) []Check, failed Failed) (int, error)
 	// VirtualAccountFor records our id for a provider account, unless it
 	// has one: one id per provider account, ever. answer makes the
 	// request's answer from the record.

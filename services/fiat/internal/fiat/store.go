@@ -254,24 +254,33 @@ type Check struct {
 	Next         *time.Time
 }
 
-// due is one worker round on table's rows due at now (database.Claim).
+// due is one worker round on table's rows due at now (database.Round):
+// claimed with a lease until until, worked by work (its provider calls
+// made with no transaction open), each written by write in a savepoint of
+// its own; a row whose write fails is handed to failed, and the others are
+// written.
 func due[R any](ctx context.Context, db *database.DB, table, columns string, scan func(pgx.Row) (R, error),
-	now time.Time, limit int, work func(context.Context, []R) []Check, write func(ctx context.Context, tx pgx.Tx, r R, c Check) error) (int, error) {
-	return database.Claim(ctx, db, `SELECT `+columns+` FROM `+table+` WHERE next_check_at <= $1
-		ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scan,
-		func(ctx context.Context, tx pgx.Tx, rows []R) error {
-			for i, c := range work(ctx, rows) {
-				if err := write(ctx, tx, rows[i], c); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	now, until time.Time, limit int, work func(context.Context, []R) []Check, write func(ctx context.Context, tx pgx.Tx, r R, c Check) error,
+	failed func(ctx context.Context, tx pgx.Tx, r R, err error) error) (int, error) {
+	return database.Round(ctx, db, database.LeaseSQL(table, columns), []any{now, limit, until}, scan, work, write, failed)
+}
+
+// Failed is the worker's word on a row it could not write: its table and
+// id, why, and when it is next due (its backoff, alone).
+type Failed func(table, id string, err error) time.Time
+
+// failedRow writes a row's backoff, as failed says, in the round's
+// transaction.
+func failedRow[R any](table string, id func(R) string, failed Failed) func(context.Context, pgx.Tx, R, error) error {
+	return func(ctx context.Context, tx pgx.Tx, r R, err error) error {
+		_, e := tx.Exec(ctx, `UPDATE `+table+` SET next_check_at = $2 WHERE id = $1`, id(r), failed(table, id(r), err))
+		return e
+	}
 }
 
 // DueAccounts is the worker's round on the accounts due at now.
-func (s *DBStore) DueAccounts(ctx context.Context, now time.Time, limit int, work func(context.Context, []AccountRecord) []Check) (int, error) {
-	return due(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, now, limit, work,
+func (s *DBStore) DueAccounts(ctx context.Context, now, until time.Time, limit int, work func(context.Context, []AccountRecord) []Check, failed Failed) (int, error) {
+	return due(ctx, s.db, "fiat_accounts", accountColumns, scanAccount, now, until, limit, work,
 		func(ctx context.Context, tx pgx.Tx, r AccountRecord, c Check) error {
 			id := r.ID
 			if c.Status != "" {
@@ -284,13 +293,13 @@ func (s *DBStore) DueAccounts(ctx context.Context, now time.Time, limit int, wor
 			}
 			_, err := tx.Exec(ctx, `UPDATE fiat_accounts SET next_check_at = $2 WHERE id = $1`, id, c.Next)
 			return err
-		})
+		}, failedRow("fiat_accounts", func(r AccountRecord) string { return r.ID }, failed))
 }
 
 // DueVirtualAccounts is the worker's round on the virtual accounts due at
 // now.
-func (s *DBStore) DueVirtualAccounts(ctx context.Context, now time.Time, limit int, work func(context.Context, []VirtualAccountRecord) []Check) (int, error) {
-	return due(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, now, limit, work,
+func (s *DBStore) DueVirtualAccounts(ctx context.Context, now, until time.Time, limit int, work func(context.Context, []VirtualAccountRecord) []Check, failed Failed) (int, error) {
+	return due(ctx, s.db, "fiat_virtual_accounts", vaColumns, scanVirtualAccount, now, until, limit, work,
 		func(ctx context.Context, tx pgx.Tx, r VirtualAccountRecord, c Check) error {
 			if _, err := tx.Exec(ctx, `UPDATE fiat_virtual_accounts SET next_check_at = $2,
 					transactions = COALESCE($3, transactions), changed_at = CASE WHEN $3::jsonb IS NULL THEN changed_at ELSE $4 END
@@ -307,12 +316,12 @@ func (s *DBStore) DueVirtualAccounts(ctx context.Context, now time.Time, limit i
 				return err
 			}
 			return s.event(ctx, tx, r.Owner, "virtual_account.funding."+after.Status, r.ID, now, after, before.Status)
-		})
+		}, failedRow("fiat_virtual_accounts", func(r VirtualAccountRecord) string { return r.ID }, failed))
 }
 
 // DueDeposits is the worker's round on the one-off deposits due at now.
-func (s *DBStore) DueDeposits(ctx context.Context, now time.Time, limit int, work func(context.Context, []DepositRecord) []Check) (int, error) {
-	return due(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, now, limit, work,
+func (s *DBStore) DueDeposits(ctx context.Context, now, until time.Time, limit int, work func(context.Context, []DepositRecord) []Check, failed Failed) (int, error) {
+	return due(ctx, s.db, "fiat_deposits", depositColumns, scanDeposit, now, until, limit, work,
 		func(ctx context.Context, tx pgx.Tx, r DepositRecord, c Check) error {
 			if _, err := tx.Exec(ctx, `UPDATE fiat_deposits SET next_check_at = $2,
 					transactions = COALESCE($3, transactions), changed_at = CASE WHEN $3::jsonb IS NULL THEN changed_at ELSE $4 END,
@@ -329,7 +338,7 @@ func (s *DBStore) DueDeposits(ctx context.Context, now time.Time, limit int, wor
 				r.Transactions = c.Transactions
 			}
 			return s.event(ctx, tx, r.Owner, "fiat_deposit."+lifecycle.Funded, r.ID, now, deposit(r), previous)
-		})
+		}, failedRow("fiat_deposits", func(r DepositRecord) string { return r.ID }, failed))
 }
 
 // transactionsArg is txs as the store keeps them (a JSON array), or nil

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/worker"
 )
@@ -32,12 +33,15 @@ type Worker struct {
 	svc     *service
 	pollMax time.Duration
 	loop    *worker.Loop
+	rows    *worker.Rows
+	now     time.Time // the round's
 }
 
 // NewWorker is the worker of svc (NewService's); a record in flight is
 // asked about at most every pollMax. Its rounds are counted in reg.
 func NewWorker(svc Service, pollMax time.Duration, log *slog.Logger, reg prometheus.Registerer) *Worker {
-	w := &Worker{svc: svc.(*service), pollMax: max(pollMax, worker.PollMin)}
+	w := &Worker{svc: svc.(*service), pollMax: max(pollMax, worker.PollMin), rows: worker.NewRows("fiat", log, reg)}
+	w.rows.Declare("fiat_accounts", "fiat_virtual_accounts", "fiat_deposits")
 	w.loop = worker.New("fiat", w.Round, log, reg)
 	return w
 }
@@ -56,22 +60,28 @@ func (w *Worker) Run(ctx context.Context) { w.loop.Run(ctx) }
 // returns how many it claimed.
 func (w *Worker) Round(ctx context.Context) (int, error) {
 	now := w.svc.created()
+	until := now.Add(worker.ProviderWait + 5*time.Second) // each row's lease while its call is out
 	store := w.svc.store
-	a, err := store.DueAccounts(ctx, now, worker.RoundSize, func(ctx context.Context, due []AccountRecord) []Check {
+	failed := func(table, id string, err error) time.Time {
+		n := w.rows.Streak(id)
+		w.rows.Failed(ctx, table, id, worker.DatabaseReason(err, database.IsRuleViolation), n, err)
+		return now.Add(worker.Backoff(n, time.Hour))
+	}
+	a, err := store.DueAccounts(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []AccountRecord) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r AccountRecord) Check { return w.account(ctx, r, now) })
-	})
+	}, failed)
 	if err != nil {
 		return a, err
 	}
-	v, err := store.DueVirtualAccounts(ctx, now, worker.RoundSize, func(ctx context.Context, due []VirtualAccountRecord) []Check {
+	v, err := store.DueVirtualAccounts(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []VirtualAccountRecord) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r VirtualAccountRecord) Check { return w.virtualAccount(ctx, r, now) })
-	})
+	}, failed)
 	if err != nil {
 		return a + v, err
 	}
-	d, err := store.DueDeposits(ctx, now, worker.RoundSize, func(ctx context.Context, due []DepositRecord) []Check {
+	d, err := store.DueDeposits(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []DepositRecord) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r DepositRecord) Check { return w.deposit(ctx, r, now) })
-	})
+	}, failed)
 	return a + v + d, err
 }
 

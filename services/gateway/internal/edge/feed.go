@@ -19,6 +19,8 @@ import (
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/partner"
 )
 
 // GET /v1/events (DESIGN §9): one feed over the four services that own
@@ -205,6 +207,20 @@ type sourcePage struct {
 	HasMore bool  `json:"hasMore"`
 }
 
+// inProgress is a service's 409 idempotency_in_progress: what it read is
+// not yet confirmed on a synchronous standby (DESIGN §6), and it said when
+// to ask again.
+type inProgress struct{ retryAfter int }
+
+func (e inProgress) Error() string {
+	return "not yet confirmed on a standby; retry after " + strconv.Itoa(e.retryAfter) + " s"
+}
+
+// errFeedInProgress is the page's answer when every service asked could
+// only say that: the partner retries after Retry-After, as with a status.
+var errFeedInProgress = envelope.New(envelope.CodeIdempotencyInProgress,
+	"The events after this cursor are not yet confirmed on a standby database. Retry the same request after Retry-After; nothing is skipped.")
+
 // errCursorExpired is a service's word that the cursor is past its
 // retention.
 var errCursorExpired = envelope.New(envelope.CodeCursorExpired,
@@ -231,15 +247,18 @@ func (f *feed) serve(w http.ResponseWriter, r *http.Request, c *call) {
 		wg.Go(func() { pages[i], errs[i] = f.ask(r.Context(), s, q.places[i], q, c) })
 	}
 	wg.Wait()
-	asked, answered := 0, 0
+	asked, answered, retryAfter := 0, 0, 0
 	for i, err := range errs {
+		var wait inProgress
 		switch {
 		case errors.Is(err, errCursorExpired):
 			c.code = f.g.refuse(w, errCursorExpired)
 			return
+		case errors.As(err, &wait):
+			retryAfter = max(retryAfter, wait.retryAfter)
 		case err != nil:
 			f.g.log.Warn("events feed: a service did not answer; its events come later", "upstream", f.sources[i].name,
-				"err", err, "request_id", c.requestID[0])
+				"err", err, "request_id", c.requestID[0], "trace_id", obs.TraceID(r.Context()))
 		}
 		if q.only == "" || q.only == f.sources[i].name {
 			asked++
@@ -249,15 +268,21 @@ func (f *feed) serve(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 	}
 	if asked > 0 && answered == 0 {
-		if r.Context().Err() != nil {
+		switch {
+		case r.Context().Err() != nil:
 			c.code = codeClientGone
 			w.WriteHeader(499)
-			return
+		case retryAfter > 0:
+			// The services are up, and waiting for a standby: the
+			// partner hears when to retry, as from a status call.
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			c.code = f.g.refuse(w, errFeedInProgress)
+		default:
+			c.code = f.g.refuse(w, envelope.Internal())
 		}
-		c.code = f.g.refuse(w, envelope.Internal())
 		return
 	}
-	f.answer(w, q, keyID, pages)
+	f.answer(w, q, keyID, pages, answered < asked)
 }
 
 // ask reads service s's page after place.
@@ -293,6 +318,12 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 		return nil, errors.New("answer too large")
 	case resp.StatusCode == http.StatusGone:
 		return nil, errCursorExpired
+	case resp.StatusCode == http.StatusConflict && resp.Header.Get(partner.HeaderErrorCode) == string(envelope.CodeIdempotencyInProgress):
+		n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || n < 1 || n > 60 {
+			n = 1
+		}
+		return nil, inProgress{retryAfter: n}
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("answered %d", resp.StatusCode)
 	}
@@ -308,8 +339,9 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 
 // answer merges the services' pages, oldest first (a service's events in
 // its order), up to the limit, and moves each service's place past what
-// the page holds of it.
-func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []*sourcePage) {
+// the page holds of it. unanswered: a service asked did not answer, so
+// more may follow (hasMore), whatever the others said.
+func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []*sourcePage, unanswered bool) {
 	places := append([]int64(nil), q.places...)
 	next := make([]int, len(pages)) // how many of each page are taken
 	var b strings.Builder
@@ -338,7 +370,7 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 		b.WriteString(`{"id":` + string(id) + `,"type":` + string(typ) + `,"createdAt":"` + e.CreatedAt.UTC().Format(time.RFC3339) +
 			`","data":` + string(e.Data) + `}`)
 	}
-	hasMore := false
+	hasMore := unanswered
 	for i, p := range pages {
 		if p == nil {
 			continue

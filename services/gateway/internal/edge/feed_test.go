@@ -108,7 +108,7 @@ func TestFeedMerge(t *testing.T) {
 		page(43, true, ev{41, at(3)}, ev{42, at(5)}), // orders: cut short
 	}
 	w := httptest.NewRecorder()
-	f.answer(w, q, "acme", pages)
+	f.answer(w, q, "acme", pages, true)
 	var got struct {
 		Data []struct {
 			ID string `json:"id"`
@@ -148,6 +148,16 @@ func TestFeedWhenServicesFail(t *testing.T) {
 		t.Cleanup(s.Close)
 		return s
 	}
+	stalled := func(string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Internal-Error-Code", "idempotency_in_progress")
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(409)
+			_, _ = w.Write([]byte(`{"error":{"code":"idempotency_in_progress","message":"not yet confirmed"}}`))
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
 	page := `{"events":[{"seq":5,"id":"evt_00000000000000000000000000000005","type":"order.completed","createdAt":"2026-11-27T12:00:00Z","data":{"object":{}}}],"through":5,"hasMore":false}`
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close() // refuses connections
@@ -162,6 +172,8 @@ func TestFeedWhenServicesFail(t *testing.T) {
 				target = serve(200, `{"events":[],"through":0,"hasMore":false}`).URL
 			case "gone":
 				target = serve(410, `{"error":{"code":"cursor_expired"}}`).URL
+			case "stalled":
+				target = stalled(answers[i]).URL
 			}
 			u, _ := url.Parse(target)
 			sources = append(sources, feedSource{name: name, target: u, rt: http.DefaultTransport})
@@ -177,10 +189,11 @@ func TestFeedWhenServicesFail(t *testing.T) {
 	w := get("empty", "down", "empty", "page")
 	var p struct {
 		Data       []json.RawMessage `json:"data"`
+		HasMore    bool              `json:"hasMore"`
 		NextCursor string            `json:"nextCursor"`
 	}
-	if err := json.Unmarshal(w.Body.Bytes(), &p); w.Code != 200 || err != nil || len(p.Data) != 1 {
-		t.Fatalf("fiat down: %d %s", w.Code, w.Body)
+	if err := json.Unmarshal(w.Body.Bytes(), &p); w.Code != 200 || err != nil || len(p.Data) != 1 || !p.HasMore {
+		t.Fatalf("fiat down: %d %s; want the others' page, and hasMore: fiat's events come later", w.Code, w.Body)
 	}
 	if places, ok := testFeed().decode(p.NextCursor, "acme", feedQuery{}); !ok || places[1] != 0 || places[3] != 5 {
 		t.Errorf("fiat down: places %v %v, want fiat's kept at 0 and orders' at 5", places, ok)
@@ -190,5 +203,14 @@ func TestFeedWhenServicesFail(t *testing.T) {
 	}
 	if w := get("down", "down", "down", "down"); w.Code != 500 || !strings.Contains(w.Body.String(), `"code":"internal"`) {
 		t.Errorf("every service down: %d %s", w.Code, w.Body)
+	}
+	// The standbys stall: each service says when to retry, and so does
+	// the page (never a 500 for a wait).
+	w = get("stalled", "stalled", "stalled", "stalled")
+	if w.Code != 409 || w.Header().Get("Retry-After") != "2" || !strings.Contains(w.Body.String(), `"code":"idempotency_in_progress"`) {
+		t.Errorf("every service waiting for its standby: %d %v %s, want 409 idempotency_in_progress with Retry-After 2", w.Code, w.Header(), w.Body)
+	}
+	if w := get("stalled", "empty", "empty", "page"); w.Code != 200 || !strings.Contains(w.Body.String(), `"hasMore":true`) {
+		t.Errorf("one service waiting for its standby: %d %s, want the others' page with hasMore", w.Code, w.Body)
 	}
 }

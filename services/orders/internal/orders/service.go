@@ -99,7 +99,8 @@ type Store interface {
 	Advance(ctx context.Context, id string, p Progress, at time.Time) (Record, error)
 	// Due is the worker's round: the orders due at now, each given what
 	// work makes of it, in one transaction.
-	Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []Record) []Check) (int, error)
+	Due(ctx context.Context, now, until time.Time, limit int, work func(ctx context.Context, due []Record) []Check,
+		failed func(id string, err error) time.Time) (int, error)
 	// Mint makes l its order's current link: the earlier ones stop counting.
 	Mint(ctx context.Context, l LinkRecord) error
 	Link(ctx context.Context, id string) (LinkRecord, error)

@@ -173,28 +173,30 @@ type Check struct {
 	Next     *time.Time
 }
 
-// Due claims up to limit orders due at now (the database's clock), oldest
-// due first, skipping those another replica holds, and writes what work
-// makes of each (checks[i] for due[i]), in one transaction
-// (database.Claim). It returns how many it claimed.
-func (s *DBStore) Due(ctx context.Context, now time.Time, limit int, work func(ctx context.Context, due []Record) []Check) (int, error) {
-	return database.Claim(ctx, s.db, `SELECT `+columns+` FROM orders WHERE next_check_at <= $1
-		ORDER BY next_check_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scan,
-		func(ctx context.Context, tx pgx.Tx, due []Record) error {
-			for i, c := range work(ctx, due) {
-				if c.Progress != nil {
-					if _, err := s.advance(ctx, tx, due[i].ID, *c.Progress, now); err != nil {
-						return err
-					}
-					if Final(c.Progress.Status) {
-						continue
-					}
-				}
-				if _, err := tx.Exec(ctx, `UPDATE orders SET next_check_at = $2 WHERE id = $1`, due[i].ID, c.Next); err != nil {
+// Due is the worker's round on the orders due at now (database.Round):
+// claimed in one short statement with a lease until until, worked by work
+// with no transaction open (its calls to the card provider hold no lock),
+// and each written in a savepoint of its own; an order whose write fails
+// is backed off alone, to when failed says, and the others are written.
+// It returns how many it claimed.
+func (s *DBStore) Due(ctx context.Context, now, until time.Time, limit int, work func(ctx context.Context, due []Record) []Check,
+	failed func(id string, err error) time.Time) (int, error) {
+	return database.Round(ctx, s.db, database.LeaseSQL("orders", columns), []any{now, limit, until}, scan, work,
+		func(ctx context.Context, tx pgx.Tx, r Record, c Check) error {
+			if c.Progress != nil {
+				if _, err := s.advance(ctx, tx, r.ID, *c.Progress, now); err != nil {
 					return err
 				}
+				if Final(c.Progress.Status) {
+					return nil // advance took it out of the queue
+				}
 			}
-			return nil
+			_, err := tx.Exec(ctx, `UPDATE orders SET next_check_at = $2 WHERE id = $1`, r.ID, c.Next)
+			return err
+		},
+		func(ctx context.Context, tx pgx.Tx, r Record, err error) error {
+			_, e := tx.Exec(ctx, `UPDATE orders SET next_check_at = $2 WHERE id = $1`, r.ID, failed(r.ID, err))
+			return e
 		})
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/worker"
 )
 
@@ -27,6 +28,7 @@ type Worker struct {
 	pollMax time.Duration
 	log     *slog.Logger
 	loop    *worker.Loop
+	rows    *worker.Rows
 	// forgotten are the orders the provider no longer has, logged once
 	// each (not once a round).
 	forgotten sync.Map
@@ -35,7 +37,8 @@ type Worker struct {
 // NewWorker is the worker of svc (NewService's); an order in flight is
 // asked about at most every pollMax. Its rounds are counted in reg.
 func NewWorker(svc Service, pollMax time.Duration, log *slog.Logger, reg prometheus.Registerer) *Worker {
-	w := &Worker{svc: svc.(*service), pollMax: pollMax, log: log}
+	w := &Worker{svc: svc.(*service), pollMax: pollMax, log: log, rows: worker.NewRows("orders", log, reg)}
+	w.rows.Declare("orders")
 	w.loop = worker.New("orders", w.Round, log, reg)
 	return w
 }
@@ -47,8 +50,13 @@ func (w *Worker) Run(ctx context.Context) { w.loop.Run(ctx) }
 // claimed.
 func (w *Worker) Round(ctx context.Context) (int, error) {
 	now := w.svc.now().UTC().Truncate(time.Microsecond)
-	return w.svc.store.Due(ctx, now, worker.RoundSize, func(ctx context.Context, due []Record) []Check {
+	until := now.Add(worker.ProviderWait + 5*time.Second) // each order's lease while its call is out
+	return w.svc.store.Due(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []Record) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r Record) Check { return w.check(ctx, r, now) })
+	}, func(id string, err error) time.Time {
+		n := w.rows.Streak(id)
+		w.rows.Failed(ctx, "orders", id, worker.DatabaseReason(err, database.IsRuleViolation), n, err)
+		return now.Add(worker.Backoff(n, time.Hour))
 	})
 }
 

@@ -97,6 +97,12 @@ type Payouts interface {
 	// IsDepositAddress reports whether address is one of our deposit
 	// addresses.
 	IsDepositAddress(ctx context.Context, address string) (bool, error)
+	// Hold binds quote quoteID to a beneficiary (its digest) in the
+	// system of record, before a keyed execution's claim.
+	Hold(ctx context.Context, quoteID, beneficiaryDigest string) error
+	// Held is the digest of the beneficiary quote quoteID is bound to
+	// ("" when none is).
+	Held(ctx context.Context, quoteID string) (string, error)
 }
 
 var (
@@ -147,6 +153,9 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 	}
 	if a.open {
 		p, err := s.execute(ctx, caller, a.quote, a.payee, req)
+		if errors.Is(err, ErrHeld) {
+			return Payout{}, errOtherPayee
+		}
 		if !errors.Is(err, ErrExpired) {
 			return p, err
 		}
@@ -241,6 +250,11 @@ func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRe
 	if err != nil || !a.open {
 		return
 	}
+	// In PostgreSQL first, where the claim will be: a failover that keeps
+	// the claim keeps this (WAL is ordered), whatever Redis keeps.
+	if err := s.payouts.Hold(ctx, a.id.String(), digest(a.payee.Fields)); err != nil {
+		s.log.WarnContext(ctx, "the quote's binding to its beneficiary was not written; Redis's mark stands alone", "err", err)
+	}
 	_, _ = s.book.Close(ctx, a.id, digest(a.payee.Fields))
 }
 
@@ -255,7 +269,13 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 	case err != nil:
 		return Payout{}, err
 	case !mine:
-		return Payout{}, errOtherPayee
+		// Redis's mark names another. The binding in PostgreSQL, where a
+		// keyed execution holds its quote, has the last word: a Redis that
+		// lost its mark in a failover, and took another's since, does not
+		// refuse the beneficiary the quote is bound to.
+		if held, err := s.payouts.Held(ctx, id.String()); err != nil || held != digest(payee.Fields) {
+			return Payout{}, errOtherPayee
+		}
 	}
 	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, req), func(stored Record) (Payout, error) {
 		if stored.KeyID != caller.KeyID {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/envelope"
@@ -27,7 +28,9 @@ import (
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/payout/internal/quote"
 	"github.com/partnerpay/api/testkit/pgtest"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 const goodIBAN = "DE89370400440532013000"
@@ -38,7 +41,7 @@ func capped(limit string) partner.Caller {
 	return c
 }
 
-func quoteFor(t *testing.T, svc Service, caller partner.Caller, req QuoteRequest) string {
+func quoteFor(t testing.TB, svc Service, caller partner.Caller, req QuoteRequest) string {
 	t.Helper()
 	q, err := svc.Quote(context.Background(), caller, req)
 	if err != nil {
@@ -509,3 +512,37 @@ type stats struct {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// The keyed binding survives a zone (DESIGN §6): a keyed execution binds
+// its quote to its beneficiary in PostgreSQL, before its claim; when the
+// zone with the Redis master is lost and a replica that lacks the quote's
+// closed mark is promoted, another beneficiary's execution of the quote is
+// still 409, and the first one's retry is its payout.
+func TestTheKeyedBindingSurvivesRedisLosingItsMark(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Open(t, migrationSets...)
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	c := &clock{t: time.Now()}
+	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
+		Payouts: NewStore(db, environment.Sandbox), Provider: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")})
+	ctx := context.Background()
+	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: strp("42")})
+	bob, carol := payUK(id, "Bob", "20-15-30", "93459012"), payUK(id, "Carol", "60-16-13", "31926819")
+
+	svc.Hold(ctx, acme, bob) // Bob's keyed execution, before its claim; then the zone is lost
+	marks, err := rdb.Keys(ctx, "*x:"+id).Result()
+	if err != nil || len(marks) != 1 {
+		t.Fatalf("the closed mark: %v %v", marks, err)
+	}
+	if err := rdb.Del(ctx, marks...).Err(); err != nil { // the promoted replica never had it
+		t.Fatal(err)
+	}
+	if _, err := svc.Execute(ctx, acme, carol); code(err) != "quote_already_executed" {
+		t.Fatalf("Carol's execution of Bob's bound quote, the mark lost: %v, want 409 quote_already_executed", err)
+	}
+	if p, err := svc.Execute(ctx, acme, bob); err != nil || p.Beneficiary.Name != "Bob" {
+		t.Fatalf("Bob's retry: %+v %v", p, err)
+	}
+}

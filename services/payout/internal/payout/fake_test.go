@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 )
@@ -35,6 +36,10 @@ type fakeProvider struct {
 	// hold, when set, holds each creation until it is closed (a provider
 	// taking its time), and held is told each time one is held.
 	hold, held chan struct{}
+	// settles: a payout taken over is completed at once (in its feed too).
+	settles bool
+	// latency: every call takes this long (a slow provider).
+	latency time.Duration
 }
 
 func newFakeProvider() *fakeProvider {
@@ -45,15 +50,16 @@ var errProviderDown = errors.New("bank provider: connection refused")
 
 func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout) (bankprovider.Payout, error) {
 	f.mu.Lock()
-	hold, held := f.hold, f.held
+	hold, held, latency := f.hold, f.held, f.latency
+	f.creates++
 	f.mu.Unlock()
+	time.Sleep(latency)
 	if hold != nil {
 		held <- struct{}{}
 		<-hold
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.creates++
 	if f.down {
 		return bankprovider.Payout{}, errProviderDown
 	}
@@ -62,6 +68,11 @@ func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout
 		f.payouts[in.Reference] = in
 		f.word[in.Reference] = bankprovider.Payout{ID: "po_" + in.Reference, Reference: in.Reference, Status: "processing"}
 		f.publish(f.word[in.Reference])
+		if f.settles {
+			f.word[in.Reference] = bankprovider.Payout{ID: "po_" + in.Reference, Reference: in.Reference, Status: "completed",
+				CompletedAt: "2026-11-29T12:00:00Z"}
+			f.publish(f.word[in.Reference])
+		}
 	}
 	if f.loseNext {
 		f.loseNext = false
@@ -177,4 +188,21 @@ func (f *fakeProvider) feeds() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fed
+}
+
+// creating is how many creations were asked for.
+func (f *fakeProvider) creating() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.creates
+}
+
+// lastChange is the id of the feed's last change.
+func (f *fakeProvider) lastChange() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.changes) == 0 {
+		return ""
+	}
+	return f.changes[len(f.changes)-1].ID
 }

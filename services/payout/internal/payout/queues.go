@@ -85,7 +85,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int, failed 
 		func(ctx context.Context, tx pgx.Tx, due []dueRow) error {
 			for _, d := range due {
 				c := Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}}
-				err := alone(ctx, tx, func(tx pgx.Tx) error { return s.apply(ctx, tx, d.id, lifecycle.PayoutAwaitingDeposit, c) })
+				err := database.Alone(ctx, tx, func(tx pgx.Tx) error { return s.apply(ctx, tx, d.id, lifecycle.PayoutAwaitingDeposit, c) })
 				if err == nil {
 					moved = append(moved, c)
 					continue
@@ -160,7 +160,7 @@ func (s *Store) ApplyChanges(ctx context.Context, owner, next string, at time.Ti
 		for _, ch := range changes {
 			var c Change
 			failures := 0
-			err := alone(ctx, tx, func(tx pgx.Tx) error {
+			err := database.Alone(ctx, tx, func(tx pgx.Tx) error {
 				tag, err := tx.Exec(ctx, `INSERT INTO payout_provider_changes (change_id, payout_id, applied_at) VALUES ($1, $2, $3)
 					ON CONFLICT (change_id) DO NOTHING`, ch.ID, ch.PayoutID, at)
 				if err != nil || tag.RowsAffected() == 0 {

@@ -49,7 +49,7 @@ func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
 
 // payout executes a new quote of amount for Ada, with a refund address
 // when one is given.
-func (f statusFixture) payout(t *testing.T, amount string, refundAddress ...string) Payout {
+func (f statusFixture) payout(t testing.TB, amount string, refundAddress ...string) Payout {
 	t.Helper()
 	id := quoteFor(t, f.svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp(amount)})
 	req := pay(id, "Ada Lovelace", goodIBAN)

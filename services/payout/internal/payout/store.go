@@ -291,7 +291,10 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 			return Payout{}, fmt.Errorf("insert payout: %w", err)
 		}
 		stored, err := s.ByQuote(ctx, p.QuoteID) // confirmed on the standby
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return Payout{}, ErrHeld // no payout of it, and not made: bound to another
+		case err != nil:
 			return Payout{}, fmt.Errorf("read the quote's payout: %w", err)
 		}
 		return answer(stored)
@@ -334,8 +337,9 @@ const insertSQL = `WITH p AS (
 		INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
 			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
 			quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15, $16, NULLIF($17, ''),
-			NULLIF($18, ''), $19, $20, $21)
+		SELECT $1, $2, $3, $4, $5, $6::bigint, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15::timestamptz,
+			$16::timestamptz, NULLIF($17, ''), NULLIF($18, ''), $19, $20::timestamptz, $21::timestamptz
+		WHERE NOT EXISTS (SELECT 1 FROM payout_quote_holds h WHERE h.quote_id = $2 AND h.beneficiary_digest <> $25)
 		ON CONFLICT (quote_id) DO NOTHING RETURNING id, key_id, created_at),
 	e AS (
 		INSERT INTO payout_events (id, key_id, type, object_id, created_at, data)
@@ -343,6 +347,39 @@ const insertSQL = `WITH p AS (
 			replace($24, '` + createdMark + `', to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'))::json
 		FROM p)
 	SELECT created_at FROM p`
+
+// ErrHeld is a payout refused because its quote is bound to another
+// beneficiary (payout_quote_holds): a keyed execution for that one holds it.
+var ErrHeld = errors.New("payout: the quote is bound to another beneficiary")
+
+// Hold binds the quote to a beneficiary (digest of its fields) before a
+// keyed execution claims its Idempotency-Key: one statement, committed on
+// its own (waiting for the synchronous standby), so a claim that survives
+// a failover has its binding too. A binding there already stays.
+func (s *Store) Hold(ctx context.Context, quoteID, beneficiaryDigest string) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO payout_quote_holds (quote_id, beneficiary_digest, held_at) VALUES ($1, $2, now())
+		ON CONFLICT (quote_id) DO NOTHING`, quoteID, beneficiaryDigest)
+	return err
+}
+
+// Held is the digest of the beneficiary quote quoteID is bound to, ""
+// when none is.
+func (s *Store) Held(ctx context.Context, quoteID string) (string, error) {
+	var d string
+	err := s.db.QueryRow(ctx, `SELECT beneficiary_digest FROM payout_quote_holds WHERE quote_id = $1`, quoteID).Scan(&d)
+	if errors.Is(err, database.ErrNoRows) {
+		return "", nil
+	}
+	return d, err
+}
+
+// ForgetHolds deletes up to a batch of the bindings older than before:
+// their quotes have long expired.
+func (s *Store) ForgetHolds(ctx context.Context, before time.Time) error {
+	_, err := s.db.Exec(ctx, `DELETE FROM payout_quote_holds WHERE quote_id IN (
+		SELECT quote_id FROM payout_quote_holds WHERE held_at < $1 ORDER BY held_at LIMIT 1000)`, before)
+	return err
+}
 
 // createdMark stands for a new payout's createdAt in its event's object,
 // until the insert knows it.
@@ -359,7 +396,8 @@ func (s *Store) insertArgs(p StoredPayout) ([]any, error) {
 	}
 	return []any{p.ID, p.QuoteID, p.KeyID, p.BeneficiaryName, string(p.Beneficiary), p.Chain, p.CryptoCurrency, p.FiatCurrency,
 		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt,
-		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt, events.NewID(), e.Type, string(e.Data)}, nil
+		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt, events.NewID(), e.Type, string(e.Data),
+		digest(p.Beneficiary)}, nil
 }
 
 // eventType is the event of a payout's move to status; refundEventType of
@@ -386,7 +424,10 @@ func (s *Store) insertPayout(ctx context.Context, tx pgx.Tx, p StoredPayout) (Re
 		return Record{}, fmt.Errorf("insert payout: %w", err)
 	}
 	stored, err := byQuote(ctx, tx, p.QuoteID)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Record{}, ErrHeld
+	case err != nil:
 		return Record{}, fmt.Errorf("read the quote's payout: %w", err)
 	}
 	return stored, nil
@@ -610,7 +651,7 @@ func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sen
 			return err
 		}
 		for _, d := range sending {
-			err := alone(ctx, tx, func(tx pgx.Tx) error { return s.sent(ctx, tx, d.ID, d.payout, sent(d.Refund), at) })
+			err := database.Alone(ctx, tx, func(tx pgx.Tx) error { return s.sent(ctx, tx, d.ID, d.payout, sent(d.Refund), at) })
 			if err != nil {
 				failed(d.ID, d.failures+1, err)
 				if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET failures = failures + 1, retry_at = $2 WHERE id = $1`,
@@ -640,23 +681,6 @@ func (s *Store) sent(ctx context.Context, tx pgx.Tx, id, payout, txHash string, 
 		return err
 	}
 	return Feed.Write(ctx, tx, e)
-}
-
-// alone runs fn in a savepoint of tx: what fn wrote stays when it returns
-// nil, and is undone alone when it fails, so one record's failure does
-// not undo the round's others (DESIGN §3, "Rows fail alone").
-func alone(ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) error) error {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := fn(sp); err != nil {
-		if rerr := sp.Rollback(ctx); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		return err
-	}
-	return sp.Commit(ctx)
 }
 
 // pageSQL is the statement of a page of limit payouts where where holds,

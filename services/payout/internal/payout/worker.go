@@ -84,8 +84,10 @@ const (
 	callLease = worker.ProviderWait + 5*time.Second
 	// feedPage is how many changes a page of the provider's feed holds.
 	feedPage = 100
-	// changesKept is how long an applied change's id is kept.
+	// changesKept is how long an applied change's id is kept; holdsKept a
+	// quote's binding to its beneficiary (its quote lives a minute).
 	changesKept = 30 * 24 * time.Hour
+	holdsKept   = 48 * time.Hour
 )
 
 // Queue names: the closed set of values of the queue label.
@@ -312,7 +314,8 @@ func (w *Worker) ChangesRound(ctx context.Context) (int, error) {
 	}
 	now := s.clock()
 	if now.Sub(w.lastForget) > time.Hour {
-		if _, err := w.store.ForgetChanges(ctx, now.Add(-changesKept)); err == nil {
+		_, err := w.store.ForgetChanges(ctx, now.Add(-changesKept))
+		if err = errors.Join(err, w.store.ForgetHolds(ctx, now.Add(-holdsKept))); err == nil {
 			w.lastForget = now
 		}
 	}

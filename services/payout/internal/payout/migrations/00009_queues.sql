@@ -114,6 +114,21 @@ CREATE TABLE payout_provider_changes (
 );
 CREATE INDEX payout_provider_changes_applied_at ON payout_provider_changes (applied_at);
 
+-- The keyed binding survives a zone (turn 6: with the primary and the
+-- Redis master lost together and a lagging Redis replica promoted, the
+-- quote's closed mark was gone and another beneficiary's execution took
+-- it). A keyed execution binds its quote to its beneficiary here, in a
+-- commit that waits for the synchronous standby, before it claims its
+-- Idempotency-Key: whatever survives of the claim, the binding survives
+-- too, and a payout of the quote to another beneficiary is refused by the
+-- insert itself. Kept two days (a quote lives a minute).
+CREATE TABLE payout_quote_holds (
+    quote_id           text        PRIMARY KEY,
+    beneficiary_digest text        NOT NULL,
+    held_at            timestamptz NOT NULL
+);
+CREATE INDEX payout_quote_holds_held_at ON payout_quote_holds (held_at);
+
 -- +goose Down
 -- +goose StatementBegin
 DO $$ BEGIN RAISE EXCEPTION 'payout migration 00009 (the worker''s queues) is not reversed'; END $$;
