@@ -61,6 +61,7 @@ type Stack struct {
 	GatewayURL    string
 	SandboxKey    string // set when the stack issued a first key
 	InternalToken string // the services' shared X-Internal-Token
+	ProviderKey   string // BANK_PROVIDER_KEY: the sandbox bank's API key
 	RedisURL      string
 	DatabaseURL   string // the services' DATABASE_URL
 	Services      map[string]*Process
@@ -146,6 +147,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		"BANK_PROVIDER_URL":      bankURL,
 		"SANDBOXBANK_PUBLIC_URL": bankURL,
 		"CONSENT_RETURN_URL":     gatewayURL + "/consent/return",
+		"SANDBOXBANK_NOTIFY_URL": gatewayURL + "/provider/notifications",
 		"ORDERS_RETURN_URL":      gatewayURL + "/orders/return",
 		// As compose and the chart run them (beside their GOMEMLIMIT): a
 		// collection when the heap has grown 4x, not 2x.
@@ -172,7 +174,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	for k, v := range env {
 		s.env = append(s.env, k+"="+v)
 	}
-	s.GatewayURL, s.InternalToken = gatewayURL, env["INTERNAL_TOKEN"]
+	s.GatewayURL, s.InternalToken, s.ProviderKey = gatewayURL, env["INTERNAL_TOKEN"], env["BANK_PROVIDER_KEY"]
 
 	if _, err := os.Stat(opts.KeysFile); errors.Is(err, os.ErrNotExist) {
 		key, err := s.issueSandboxKey(ctx)

@@ -199,7 +199,9 @@ func paged[T any](after *string, fetch func(after *string) ([]T, bool, *string, 
 // FollowEvents follows the key's events feed (GET /v1/events) from
 // params.StartingAfter (nil: from the oldest event kept) until ctx ends:
 // each page that holds events, oldest first, asking again at once while
-// the feed has more and every between polls when it has none. Handle a
+// the feed has more and every between polls when it has none (or when a
+// page came back empty though it has more: a service is behind, and its
+// events come later). Handle a
 // page's events, then keep its NextCursor: passed back as StartingAfter,
 // it resumes the feed after them, none skipped and none twice. An error
 // ends the iteration (a 410 cursor_expired: start again without a cursor
@@ -227,7 +229,7 @@ func (c *ClientWithResponses) FollowEvents(ctx context.Context, params *ListEven
 				return
 			}
 			p.StartingAfter = &page.NextCursor
-			if page.HasMore {
+			if page.HasMore && len(page.Data) > 0 {
 				continue
 			}
 			t := time.NewTimer(every)

@@ -3403,6 +3403,19 @@ type OrderReturnParams struct {
 	Status *string `form:"status,omitempty" json:"status,omitempty"`
 }
 
+// ProviderNotificationJSONBody defines parameters for ProviderNotification.
+type ProviderNotificationJSONBody struct {
+	// After The id of the feed's last change.
+	After *string `json:"after,omitempty"`
+	Type  *string `json:"type,omitempty"`
+}
+
+// ProviderNotificationParams defines parameters for ProviderNotification.
+type ProviderNotificationParams struct {
+	// ProviderSignature The provider's signature: t=<unix seconds>,v1=<hex>.
+	ProviderSignature *string `json:"Provider-Signature,omitempty"`
+}
+
 // BankPayoutParams defines parameters for BankPayout.
 type BankPayoutParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
@@ -3578,6 +3591,9 @@ type SandboxPayoutDepositParams struct {
 	// IdempotencyKey 1–255 printable ASCII characters. Kept 24 hours per key; a repeat with the same body gets the first answer again.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
+
+// ProviderNotificationJSONRequestBody defines body for ProviderNotification for application/json ContentType.
+type ProviderNotificationJSONRequestBody ProviderNotificationJSONBody
 
 // BankPayoutJSONRequestBody defines body for BankPayout for application/json ContentType.
 type BankPayoutJSONRequestBody = BankPayoutRequest
@@ -5292,6 +5308,32 @@ type ClientInterface interface {
 	// Corresponds with GET /orders/return (the `OrderReturn` operationId).
 	OrderReturn(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ProviderNotificationWithBody The bank provider's notification that its changes feed has news
+	//
+	// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+	// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+	// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+	// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+	// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+	ProviderNotificationWithBody(ctx context.Context, params *ProviderNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProviderNotification The bank provider's notification that its changes feed has news
+	//
+	// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+	// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+	// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+	// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+	// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+	ProviderNotification(ctx context.Context, params *ProviderNotificationParams, body ProviderNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// BankPayoutWithBody Execute a payout quote
 	//
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
@@ -6215,6 +6257,52 @@ func (c *Client) Health(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 // Corresponds with GET /orders/return (the `OrderReturn` operationId).
 func (c *Client) OrderReturn(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOrderReturnRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProviderNotificationWithBody The bank provider's notification that its changes feed has news
+//
+// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+func (c *Client) ProviderNotificationWithBody(ctx context.Context, params *ProviderNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProviderNotificationRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProviderNotification The bank provider's notification that its changes feed has news
+//
+// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+func (c *Client) ProviderNotification(ctx context.Context, params *ProviderNotificationParams, body ProviderNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProviderNotificationRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7738,6 +7826,61 @@ func NewOrderReturnRequest(server string, params *OrderReturnParams) (*http.Requ
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProviderNotificationRequest calls the generic ProviderNotification builder with application/json body
+func NewProviderNotificationRequest(server string, params *ProviderNotificationParams, body ProviderNotificationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProviderNotificationRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewProviderNotificationRequestWithBody constructs an http.Request for the ProviderNotification method, with any body, and a specified content type
+func NewProviderNotificationRequestWithBody(server string, params *ProviderNotificationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/provider/notifications")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.ProviderSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Provider-Signature", *params.ProviderSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Provider-Signature", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -9592,6 +9735,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /orders/return (the `OrderReturn` operationId).
 	OrderReturnWithResponse(ctx context.Context, params *OrderReturnParams, reqEditors ...RequestEditorFn) (*OrderReturnResponse, error)
 
+	// ProviderNotificationWithBodyWithResponse The bank provider's notification that its changes feed has news
+	//
+	// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+	// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+	// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+	// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+	// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+	ProviderNotificationWithBodyWithResponse(ctx context.Context, params *ProviderNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProviderNotificationResponse, error)
+
+	// ProviderNotificationWithResponse The bank provider's notification that its changes feed has news
+	//
+	// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+	// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+	// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+	// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+	// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+	ProviderNotificationWithResponse(ctx context.Context, params *ProviderNotificationParams, body ProviderNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*ProviderNotificationResponse, error)
+
 	// BankPayoutWithBodyWithResponse Execute a payout quote
 	//
 	// Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
@@ -10637,6 +10806,120 @@ func (r OrderReturnResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OrderReturnResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProviderNotificationResponse200Headers the declared response headers of an HTTP 200 response for ProviderNotification
+type ProviderNotificationResponse200Headers struct {
+	XRequestId string
+}
+
+// ProviderNotificationResponse400Headers the declared response headers of an HTTP 400 response for ProviderNotification
+type ProviderNotificationResponse400Headers struct {
+	XRequestId string
+}
+
+// ProviderNotificationResponse401Headers the declared response headers of an HTTP 401 response for ProviderNotification
+type ProviderNotificationResponse401Headers struct {
+	XRequestId string
+}
+
+// ProviderNotificationResponse413Headers the declared response headers of an HTTP 413 response for ProviderNotification
+type ProviderNotificationResponse413Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// ProviderNotificationResponse500Headers the declared response headers of an HTTP 500 response for ProviderNotification
+type ProviderNotificationResponse500Headers struct {
+	XRequestId string
+}
+
+type ProviderNotificationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Environment The deployment that answered.
+		Environment Environment `json:"environment"`
+		Received    bool        `json:"received"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error400
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error401
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ProviderNotificationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ProviderNotificationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ProviderNotificationResponse401Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ProviderNotificationResponse413Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ProviderNotificationResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProviderNotificationResponse) GetJSON200() *struct {
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+	Received    bool        `json:"received"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ProviderNotificationResponse) GetJSON400() *Error400 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ProviderNotificationResponse) GetJSON401() *Error401 {
+	return r.JSON401
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ProviderNotificationResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ProviderNotificationResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProviderNotificationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProviderNotificationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProviderNotificationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProviderNotificationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16448,6 +16731,44 @@ func (c *ClientWithResponses) OrderReturnWithResponse(ctx context.Context, param
 	return ParseOrderReturnResponse(rsp)
 }
 
+// ProviderNotificationWithBodyWithResponse The bank provider's notification that its changes feed has news
+//
+// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+func (c *ClientWithResponses) ProviderNotificationWithBodyWithResponse(ctx context.Context, params *ProviderNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProviderNotificationResponse, error) {
+	rsp, err := c.ProviderNotificationWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProviderNotificationResponse(rsp)
+}
+
+// ProviderNotificationWithResponse The bank provider's notification that its changes feed has news
+//
+// Not called by partners: the bank provider POSTs here, signed, when its changes feed has news, so the payout
+// service reads the feed at once rather than at its next read (a second later). Needs no key; the
+// `Provider-Signature` header (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`, under a secret derived
+// from the provider API key) is checked, and a notification more than 5 minutes from our clock is refused. A
+// notification carries no change: losing one loses nothing, and a forged one changes nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /provider/notifications (the `ProviderNotification` operationId).
+func (c *ClientWithResponses) ProviderNotificationWithResponse(ctx context.Context, params *ProviderNotificationParams, body ProviderNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*ProviderNotificationResponse, error) {
+	rsp, err := c.ProviderNotification(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProviderNotificationResponse(rsp)
+}
+
 // BankPayoutWithBodyWithResponse Execute a payout quote
 //
 // Executes a quote from `POST /v1/bank/payout/quote`, at most once and bound to its beneficiary: calling
@@ -17807,6 +18128,131 @@ func ParseOrderReturnResponse(rsp *http.Response) (*OrderReturnResponse, error) 
 		response.Headers410 = &headers
 	case rsp.StatusCode == 500:
 		var headers OrderReturnResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProviderNotificationResponse parses an HTTP response from a ProviderNotificationWithResponse call
+func ParseProviderNotificationResponse(rsp *http.Response) (*ProviderNotificationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProviderNotificationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Environment The deployment that answered.
+			Environment Environment `json:"environment"`
+			Received    bool        `json:"received"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error400
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error401
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ProviderNotificationResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ProviderNotificationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ProviderNotificationResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 413:
+		var headers ProviderNotificationResponse413Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 500:
+		var headers ProviderNotificationResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

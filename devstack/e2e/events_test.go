@@ -72,7 +72,9 @@ func (f *follower) poll() {
 		}
 		f.mu.Unlock()
 		f.cursor = p.NextCursor
-		if !p.HasMore {
+		// An empty page that has more is a service behind (down, or its
+		// standby stalled): its events come later, so come back later.
+		if !p.HasMore || len(p.Data) == 0 {
 			return
 		}
 	}

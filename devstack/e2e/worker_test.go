@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/partnerpay/api/pkg/bankprovider"
 )
 
 // Not parallel: see the package comment (one stack at a time).
@@ -388,5 +390,31 @@ func TestKillsLoseAndDoubleNothing(t *testing.T) {
 	}
 	if seen != len(ids) {
 		t.Errorf("%d payouts in the database, want %d", seen, len(ids))
+	}
+}
+
+// The bank provider's notifications (DESIGN §3) arrive through the
+// gateway's public route: a signed one is taken, and an unsigned, forged
+// or stale one is refused; none changes anything (a notification carries
+// no change: the feed is read from its place).
+func TestProviderNotificationsAreSignedAndFresh(t *testing.T) {
+	// Not parallel: a stack of its own (package e2e).
+	s := startStack(t)
+	body := `{"type":"changes.available","after":"chg_000000000000000000000001"}`
+	secret, now := bankprovider.NotifySecret(s.ProviderKey), time.Now()
+	for _, tt := range []struct {
+		name, signature string
+		status          int
+		want            string
+	}{
+		{"signed", bankprovider.Sign(secret, []byte(body), now), 200, `{"environment":"sandbox","received":true}`},
+		{"unsigned", "", 401, `"code":"unauthorized"`},
+		{"forged", bankprovider.Sign([]byte("a guess"), []byte(body), now), 401, `"code":"unauthorized"`},
+		{"stale", bankprovider.Sign(secret, []byte(body), now.Add(-10*time.Minute)), 400, `"code":"invalid_request"`},
+	} {
+		r := s.do("POST", "/provider/notifications", "", body, "Provider-Signature", tt.signature)
+		if r.Status != tt.status || !strings.Contains(r.Body, tt.want) || !strings.HasPrefix(r.Body, `{"environment":"sandbox"`) {
+			t.Errorf("%s: %d %s, want %d with %s", tt.name, r.Status, r.Body, tt.status, tt.want)
+		}
 	}
 }

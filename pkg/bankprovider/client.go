@@ -33,6 +33,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("bank provider: %d %s: %s [%s]", e.Status, e.Body.Error.Type, e.Body.Error.Message, strings.Join(fields, " "))
 }
 
+// ProviderAnswered reports that the provider answered: a refusal is no
+// failure of the provider (worker.Circuit).
+func (e *Error) ProviderAnswered() bool { return e.Status < 500 }
+
 // IsType reports whether err is a provider refusal of type t.
 func IsType(err error, t string) bool {
 	var pe *Error

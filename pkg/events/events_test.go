@@ -3,7 +3,9 @@ package events
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
@@ -295,4 +298,57 @@ func explain(b *testing.B, db *database.DB, query string) string {
 		b.Fatal(err)
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// BenchmarkPlacementDuringRetention writes events one at a time while
+// retention deletes a backlog of EVENTS_BACKLOG events past 30 days
+// (100,000 by default) in its own loop, and reports how long each new
+// event waits for its place: retention never delays placement.
+func BenchmarkPlacementDuringRetention(b *testing.B) {
+	backlog := 100_000
+	if v, err := strconv.Atoi(os.Getenv("EVENTS_BACKLOG")); err == nil && v > 0 {
+		backlog = v
+	}
+	db := pgtest.Open(b, feed.Migrations())
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `INSERT INTO test_events (id, key_id, type, object_id, created_at, data, seq)
+		SELECT 'evt_' || md5(i::text), 'old', 'payout.completed', 'bpo_' || i, now() - interval '40 days', '{"object":{}}', i
+		FROM generate_series(1, $1) i`, backlog); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE test_event_sequencer SET seq = $1`, backlog); err != nil {
+		b.Fatal(err)
+	}
+	loops := feed.Loop(db, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { loops.Run(lctx); close(done) }()
+	var waits []time.Duration
+	for b.Loop() {
+		e := event(b, "acme", "thing.new", "th_1", "")
+		start := time.Now()
+		write(b, db, e)
+		for {
+			var placed bool
+			if err := db.QueryRow(ctx, `SELECT bool_and(seq IS NOT NULL) FROM test_events WHERE key_id = 'acme'`).Scan(&placed); err != nil {
+				b.Fatal(err)
+			}
+			if placed {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		waits = append(waits, time.Since(start))
+	}
+	var left int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM test_events WHERE key_id = 'old'`).Scan(&left); err != nil {
+		b.Fatal(err)
+	}
+	stop()
+	<-done
+	slices.Sort(waits)
+	b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, "max-ms")
+	b.Logf("%d events placed while retention deleted %d of a %d-event backlog: p50 %s, max %s",
+		len(waits), backlog-left, backlog, waits[len(waits)/2], waits[len(waits)-1])
 }

@@ -69,6 +69,18 @@ func (c *Circuit) Answered() {
 	c.failures, c.until = 0, time.Time{}
 }
 
+// Observe records a call's outcome: no error, or an error that says the
+// provider answered (ProviderAnswered: a refusal), is an answer; any other
+// error (down, 5xx, a timeout) a failure.
+func (c *Circuit) Observe(err error) {
+	var a interface{ ProviderAnswered() bool }
+	if err == nil || errors.As(err, &a) && a.ProviderAnswered() {
+		c.Answered()
+		return
+	}
+	c.Failed()
+}
+
 // Failing reports whether the provider's last call failed.
 func (c *Circuit) Failing() bool {
 	c.mu.Lock()

@@ -34,13 +34,15 @@ type Worker struct {
 	pollMax time.Duration
 	loop    *worker.Loop
 	rows    *worker.Rows
-	now     time.Time // the round's
+	// circuit backs the provider off as a whole while its calls fail.
+	circuit *worker.Circuit
 }
 
 // NewWorker is the worker of svc (NewService's); a record in flight is
 // asked about at most every pollMax. Its rounds are counted in reg.
 func NewWorker(svc Service, pollMax time.Duration, log *slog.Logger, reg prometheus.Registerer) *Worker {
-	w := &Worker{svc: svc.(*service), pollMax: max(pollMax, worker.PollMin), rows: worker.NewRows("fiat", log, reg)}
+	w := &Worker{svc: svc.(*service), pollMax: max(pollMax, worker.PollMin), rows: worker.NewRows("fiat", log, reg),
+		circuit: worker.NewCircuit(nil)}
 	w.rows.Declare("fiat_accounts", "fiat_virtual_accounts", "fiat_deposits")
 	w.loop = worker.New("fiat", w.Round, log, reg)
 	return w
@@ -59,6 +61,11 @@ func (w *Worker) Run(ctx context.Context) { w.loop.Run(ctx) }
 // Round works the accounts, virtual accounts and deposits due now; it
 // returns how many it claimed.
 func (w *Worker) Round(ctx context.Context) (int, error) {
+	// A failing provider gets one probe at a time, each later (DESIGN §3).
+	limit := w.circuit.Calls(worker.RoundSize)
+	if limit == 0 {
+		return 0, nil
+	}
 	now := w.svc.created()
 	until := now.Add(worker.ProviderWait + 5*time.Second) // each row's lease while its call is out
 	store := w.svc.store
@@ -67,19 +74,19 @@ func (w *Worker) Round(ctx context.Context) (int, error) {
 		w.rows.Failed(ctx, table, id, worker.DatabaseReason(err, database.IsRuleViolation), n, err)
 		return now.Add(worker.Backoff(n, time.Hour))
 	}
-	a, err := store.DueAccounts(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []AccountRecord) []Check {
+	a, err := store.DueAccounts(ctx, now, until, limit, func(ctx context.Context, due []AccountRecord) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r AccountRecord) Check { return w.account(ctx, r, now) })
 	}, failed)
 	if err != nil {
 		return a, err
 	}
-	v, err := store.DueVirtualAccounts(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []VirtualAccountRecord) []Check {
+	v, err := store.DueVirtualAccounts(ctx, now, until, limit, func(ctx context.Context, due []VirtualAccountRecord) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r VirtualAccountRecord) Check { return w.virtualAccount(ctx, r, now) })
 	}, failed)
 	if err != nil {
 		return a + v, err
 	}
-	d, err := store.DueDeposits(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []DepositRecord) []Check {
+	d, err := store.DueDeposits(ctx, now, until, limit, func(ctx context.Context, due []DepositRecord) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r DepositRecord) Check { return w.deposit(ctx, r, now) })
 	}, failed)
 	return a + v + d, err
@@ -88,6 +95,7 @@ func (w *Worker) Round(ctx context.Context) (int, error) {
 // account reads an account's status from the provider.
 func (w *Worker) account(ctx context.Context, r AccountRecord, now time.Time) Check {
 	c, err := w.svc.provider.Customer(ctx, r.ProviderCustomerID)
+	w.circuit.Observe(err)
 	if err != nil {
 		return w.later(now, r.StatusAt, w.pollMax)
 	}
@@ -101,6 +109,7 @@ func (w *Worker) account(ctx context.Context, r AccountRecord, now time.Time) Ch
 // virtualAccount reads the transfers to a virtual account.
 func (w *Worker) virtualAccount(ctx context.Context, r VirtualAccountRecord, now time.Time) Check {
 	txs, err := w.svc.provider.Transactions(ctx, r.ProviderAccountID)
+	w.circuit.Observe(err)
 	if err != nil {
 		return w.later(now, r.ChangedAt, w.pollMax)
 	}
@@ -124,6 +133,7 @@ func (w *Worker) deposit(ctx context.Context, r DepositRecord, now time.Time) Ch
 		return Check{}
 	}
 	txs, err := w.svc.provider.DepositTransactions(ctx, r.ProviderInstructionID)
+	w.circuit.Observe(err)
 	if err != nil {
 		return w.later(now, r.ChangedAt, w.pollMax)
 	}

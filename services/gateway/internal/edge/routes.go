@@ -85,8 +85,9 @@ var Routes = []Route{
 	{"POST", "/v1/sandbox/payouts/expire", UpstreamPayout, partner.ProductBank, true, executeTimeout},
 }
 
-// PublicRoute is served without a key or a rate limit, for browsers: its
-// answer (a page, a redirect) passes through as the service made it.
+// PublicRoute is served without a key or a rate limit, for browsers and
+// for the providers' notifications: its answer (a page, a redirect, a
+// notification's receipt) passes through as the service made it.
 type PublicRoute struct {
 	Method, Path, Upstream string
 }
@@ -95,6 +96,9 @@ type PublicRoute struct {
 var Public = []PublicRoute{
 	{"GET", "/consent/return", UpstreamConsent},
 	{"GET", "/orders/return", UpstreamOrders},
+	// The bank provider's signed notification that its changes feed has
+	// news (DESIGN §3): the payout service checks the signature.
+	{"POST", "/provider/notifications", UpstreamPayout},
 }
 
 // publicTimeout is a public route's: the consent and order returns read the

@@ -29,6 +29,7 @@ type Worker struct {
 	log     *slog.Logger
 	loop    *worker.Loop
 	rows    *worker.Rows
+	circuit *worker.Circuit // backs the card provider off as a whole while it fails
 	// forgotten are the orders the provider no longer has, logged once
 	// each (not once a round).
 	forgotten sync.Map
@@ -37,7 +38,8 @@ type Worker struct {
 // NewWorker is the worker of svc (NewService's); an order in flight is
 // asked about at most every pollMax. Its rounds are counted in reg.
 func NewWorker(svc Service, pollMax time.Duration, log *slog.Logger, reg prometheus.Registerer) *Worker {
-	w := &Worker{svc: svc.(*service), pollMax: pollMax, log: log, rows: worker.NewRows("orders", log, reg)}
+	w := &Worker{svc: svc.(*service), pollMax: pollMax, log: log, rows: worker.NewRows("orders", log, reg),
+		circuit: worker.NewCircuit(nil)}
 	w.rows.Declare("orders")
 	w.loop = worker.New("orders", w.Round, log, reg)
 	return w
@@ -51,7 +53,11 @@ func (w *Worker) Run(ctx context.Context) { w.loop.Run(ctx) }
 func (w *Worker) Round(ctx context.Context) (int, error) {
 	now := w.svc.now().UTC().Truncate(time.Microsecond)
 	until := now.Add(worker.ProviderWait + 5*time.Second) // each order's lease while its call is out
-	return w.svc.store.Due(ctx, now, until, worker.RoundSize, func(ctx context.Context, due []Record) []Check {
+	limit := w.circuit.Calls(worker.RoundSize)            // one probe at a time while the provider fails
+	if limit == 0 {
+		return 0, nil
+	}
+	return w.svc.store.Due(ctx, now, until, limit, func(ctx context.Context, due []Record) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r Record) Check { return w.check(ctx, r, now) })
 	}, func(id string, err error) time.Time {
 		n := w.rows.Streak(id)
@@ -75,6 +81,7 @@ func (w *Worker) check(ctx context.Context, r Record, now time.Time) Check {
 		return Check{Next: &r.ExpiresAt}
 	}
 	po, err := w.svc.provider.CardOrder(ctx, r.ProviderID)
+	w.circuit.Observe(err)
 	switch {
 	case bankprovider.IsType(err, bankprovider.TypeResourceMissing) || bankprovider.IsType(err, bankprovider.TypeStateLost):
 		if _, seen := w.forgotten.LoadOrStore(r.ID, true); !seen {

@@ -95,8 +95,11 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: store,
 		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Worker: cfg.Worker, Log: s.Log})
 	// Every replica moves payouts on the provider's word and closes their
-	// deposit windows, whether or not anyone reads them.
-	go payout.NewWorker(svc, store, s.Log, s.Kit.Registry).Run(ctx)
+	// deposit windows, whether or not anyone reads them; the provider's
+	// signed notifications wake its reading of the changes feed.
+	w := payout.NewWorker(svc, store, s.Log, s.Kit.Registry)
+	go w.Run(ctx)
+	payout.NotificationRoute(mux, s.Env, bankprovider.NotifySecret(string(cfg.Provider.Key)), w.WakeChanges, db.Now, s.Log)
 	// Every replica places the events written (one at a time) and deletes
 	// the old ones (DESIGN §9).
 	go payout.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/serve"
@@ -35,6 +36,9 @@ type settings struct {
 	IdentityDelay   time.Duration `env:"SANDBOXBANK_IDENTITY_DELAY, default=0s"`
 	PayoutSettle    time.Duration `env:"SANDBOX_PAYOUT_SETTLE, default=3s"`
 	Latency         time.Duration `env:"SANDBOXBANK_LATENCY, default=0s"`
+	// Where it notifies that its changes feed has news (a signed POST,
+	// the gateway's /provider/notifications); empty: it notifies nobody.
+	NotifyURL config.URL `env:"SANDBOXBANK_NOTIFY_URL"`
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
@@ -56,5 +60,8 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	}
 	b := bank.New(bank.Config{PublicURL: public, LinkTTL: cfg.LinkTTL, SettlementDelay: cfg.SettlementDelay, IdentityDelay: cfg.IdentityDelay, PayoutSettle: cfg.PayoutSettle, Latency: cfg.Latency})
 	s.Log.Info("sandbox bank epoch", "epoch", b.Epoch(), "public_url", public)
+	if cfg.NotifyURL != "" {
+		go b.Notify(ctx, string(cfg.NotifyURL), bankprovider.NotifySecret(string(cfg.ProviderKey)), 200*time.Millisecond, s.Log)
+	}
 	return s.Serve(ctx, bank.NewHandler(b, string(cfg.ProviderKey), s.Log))
 }

@@ -139,6 +139,19 @@ func (b *Bank) publishAt(p *payout, at time.Time) {
 		Type: "payout.updated", CreatedAt: at.UTC().Format(time.RFC3339Nano), Payout: b.payoutViewAt(p, at)})
 }
 
+// Publish enters the changes whose time has come into the feed, and
+// answers the id of its last change ("" while it has none): the notifier
+// calls it, so the feed moves on when nobody reads it.
+func (b *Bank) Publish() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.publish()
+	if len(b.changes) == 0 {
+		return ""
+	}
+	return b.changes[len(b.changes)-1].ID
+}
+
 // MaxChanges is the most changes one page of the feed holds.
 const MaxChanges = 500
 
