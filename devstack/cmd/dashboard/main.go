@@ -248,10 +248,12 @@ func Dashboard() map[string]any {
 	b.series(18, 6, "Refunds owed", "Refunds not yet sent: awaiting the payout's refund address, or pending (being sent).", "none",
 		[2]string{`max by (status) (partnerapi_payout_refunds_owed{job="payout"})`, "{{status}}"})
 	b.row("workers (what moves payouts, funding and orders on the provider's word)")
-	b.series(0, 12, "Worker rounds by outcome", "Rounds of each replica's worker: worked (it claimed records), idle (none was due), failed (the database failed it; WorkerStalled pages when a replica finishes none for 5 minutes).", "ops",
-		[2]string{`sum by (job, instance, outcome) (rate(partnerapi_worker_rounds_total[$__rate_interval]))`, "{{job}} {{instance}} {{outcome}}"})
-	b.series(12, 12, "Payouts missing at the provider", "Checks that found a payout the provider had confirmed missing there (PayoutMissingAtProvider pages): never re-sent, never moved on that word.", "none",
-		[2]string{`sum by (job) (increase(partnerapi_payout_provider_missing_total[$__rate_interval])) or on() vector(0)`, "{{job}}"})
+	b.series(0, 8, "Worker rounds by outcome", "Rounds of each replica's workers and queues: worked (it claimed records), idle (none was due), failed (the database failed it; WorkerStalled pages when a replica finishes none for 5 minutes).", "ops",
+		[2]string{`sum by (job, worker, outcome) (rate(partnerapi_worker_rounds_total[$__rate_interval]))`, "{{job}} {{worker}} {{outcome}}"})
+	b.series(8, 8, "Records that failed alone", "Records a worker could not move, by queue and reason (refused: the database refused the write); each is backed off alone while the rest of its round moves.", "ops",
+		[2]string{`sum by (worker, queue, reason) (rate(partnerapi_worker_row_failures_total[$__rate_interval]))`, "{{worker}} {{queue}} {{reason}}"})
+	b.series(16, 8, "Payouts missing at the provider", "Payouts processing that the provider confirmed and no longer knows, now (PayoutMissingAtProvider pages): never re-sent, never moved on that word.", "none",
+		[2]string{`max by (job) (partnerapi_payout_provider_missing) or on() vector(0)`, "{{job}}"})
 	return map[string]any{
 		"uid":           "partner-api",
 		"title":         "Partner API",

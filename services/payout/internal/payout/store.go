@@ -353,13 +353,21 @@ const insertSQL = `WITH p AS (
 var ErrHeld = errors.New("payout: the quote is bound to another beneficiary")
 
 // Hold binds the quote to a beneficiary (digest of its fields) before a
-// keyed execution claims its Idempotency-Key: one statement, committed on
-// its own (waiting for the synchronous standby), so a claim that survives
-// a failover has its binding too. A binding there already stays.
+// keyed execution claims its Idempotency-Key, so a claim that survives a
+// failover has its binding too. A binding there already stays. Its commit
+// waits for the local flush only (synchronous_commit = local): WAL is
+// ordered, so the claim's commit, which waits for the synchronous standby,
+// is after it on every standby that has the claim; waiting for the
+// standby twice would only double a stalled standby's wait.
 func (s *Store) Hold(ctx context.Context, quoteID, beneficiaryDigest string) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO payout_quote_holds (quote_id, beneficiary_digest, held_at) VALUES ($1, $2, now())
-		ON CONFLICT (quote_id) DO NOTHING`, quoteID, beneficiaryDigest)
-	return err
+	return s.db.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = local`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO payout_quote_holds (quote_id, beneficiary_digest, held_at) VALUES ($1, $2, now())
+			ON CONFLICT (quote_id) DO NOTHING`, quoteID, beneficiaryDigest)
+		return err
+	})
 }
 
 // Held is the digest of the beneficiary quote quoteID is bound to, ""
