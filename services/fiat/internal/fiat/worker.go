@@ -42,7 +42,7 @@ type Worker struct {
 // asked about at most every pollMax. Its rounds are counted in reg.
 func NewWorker(svc Service, pollMax time.Duration, log *slog.Logger, reg prometheus.Registerer) *Worker {
 	w := &Worker{svc: svc.(*service), pollMax: max(pollMax, worker.PollMin), rows: worker.NewRows("fiat", log, reg),
-		circuit: worker.NewCircuit(nil)}
+		circuit: worker.NewCircuit(svc.(*service).now)}
 	w.rows.Declare("fiat_accounts", "fiat_virtual_accounts", "fiat_deposits")
 	w.loop = worker.New("fiat", w.Round, log, reg)
 	return w

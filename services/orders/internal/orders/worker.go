@@ -39,7 +39,7 @@ type Worker struct {
 // asked about at most every pollMax. Its rounds are counted in reg.
 func NewWorker(svc Service, pollMax time.Duration, log *slog.Logger, reg prometheus.Registerer) *Worker {
 	w := &Worker{svc: svc.(*service), pollMax: pollMax, log: log, rows: worker.NewRows("orders", log, reg),
-		circuit: worker.NewCircuit(nil)}
+		circuit: worker.NewCircuit(svc.(*service).now)}
 	w.rows.Declare("orders")
 	w.loop = worker.New("orders", w.Round, log, reg)
 	return w
