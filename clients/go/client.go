@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -201,38 +202,49 @@ func paged[T any](after *string, fetch func(after *string) ([]T, bool, *string, 
 // each page that holds events, oldest first, asking again at once while
 // the feed has more and every between polls when it has none (or when a
 // page came back empty though it has more: a service is behind, and its
-// events come later). Handle a
-// page's events, then keep its NextCursor: passed back as StartingAfter,
-// it resumes the feed after them, none skipped and none twice. An error
-// ends the iteration (a 410 cursor_expired: start again without a cursor
-// and reconcile with the lists).
+// events come later). Handle a page's events, then keep its NextCursor:
+// passed back as StartingAfter, it resumes the feed after them, none
+// skipped and none twice.
+//
+// A follower waits, never stops, for what passes: a 429 rate_limited or
+// a 409 idempotency_in_progress is asked again after its Retry-After, and
+// a 5xx or a network error after a wait that doubles from every up to 30
+// seconds, the cursor kept. Any other error ends the iteration (a 410
+// cursor_expired: start again without a cursor and reconcile with the
+// lists; a 401 or a 403: the key).
 func (c *ClientWithResponses) FollowEvents(ctx context.Context, params *ListEventsParams, every time.Duration, reqEditors ...RequestEditorFn) iter.Seq2[EventList, error] {
 	var p ListEventsParams
 	if params != nil {
 		p = *params
 	}
 	return func(yield func(EventList, error) bool) {
+		failures := 0
 		for {
+			wait := every
 			r, err := c.ListEventsWithResponse(ctx, &p, reqEditors...)
 			switch {
 			case ctx.Err() != nil:
 				return
-			case err != nil:
-				yield(EventList{}, err)
-				return
+			case err != nil || r.StatusCode() >= 500:
+				failures++
+				wait = backoff(every, failures) // the cursor is kept
+			case r.StatusCode() == http.StatusTooManyRequests || r.StatusCode() == http.StatusConflict:
+				wait = retryAfter(r.HTTPResponse, every)
 			case r.JSON200 == nil:
 				yield(EventList{}, ErrorOf(r.HTTPResponse, r.Body))
 				return
+			default:
+				failures = 0
+				page := *r.JSON200
+				if len(page.Data) > 0 && !yield(page, nil) {
+					return
+				}
+				p.StartingAfter = &page.NextCursor
+				if page.HasMore && len(page.Data) > 0 {
+					continue
+				}
 			}
-			page := *r.JSON200
-			if len(page.Data) > 0 && !yield(page, nil) {
-				return
-			}
-			p.StartingAfter = &page.NextCursor
-			if page.HasMore && len(page.Data) > 0 {
-				continue
-			}
-			t := time.NewTimer(every)
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -241,4 +253,25 @@ func (c *ClientWithResponses) FollowEvents(ctx context.Context, params *ListEven
 			}
 		}
 	}
+}
+
+// retryAfter is the answer's Retry-After (whole seconds, 1 to 60), or
+// every when it has none.
+func retryAfter(r *http.Response, every time.Duration) time.Duration {
+	if r != nil {
+		if n, err := strconv.Atoi(r.Header.Get("Retry-After")); err == nil && n >= 1 {
+			return time.Duration(min(n, 60)) * time.Second
+		}
+	}
+	return every
+}
+
+// backoff is the wait after the n-th failure in a row: every, doubled each
+// time, up to 30 seconds.
+func backoff(every time.Duration, n int) time.Duration {
+	d := max(every, 100*time.Millisecond)
+	for i := 1; i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
 }
