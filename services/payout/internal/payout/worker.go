@@ -192,31 +192,22 @@ func (w *Worker) ExpiryRound(ctx context.Context) (int, error) {
 
 // HandOverRound hands the payouts whose deposit arrived to the provider.
 func (w *Worker) HandOverRound(ctx context.Context) (int, error) {
-	s := w.svc
-	if s.provider == nil {
-		return 0, nil
-	}
-	calls := s.circuit.Calls(worker.RoundSize)
-	if calls == 0 {
-		return 0, nil
-	}
-	now := s.clock()
-	due, err := w.store.ClaimHandOvers(ctx, now, now.Add(callLease), calls)
-	if err != nil || len(due) == 0 {
-		return len(due), err
-	}
-	worker.Each(ctx, due, func(ctx context.Context, p StoredPayout) struct{} {
-		if err := s.handOver(ctx, p); err != nil {
-			w.failed(ctx, queueHandOver, p.ID, p.Failures+1, err)
-		}
-		return struct{}{}
-	})
-	return len(due), nil
+	return w.callRound(ctx, queueHandOver, w.store.ClaimHandOvers, w.svc.handOver)
 }
 
 // ReconcileRound asks the provider about the payouts whose change is
 // overdue, each on its own.
 func (w *Worker) ReconcileRound(ctx context.Context) (int, error) {
+	return w.callRound(ctx, queueReconcile, w.store.ClaimReconciles, w.reconcileOne)
+}
+
+// callRound is a round of a queue that calls the provider: it claims as
+// many due payouts as the provider's circuit allows (one at a time while
+// the provider fails), leased for the call's time, and calls and applies
+// each (one) side by side, with no lock held; one that fails is counted
+// and backed off alone.
+func (w *Worker) callRound(ctx context.Context, queue string, claim func(ctx context.Context, now, until time.Time, limit int) ([]StoredPayout, error),
+	one func(ctx context.Context, p StoredPayout) error) (int, error) {
 	s := w.svc
 	if s.provider == nil {
 		return 0, nil
@@ -226,13 +217,13 @@ func (w *Worker) ReconcileRound(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now := s.clock()
-	due, err := w.store.ClaimReconciles(ctx, now, now.Add(callLease), calls)
+	due, err := claim(ctx, now, now.Add(callLease), calls)
 	if err != nil || len(due) == 0 {
 		return len(due), err
 	}
 	worker.Each(ctx, due, func(ctx context.Context, p StoredPayout) struct{} {
-		if err := w.reconcileOne(ctx, p); err != nil {
-			w.failed(ctx, queueReconcile, p.ID, p.Failures+1, err)
+		if err := one(ctx, p); err != nil {
+			w.failed(ctx, queue, p.ID, p.Failures+1, err)
 		}
 		return struct{}{}
 	})
