@@ -2420,6 +2420,9 @@ type Event struct {
 
 		// PreviousStatus The status before the change; absent for a record just made.
 		PreviousStatus *string `json:"previousStatus,omitempty"`
+
+		// RefundId On a payout.refund.* event: which of the payout's refunds changed (its refundId in object.refunds).
+		RefundId *string `json:"refundId,omitempty"`
 	} `json:"data"`
 	Id   string    `json:"id"`
 	Type EventType `json:"type"`

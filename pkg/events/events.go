@@ -116,6 +116,21 @@ func New(env environment.Name, keyID, typ, id string, at time.Time, object any, 
 	return Event{KeyID: keyID, Type: typ, ObjectID: id, At: at.UTC(), Data: b.Bytes()}, nil
 }
 
+// With is e with one more member of its data: name, a string value (a
+// refund event's refundId: which of the object's refunds it is about).
+func (e Event) With(name, value string) Event {
+	if len(e.Data) < 2 || e.Data[len(e.Data)-1] != '}' {
+		return e
+	}
+	n, _ := json.Marshal(name)
+	v, _ := json.Marshal(value)
+	data := make([]byte, 0, len(e.Data)+len(n)+len(v)+2)
+	data = append(data, e.Data[:len(e.Data)-1]...)
+	data = append(append(append(append(data, ','), n...), ':'), v...)
+	e.Data = append(data, '}')
+	return e
+}
+
 // Write inserts evs in tx: the transaction of the change they describe.
 func (f Feed) Write(ctx context.Context, tx pgx.Tx, evs ...Event) error {
 	if len(evs) == 0 {

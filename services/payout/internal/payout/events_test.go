@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,9 +61,15 @@ func TestEveryChangeWritesItsEvent(t *testing.T) {
 				Status      string `json:"status"`
 			} `json:"object"`
 			PreviousStatus string `json:"previousStatus"`
+			RefundID       string `json:"refundId"`
 		}
 		if err := json.Unmarshal(e.Data, &d); err != nil || d.Object.PayoutID != p.PayoutID || d.Object.Environment != "sandbox" {
 			t.Fatalf("%s: %s %v", e.Type, e.Data, err)
+		}
+		// A refund's event names its refund; no other event has one.
+		isRefund := strings.HasPrefix(e.Type, "payout.refund.")
+		if isRefund != strings.HasPrefix(d.RefundID, "rf_") || (isRefund && !strings.Contains(string(e.Data), `"refundId":"`+d.RefundID+`"`)) {
+			t.Errorf("%s: refundId %q", e.Type, d.RefundID)
 		}
 		got = append(got, seen{e.Type, d.PreviousStatus, d.Object.Status})
 	}
@@ -86,7 +93,7 @@ func TestEveryChangeWritesItsEvent(t *testing.T) {
 	all := f.feed(t, acme.KeyID)
 	st := f.status(t, p.PayoutID)
 	body, _ := json.Marshal(st)
-	want2 := `{"object":{"environment":"sandbox",` + string(body[1:]) + `,"previousStatus":"pending"}`
+	want2 := `{"object":{"environment":"sandbox",` + string(body[1:]) + `,"previousStatus":"pending","refundId":"` + st.Refunds[0].RefundID + `"}`
 	if last := all[len(all)-1]; string(last.Data) != want2 {
 		t.Errorf("the last event's data:\n got %s\nwant %s", last.Data, want2)
 	}

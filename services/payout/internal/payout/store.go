@@ -566,14 +566,15 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Cha
 			status = st.To
 		}
 		if st.RefundAddress != "" {
-			for range pending {
-				what = append(what, happened{refundEventType(lifecycle.RefundPending), lifecycle.RefundAwaitingAddress, "", st.At})
+			for _, refund := range pending {
+				what = append(what, happened{refundEventType(lifecycle.RefundPending), lifecycle.RefundAwaitingAddress, refund, st.At})
 			}
 		}
 	}
 	for _, r := range c.Refunds {
 		what = append(what, happened{"", "", r.ID, r.CreatedAt}) // made owed, if it was (once per cause)
 	}
+	// A refund's event says which refund it is about (data.refundId).
 	if len(what) == 0 {
 		return nil
 	}
@@ -584,7 +585,7 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Cha
 	object := s.view.status(r)
 	evs := make([]events.Event, 0, len(what))
 	for _, h := range what {
-		if h.refund != "" {
+		if h.refund != "" && h.typ == "" {
 			i := slices.IndexFunc(r.Refunds, func(f Refund) bool { return f.ID == h.refund })
 			if i < 0 {
 				continue // owed already, for the same cause: no new refund
@@ -594,6 +595,9 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Cha
 		e, err := events.New(s.view.env, r.KeyID, h.typ, id, h.at, object, h.previous)
 		if err != nil {
 			return err
+		}
+		if h.refund != "" {
+			e = e.With("refundId", h.refund)
 		}
 		evs = append(evs, e)
 	}
@@ -688,7 +692,7 @@ func (s *Store) sent(ctx context.Context, tx pgx.Tx, id, payout, txHash string, 
 	if err != nil {
 		return err
 	}
-	return Feed.Write(ctx, tx, e)
+	return Feed.Write(ctx, tx, e.With("refundId", id))
 }
 
 // pageSQL is the statement of a page of limit payouts where where holds,
