@@ -111,16 +111,6 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			s.Stop()
 		}
 	}()
-	if err := s.startRedis(); err != nil {
-		return nil, err
-	}
-	if err := s.startDatabase(ctx); err != nil {
-		return nil, err
-	}
-	secrets, err := loadSecrets(filepath.Join(opts.StateDir, "secrets.env"))
-	if err != nil {
-		return nil, err
-	}
 	svcs := map[string]Service{}
 	for _, b := range Binaries {
 		name, d := b.Name, Service{Name: b.Name, Addr: b.Addr, AdminAddr: b.AdminAddr}
@@ -134,6 +124,22 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			d.AdminAddr = a
 		}
 		svcs[name] = d
+	}
+	// A second stack on the same fixed ports would print a key the first
+	// stack's gateway refuses, then restart its services forever: say so,
+	// before anything is started or printed.
+	if err := portsFree(svcs); err != nil {
+		return nil, err
+	}
+	if err := s.startRedis(); err != nil {
+		return nil, err
+	}
+	if err := s.startDatabase(ctx); err != nil {
+		return nil, err
+	}
+	secrets, err := loadSecrets(filepath.Join(opts.StateDir, "secrets.env"))
+	if err != nil {
+		return nil, err
 	}
 	gatewayURL := "http://" + svcs["gateway"].Addr
 	bankURL := "http://" + svcs["sandboxbank"].Addr
@@ -195,6 +201,25 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// portsFree checks that every fixed address of the stack can be listened
+// on: the first that cannot is named, with the variable that moves it.
+func portsFree(svcs map[string]Service) error {
+	for _, name := range serviceOrder {
+		svc := svcs[name]
+		for _, a := range []struct{ addr, env string }{{svc.Addr, strings.ToUpper(name) + "_ADDR"}, {svc.AdminAddr, strings.ToUpper(name) + "_ADMIN_ADDR"}} {
+			if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "0" {
+				continue
+			}
+			l, err := net.Listen("tcp", a.addr)
+			if err != nil {
+				return fmt.Errorf("%s (%s) is in use: another stack (a second make run?) or another program holds it; stop it, or set %s to a free address", a.addr, name, a.env)
+			}
+			l.Close()
+		}
+	}
+	return nil
 }
 
 func (s *Stack) startRedis() error {

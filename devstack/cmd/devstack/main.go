@@ -43,7 +43,20 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err := config.Load(getenv, &cfg); err != nil {
 		return err
 	}
+	// Every service's address may be moved (a second stack beside the
+	// first): <SERVICE>_ADDR and <SERVICE>_ADMIN_ADDR.
+	ports := map[string]string{}
+	for _, name := range devstack.Names() {
+		up := strings.ToUpper(name)
+		if v := getenv(up + "_ADDR"); v != "" && name != "gateway" {
+			ports[name] = v
+		}
+		if v := getenv(up + "_ADMIN_ADDR"); v != "" {
+			ports[name+"_admin"] = v
+		}
+	}
 	s, err := devstack.Start(ctx, devstack.Options{
+		Ports:           ports,
 		Env:             map[string]string{"SHUTDOWN_DRAIN": cfg.ShutdownDrain},
 		BinDir:          cfg.BinDir,
 		KeysFile:        cfg.KeysFile,
