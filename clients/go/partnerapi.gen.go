@@ -1885,7 +1885,7 @@ type BankPayoutStatusRequest struct {
 
 // BankPayoutValidateRequest defines model for BankPayoutValidateRequest.
 type BankPayoutValidateRequest struct {
-	// Beneficiary The beneficiary to check, as execution would take it. Any object is accepted here, and each of its problems is answered in `errors`.
+	// Beneficiary The beneficiary to check, as execution would take it (the quote's rail's fields, `SepaBeneficiary` … `SwiftBeneficiary`). Any object is accepted here, and each of its problems (an unknown field, a null, a wrong value) is answered in `errors`.
 	Beneficiary map[string]interface{} `json:"beneficiary"`
 	QuoteId     string                 `json:"quoteId"`
 }

@@ -39,6 +39,16 @@ func TestValidateBeforeAnyoneDeposits(t *testing.T) {
 			t.Errorf("%s: %d %s, want %s", name, r.Status, r.Body, want)
 		}
 	}
+	// A null in the beneficiary is one of its problems, not a refused body.
+	for what, beneficiary := range map[string]string{
+		"a null name":    `{"name":null,"iban":"DE89370400440532013000"}`,
+		"a null address": `{"name":"Ada","iban":"DE89370400440532013000","bic":null}`,
+	} {
+		r := validate(acme, q, beneficiary)
+		if r.Status != 200 || !strings.HasPrefix(r.Body, `{"environment":"sandbox","valid":false,"errors":[{"field":"beneficiary`) {
+			t.Errorf("%s: %d %s, want 200 with the problem in errors", what, r.Status, r.Body)
+		}
+	}
 	if r := validate(acme, q, `{"name":"Ada","iban":"DE89370400440532013000"}`); r.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("a validation replayed: %v", r.Header)
 	}

@@ -75,7 +75,19 @@ func Bytes(body []byte, dst any) error {
 	if err := json.Unmarshal(body, dst, json.RejectUnknownMembers(true)); err != nil {
 		return explain(err)
 	}
-	return noNulls(body)
+	under := ""
+	if n, ok := dst.(NullsReported); ok {
+		under = n.NullsReportedUnder()
+	}
+	return noNulls(body, under)
+}
+
+// NullsReported is a request whose members under a JSON pointer prefix
+// (such as /beneficiary/) take nulls, because the service reports each as
+// a problem of its own (POST /v1/bank/payout/validate lists every problem
+// of a beneficiary, a null one included) rather than refuse the body.
+type NullsReported interface {
+	NullsReportedUnder() string
 }
 
 func explain(err error) error {
@@ -110,18 +122,23 @@ func explain(err error) error {
 	return envelope.InvalidRequest("Request body is not valid JSON.")
 }
 
-// noNulls refuses a null anywhere in the body: a schema validator reads
+// noNulls refuses a null anywhere in the body (but under the pointer
+// prefix under, when it is not ""): a schema validator reads
 // {"fiatAmount": null} as a string field holding a non-string, and so do we.
-func noNulls(body []byte) error {
+func noNulls(body []byte, under string) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(body))
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return nil // the body already decoded; EOF is the end
 		}
-		if tok.Kind() == 'n' {
-			return envelope.InvalidRequest("Field " + field(dec.StackPointer()) + " must not be null; leave it out instead.")
+		if tok.Kind() != 'n' {
+			continue
 		}
+		if under != "" && strings.HasPrefix(string(dec.StackPointer()), under) {
+			continue
+		}
+		return envelope.InvalidRequest("Field " + field(dec.StackPointer()) + " must not be null; leave it out instead.")
 	}
 }
 

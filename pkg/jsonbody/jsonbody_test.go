@@ -113,3 +113,26 @@ func TestIsJSON(t *testing.T) {
 		}
 	}
 }
+
+type reportsNulls struct {
+	A *string        `json:"a"`
+	B map[string]any `json:"b"`
+}
+
+func (reportsNulls) NullsReportedUnder() string { return "/b/" }
+
+// A request that reports nulls under a member takes them there (the
+// service lists each as a problem), and nowhere else.
+func TestNullsUnderAReportingMember(t *testing.T) {
+	t.Parallel()
+	for body, ok := range map[string]bool{
+		`{"b":{"x":null,"y":{"z":null}}}`: true,
+		`{"a":null,"b":{}}`:               false,
+		`{"b":null}`:                      false,
+	} {
+		var dst reportsNulls
+		if err := Bytes([]byte(body), &dst); (err == nil) != ok {
+			t.Errorf("%s: %v, want taken %v", body, err, ok)
+		}
+	}
+}

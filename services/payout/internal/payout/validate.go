@@ -30,6 +30,11 @@ type ValidateRequest struct {
 	Beneficiary json.RawMessage `json:"beneficiary"`
 }
 
+// NullsReportedUnder lets a null in the beneficiary through the body's
+// decoding: validation reports it as one of its problems (an errors item
+// naming the field), as it does every other.
+func (ValidateRequest) NullsReportedUnder() string { return "/beneficiary/" }
+
 // Validation is BankPayoutValidation less environment.
 type Validation struct {
 	Valid     bool                  `json:"valid"`
