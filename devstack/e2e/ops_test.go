@@ -433,6 +433,22 @@ func TestWithoutAnExporterTheTraceIDStillReachesEveryLog(t *testing.T) {
 			t.Errorf("no log line with %s and the caller's trace id", want)
 		}
 	}
+	// The gateway's line for a service that did not answer carries it too.
+	s.Services["fiat"].Stop()
+	const failedTrace = "6bf92f3577b34da6a3ce929d0e0e4738"
+	if r := s.do("POST", "/v1/fiat/accounts", key, onboardBody("bea@example.com"), "traceparent", "00-"+failedTrace+"-00f067aa0ba902b7-01"); r.Status != 500 {
+		t.Fatalf("with fiat stopped: %d %s", r.Status, r.Body)
+	}
+	if !eventually(3*time.Second, func() bool {
+		for _, line := range strings.Split(s.logs.String(), "\n") {
+			if strings.Contains(line, `"msg":"upstream failed`) && strings.Contains(line, `"trace_id":"`+failedTrace+`"`) {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Error("the gateway's upstream failed line lacks the caller's trace id")
+	}
 }
 
 // TestAnUnreachableCollectorIsLoggedNotFatal: spans that cannot be exported

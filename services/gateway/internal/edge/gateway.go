@@ -195,7 +195,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				} else {
 					upstream := g.upstreamOf(r)
 					g.count(func(m *Metrics) { m.upstreamErrors.WithLabelValues(upstream).Inc() })
-					g.log.Error("upstream answer broke off", "upstream", upstream, "request_id", requestID)
+					g.log.Error("upstream answer broke off", "upstream", upstream, "request_id", requestID, "trace_id", obs.TraceID(r.Context()))
 				}
 				g.logRequest(r, sw.Status(), code, keyID, requestID, start)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
@@ -246,9 +247,10 @@ func (g *Gateway) proxyError(w http.ResponseWriter, c *call, upstream string, er
 	case errors.Is(err, errCircuitOpen):
 		// Said once, when the circuit opened; every call is not news.
 	case errors.Is(err, context.DeadlineExceeded):
-		g.log.Error("upstream failed: no answer within the route's timeout", "upstream", upstream, "request_id", c.requestID[0])
+		g.log.Error("upstream failed: no answer within the route's timeout", "upstream", upstream, "request_id", c.requestID[0],
+			"trace_id", obs.TraceID(c))
 	default:
-		g.log.Error("upstream failed", "upstream", upstream, "err", err, "request_id", c.requestID[0])
+		g.log.Error("upstream failed", "upstream", upstream, "err", err, "request_id", c.requestID[0], "trace_id", obs.TraceID(c))
 	}
 	c.code = g.refuse(w, envelope.Internal())
 }
