@@ -370,14 +370,14 @@ func LeaseSQL(table, columns string) string {
 //     with no transaction open, so a partner's write to those rows never
 //     waits for the provider;
 //  3. apply: one transaction writes each row's outcome (write) in a
-//     savepoint of its own; a row whose write fails is undone alone and
-//     handed to failed, which may write its backoff in tx, and every
-//     other row of the round is written.
+//     savepoint of its own, and hands settled each row with how its write
+//     went: a row whose write failed is undone alone (settled may write
+//     its backoff in tx), and every other row of the round is written.
 //
 // It returns how many rows it claimed.
 func Round[R, C any](ctx context.Context, db *DB, lease string, args []any, scan func(pgx.Row) (R, error),
 	work func(context.Context, []R) []C, write func(ctx context.Context, tx pgx.Tx, r R, c C) error,
-	failed func(ctx context.Context, tx pgx.Tx, r R, err error) error) (int, error) {
+	settled func(ctx context.Context, tx pgx.Tx, r R, err error) error) (int, error) {
 	rows, err := db.pool.Query(ctx, lease, args...)
 	if err != nil {
 		return 0, err
@@ -392,10 +392,7 @@ func Round[R, C any](ctx context.Context, db *DB, lease string, args []any, scan
 	err = db.Tx(actx, func(tx pgx.Tx) error {
 		for i, c := range outcomes {
 			err := Alone(actx, tx, func(tx pgx.Tx) error { return write(actx, tx, due[i], c) })
-			if err == nil {
-				continue
-			}
-			if err := failed(actx, tx, due[i], err); err != nil {
+			if err := settled(actx, tx, due[i], err); err != nil {
 				return err
 			}
 		}

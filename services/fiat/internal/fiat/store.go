@@ -257,23 +257,28 @@ type Check struct {
 // due is one worker round on table's rows due at now (database.Round):
 // claimed with a lease until until, worked by work (its provider calls
 // made with no transaction open), each written by write in a savepoint of
-// its own; a row whose write fails is handed to failed, and the others are
-// written.
+// its own; each row is handed to failed with how its write went, and one
+// that failed is backed off alone while the others are written.
 func due[R any](ctx context.Context, db *database.DB, table, columns string, scan func(pgx.Row) (R, error),
 	now, until time.Time, limit int, work func(context.Context, []R) []Check, write func(ctx context.Context, tx pgx.Tx, r R, c Check) error,
 	failed func(ctx context.Context, tx pgx.Tx, r R, err error) error) (int, error) {
 	return database.Round(ctx, db, database.LeaseSQL(table, columns), []any{now, limit, until}, scan, work, write, failed)
 }
 
-// Failed is the worker's word on a row it could not write: its table and
-// id, why, and when it is next due (its backoff, alone).
+// Failed is the worker's word on each row of a round once written: its
+// table and id, and the error its write failed with (nil: it moved). For a
+// failure it answers when the row is next due (its backoff, alone).
 type Failed func(table, id string, err error) time.Time
 
-// failedRow writes a row's backoff, as failed says, in the round's
-// transaction.
+// failedRow hands each row of a round to failed, and writes the backoff of
+// one whose write failed in the round's transaction.
 func failedRow[R any](table string, id func(R) string, failed Failed) func(context.Context, pgx.Tx, R, error) error {
 	return func(ctx context.Context, tx pgx.Tx, r R, err error) error {
-		_, e := tx.Exec(ctx, `UPDATE `+table+` SET next_check_at = $2 WHERE id = $1`, id(r), failed(table, id(r), err))
+		next := failed(table, id(r), err)
+		if err == nil {
+			return nil
+		}
+		_, e := tx.Exec(ctx, `UPDATE `+table+` SET next_check_at = $2 WHERE id = $1`, id(r), next)
 		return e
 	}
 }

@@ -70,6 +70,10 @@ func (w *Worker) Round(ctx context.Context) (int, error) {
 	until := now.Add(worker.ProviderWait + 5*time.Second) // each row's lease while its call is out
 	store := w.svc.store
 	failed := func(table, id string, err error) time.Time {
+		if err == nil {
+			w.rows.Moved(id) // its failures in a row end
+			return time.Time{}
+		}
 		n := w.rows.Streak(id)
 		w.rows.Failed(ctx, table, id, worker.DatabaseReason(err, database.IsRuleViolation), n, err)
 		return now.Add(worker.Backoff(n, time.Hour))

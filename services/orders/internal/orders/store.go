@@ -176,8 +176,9 @@ type Check struct {
 // Due is the worker's round on the orders due at now (database.Round):
 // claimed in one short statement with a lease until until, worked by work
 // with no transaction open (its calls to the card provider hold no lock),
-// and each written in a savepoint of its own; an order whose write fails
-// is backed off alone, to when failed says, and the others are written.
+// and each written in a savepoint of its own; each order is handed to
+// failed with how its write went (nil: it moved), and one that failed is
+// backed off alone, to when failed says, while the others are written.
 // It returns how many it claimed.
 func (s *DBStore) Due(ctx context.Context, now, until time.Time, limit int, work func(ctx context.Context, due []Record) []Check,
 	failed func(id string, err error) time.Time) (int, error) {
@@ -195,7 +196,11 @@ func (s *DBStore) Due(ctx context.Context, now, until time.Time, limit int, work
 			return err
 		},
 		func(ctx context.Context, tx pgx.Tx, r Record, err error) error {
-			_, e := tx.Exec(ctx, `UPDATE orders SET next_check_at = $2 WHERE id = $1`, r.ID, failed(r.ID, err))
+			next := failed(r.ID, err)
+			if err == nil {
+				return nil
+			}
+			_, e := tx.Exec(ctx, `UPDATE orders SET next_check_at = $2 WHERE id = $1`, r.ID, next)
 			return e
 		})
 }

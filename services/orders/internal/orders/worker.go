@@ -60,6 +60,10 @@ func (w *Worker) Round(ctx context.Context) (int, error) {
 	return w.svc.store.Due(ctx, now, until, limit, func(ctx context.Context, due []Record) []Check {
 		return worker.Each(ctx, due, func(ctx context.Context, r Record) Check { return w.check(ctx, r, now) })
 	}, func(id string, err error) time.Time {
+		if err == nil {
+			w.rows.Moved(id) // its failures in a row end
+			return time.Time{}
+		}
 		n := w.rows.Streak(id)
 		w.rows.Failed(ctx, "orders", id, worker.DatabaseReason(err, database.IsRuleViolation), n, err)
 		return now.Add(worker.Backoff(n, time.Hour))

@@ -244,7 +244,10 @@ func (w *Worker) reconcileOne(ctx context.Context, p StoredPayout) error {
 		now := s.clock()
 		if missing {
 			if r.HandedOverAt == nil {
-				return Change{}, nil // the hand-over queue sends it
+				// The hand-over queue sends it; reconciliation has nothing
+				// to ask until the provider confirms it (it sets the next
+				// check then), rather than every lease.
+				return Change{Reconciled: true}, nil
 			}
 			// The provider confirmed it, and no longer has it: never
 			// re-sent, never moved on that word; noted once.
