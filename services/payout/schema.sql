@@ -1,4 +1,4 @@
--- The payout service's schema, as its migrations (internal/payout/migrations, and pkg/idempotency's)
+-- The payout service's schema, as its migrations (internal/store/migrations, and pkg/idempotency's)
 -- make it: pg_dump --schema-only of an empty database they were applied to.
 -- Generated: change a migration, then run make schema. CI fails when this
 -- file and the migrations differ.

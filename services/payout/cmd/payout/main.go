@@ -22,8 +22,10 @@ import (
 	"github.com/partnerpay/api/pkg/redisclient"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/payout/internal/deposit"
+	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/services/payout/internal/payout"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/store"
 )
 
 func main() {
@@ -44,7 +46,7 @@ type settings struct {
 	QuoteSecret config.Secret `env:"QUOTE_SECRET, required"`
 	QuoteTTL    time.Duration `env:"QUOTE_TTL, default=60s"`
 	// How payouts move on the provider's word (the worker).
-	Worker payout.WorkerConfig
+	Worker mover.Config
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
@@ -60,7 +62,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	if err != nil {
 		return err
 	}
-	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, payout.Feed.Migrations(), payout.Migrations)
+	db, err := database.ForBinary(ctx, cfg.Database, s.Log, s.Kit, idempotency.Migrations, store.Feed.Migrations(), store.Migrations)
 	if err != nil {
 		return err
 	}
@@ -90,21 +92,22 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	// gateway timeout, while the commit itself runs on.
 	creating := idempotency.ForService(ctx, db, idempotency.Options{Budget: 8 * time.Second}, s.Log)
 	mux := http.NewServeMux()
-	store := payout.NewStore(db, s.Env)
-	store.Measure(payout.NewMetrics(db, s.Log, s.Kit.Registry))
-	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: store,
-		Provider: provider, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Worker: cfg.Worker, Log: s.Log})
+	payouts := store.NewStore(db, s.Env)
+	payouts.Measure(store.NewMetrics(db, s.Log, s.Kit.Registry))
 	// Every replica moves payouts on the provider's word and closes their
 	// deposit windows, whether or not anyone reads them; the provider's
 	// signed notifications wake its reading of the changes feed.
-	w := payout.NewWorker(svc, store, s.Log, s.Kit.Registry)
+	w := mover.New(mover.Parts{Env: s.Env, Store: payouts, Provider: provider, Now: db.Now, Config: cfg.Worker, Log: s.Log,
+		Registry: s.Kit.Registry})
 	go w.Run(ctx)
-	payout.NotificationRoute(mux, s.Env, bankprovider.NotifySecret(string(cfg.Provider.Key)), w.WakeChanges, db.Now, s.Log)
+	mover.NotificationRoute(mux, s.Env, bankprovider.NotifySecret(string(cfg.Provider.Key)), w.WakeChanges, db.Now, s.Log)
+	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payouts, Payee: provider,
+		Mover: w, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Log: s.Log})
 	// Every replica places the events written (one at a time) and deletes
 	// the old ones (DESIGN §9).
-	go payout.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)
+	go store.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)
 	payout.Routes(mux, payout.MakeEndpoints(svc, o), creating, s.Log)
-	payout.Feed.Route(mux, db, o, s.Log)
+	store.Feed.Route(mux, db, o, s.Log)
 	deposit.Routes(mux, deposit.MakeEndpoints(deposit.NewService(s.Env, cfg.QuoteTTL, book), o), creating, s.Log)
 	return s.Serve(ctx, kithttp.Wrap(mux, s.Env, string(cfg.InternalToken)))
 }

@@ -2,7 +2,6 @@ package payout
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -72,11 +72,9 @@ func BenchmarkDrain(b *testing.B) {
 	for b.Loop() {
 		db := pgtest.Open(b, migrationSets...)
 		f := newStatusFixture(b, db)
-		store := NewStore(db, environment.Sandbox)
 		f.provider.set(func(p *fakeProvider) { p.settles = true })
-		svc := NewService(Config{Env: environment.Sandbox, TTL: time.Hour, Book: f.svc.(*service).book, Payouts: store,
-			Provider: f.provider, Now: db.Now, Secret: []byte("test-secret-0123456789")})
-		w := NewWorker(svc, store, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+		svc, w := withMover(Config{Env: environment.Sandbox, TTL: time.Hour, Book: f.svc.(*service).book, Now: db.Now,
+			Secret: []byte("test-secret-0123456789")}, store.NewStore(db, environment.Sandbox), f.provider, prometheus.NewRegistry())
 		seedDeposited(b, db, rows)
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -153,11 +151,9 @@ func BenchmarkRefundAddressWhileTheProviderIsSlow(b *testing.B) {
 	for b.Loop() {
 		db := pgtest.Open(b, migrationSets...)
 		f := newStatusFixture(b, db)
-		store := NewStore(db, environment.Sandbox)
 		f.provider.set(func(p *fakeProvider) { p.latency = 2 * time.Second })
-		svc := NewService(Config{Env: environment.Sandbox, TTL: time.Hour, Book: f.svc.(*service).book, Payouts: store,
-			Provider: f.provider, Now: db.Now, Secret: []byte("test-secret-0123456789")})
-		w := NewWorker(svc, store, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+		svc, w := withMover(Config{Env: environment.Sandbox, TTL: time.Hour, Book: f.svc.(*service).book, Now: db.Now,
+			Secret: []byte("test-secret-0123456789")}, store.NewStore(db, environment.Sandbox), f.provider, prometheus.NewRegistry())
 		seedDeposited(b, db, 200)
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -13,6 +13,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -23,13 +24,13 @@ import (
 func replica(t *testing.T, url string, rdb redis.UniversalClient, skew time.Duration, ttl time.Duration) (Service, *database.DB) {
 	t.Helper()
 	db, err := database.Open(context.Background(), url, database.Options{Wait: 10 * time.Second,
-		Clock: func() time.Time { return time.Now().Add(skew) }}, idempotency.Migrations, Feed.Migrations(), Migrations)
+		Clock: func() time.Time { return time.Now().Add(skew) }}, idempotency.Migrations, store.Feed.Migrations(), store.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
 	book := quote.NewBook(rdb, []byte("test-secret-0123456789"), db.Now)
-	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: book, Payouts: NewStore(db, environment.Sandbox), Now: db.Now, Secret: []byte("s")}), db
+	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: book, Payouts: store.NewStore(db, environment.Sandbox), Now: db.Now, Secret: []byte("s")}), db
 }
 
 // A payout replica whose clock runs two minutes ahead or behind neither

@@ -10,6 +10,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/events"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -18,7 +19,7 @@ func (f statusFixture) feed(t *testing.T, key string) []events.Stored {
 	t.Helper()
 	ctx := context.Background()
 	for {
-		n, err := Feed.Sequence(ctx, f.db)
+		n, err := store.Feed.Sequence(ctx, f.db)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +27,7 @@ func (f statusFixture) feed(t *testing.T, key string) []events.Stored {
 			break
 		}
 	}
-	p, err := Feed.Read(ctx, f.db, key, events.Query{Limit: 100})
+	p, err := store.Feed.Read(ctx, f.db, key, events.Query{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package payout
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +10,8 @@ import (
 	"fmt"
 	"math/big"
 	"time"
+
+	"github.com/partnerpay/api/services/payout/internal/store"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/catalog"
@@ -22,6 +23,7 @@ import (
 	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // ExecuteRequest is the body of POST /v1/bank/payout. The beneficiary's
@@ -36,61 +38,16 @@ type ExecuteRequest struct {
 	RefundAddress *string `json:"refundAddress"`
 }
 
-// Payout is the answer to an execution, less environment. While the quote
-// is a mock, Mock is true and deposit.amount is the placeholder.
-type Payout struct {
-	Mock                bool               `json:"mock"`
-	PayoutID            string             `json:"payoutId"`
-	QuoteID             string             `json:"quoteId"`
-	Status              string             `json:"status"`
-	Rail                string             `json:"rail"`
-	EstimatedSettlement string             `json:"estimatedSettlement"`
-	Deposit             Deposit            `json:"deposit"`
-	Beneficiary         beneficiary.Masked `json:"beneficiary"`
-	Reference           string             `json:"reference,omitempty"`
-	// RefundAddress is where its refunds go, once one is set.
-	RefundAddress string `json:"refundAddress,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	// Refunds is what the payout owes back (empty when nothing is owed).
-	Refunds []RefundAnswer `json:"refunds"`
-}
-
-// RefundAnswer is a refund as every payout answer shows it: stablecoins
-// owed back, why, and where and when they went.
-type RefundAnswer struct {
-	RefundID       string `json:"refundId"`
-	Status         string `json:"status"`
-	Reason         string `json:"reason"`
-	Amount         string `json:"amount"`
-	CryptoCurrency string `json:"cryptoCurrency"`
-	Chain          int64  `json:"chain"`
-	Address        string `json:"address,omitempty"`
-	TxHash         string `json:"txHash,omitempty"`
-	CreatedAt      string `json:"createdAt"`
-	SentAt         string `json:"sentAt,omitempty"`
-}
-
-// Deposit says where the payout's stablecoins go: amount of token on chain
-// to address (one address per payout) before expiresAt.
-type Deposit struct {
-	Address        string `json:"address"`
-	Chain          int64  `json:"chain"`
-	CryptoCurrency string `json:"cryptoCurrency"`
-	Token          string `json:"token"`
-	Amount         string `json:"amount"`
-	ExpiresAt      string `json:"expiresAt"`
-}
-
 // DepositWindow is how long a payout waits for its stablecoins.
 const DepositWindow = 30 * time.Minute
 
 // Payouts is the system of record of payouts (Store in production).
 type Payouts interface {
-	ByQuote(ctx context.Context, quoteID string) (Record, error)
-	ByID(ctx context.Context, id string) (Record, error)
-	Execute(ctx context.Context, p StoredPayout, answer func(Record) (Payout, error)) (Payout, error)
-	Update(ctx context.Context, id string, decide func(Record) (Change, error)) (Record, error)
-	List(ctx context.Context, keyID string, p listing.Params) ([]Record, error)
+	ByQuote(ctx context.Context, quoteID string) (record.Record, error)
+	ByID(ctx context.Context, id string) (record.Record, error)
+	Execute(ctx context.Context, p record.StoredPayout, answer func(record.Record) (Payout, error)) (Payout, error)
+	Update(ctx context.Context, id string, decide func(record.Record) (record.Change, error)) (record.Record, error)
+	List(ctx context.Context, keyID string, p listing.Params) ([]record.Record, error)
 	// Failed backs payout id off alone after its n-th failure in a row,
 	// until at.
 	Failed(ctx context.Context, id string, n int, at time.Time) error
@@ -153,10 +110,10 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 	}
 	if a.open {
 		p, err := s.execute(ctx, caller, a.quote, a.payee, req)
-		if errors.Is(err, ErrHeld) {
+		if errors.Is(err, store.ErrHeld) {
 			return Payout{}, errOtherPayee
 		}
-		if !errors.Is(err, ErrExpired) {
+		if !errors.Is(err, store.ErrExpired) {
 			return p, err
 		}
 		a.refusal = errQuoteExpired // on PostgreSQL's clock, a moment after ours
@@ -168,7 +125,7 @@ func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req Ex
 			return Payout{}, errOtherPayee
 		}
 		return s.samePayee(done, payee, req)
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return Payout{}, fmt.Errorf("read payout: %w", err)
 	}
 	return Payout{}, a.refusal
@@ -252,10 +209,10 @@ func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRe
 	}
 	// In PostgreSQL first, where the claim will be: a failover that keeps
 	// the claim keeps this (WAL is ordered), whatever Redis keeps.
-	if err := s.payouts.Hold(ctx, a.id.String(), digest(a.payee.Fields)); err != nil {
+	if err := s.payouts.Hold(ctx, a.id.String(), record.Digest(a.payee.Fields)); err != nil {
 		s.log.WarnContext(ctx, "the quote's binding to its beneficiary was not written; Redis's mark stands alone", "err", err)
 	}
-	_, _ = s.book.Close(ctx, a.id, digest(a.payee.Fields))
+	_, _ = s.book.Close(ctx, a.id, record.Digest(a.payee.Fields))
 }
 
 // execute commits the payout of an open quote, or answers the one it was
@@ -265,7 +222,7 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 	// The offer closes, for this beneficiary, before the payout commits:
 	// whatever fails between the two, the same quote request never answers
 	// an executed id again, and no one else can execute it.
-	switch mine, err := s.book.Close(ctx, id, digest(payee.Fields)); {
+	switch mine, err := s.book.Close(ctx, id, record.Digest(payee.Fields)); {
 	case err != nil:
 		return Payout{}, err
 	case !mine:
@@ -273,11 +230,11 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 		// keyed execution holds its quote, has the last word: a Redis that
 		// lost its mark in a failover, and took another's since, does not
 		// refuse the beneficiary the quote is bound to.
-		if held, err := s.payouts.Held(ctx, id.String()); err != nil || held != digest(payee.Fields) {
+		if held, err := s.payouts.Held(ctx, id.String()); err != nil || held != record.Digest(payee.Fields) {
 			return Payout{}, errOtherPayee
 		}
 	}
-	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, req), func(stored Record) (Payout, error) {
+	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, req), func(stored record.Record) (Payout, error) {
 		if stored.KeyID != caller.KeyID {
 			return Payout{}, errQuoteNotFound
 		}
@@ -286,10 +243,10 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 }
 
 // newPayout is the payout of quote q to payee, awaiting its deposit.
-func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) StoredPayout {
+func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) record.StoredPayout {
 	now := s.now().UTC().Truncate(time.Microsecond)
-	payoutID := newPayoutID()
-	p := StoredPayout{
+	payoutID := record.NewID()
+	p := record.StoredPayout{
 		ID: payoutID, QuoteID: q.ID, KeyID: caller.KeyID, BeneficiaryName: payee.Name, Beneficiary: payee.Fields,
 		Chain: q.Chain, CryptoCurrency: q.CryptoCurrency, FiatCurrency: q.FiatCurrency, Country: q.Country,
 		CryptoAmount: q.CryptoAmount, FiatAmount: q.FiatAmount, Rail: q.Rail, Settlement: q.Settlement,
@@ -322,14 +279,14 @@ func refundAddressOf(req ExecuteRequest) string {
 // beneficiary is refused, and so is another reference or refund address
 // (the payout keeps those it was made with, and a partner who sent others
 // must not believe they were taken).
-func (s *service) samePayee(p Record, payee beneficiary.Checked, req ExecuteRequest) (Payout, error) {
+func (s *service) samePayee(p record.Record, payee beneficiary.Checked, req ExecuteRequest) (Payout, error) {
 	if string(p.Beneficiary) != string(payee.Fields) {
 		return Payout{}, errOtherPayee
 	}
 	if optional(req.Reference) != p.Reference || refundAddressOf(req) != p.RefundAddress {
 		return Payout{}, errOtherTerms
 	}
-	return s.answerAs(p, payee.Masked()), nil
+	return s.view.PayoutAs(p, payee.Masked()), nil
 }
 
 // depositAddress is the payout's own deposit address: 20 bytes of an HMAC
@@ -339,13 +296,6 @@ func (s *service) depositAddress(payoutID string) string {
 	m.Write([]byte("deposit-address\x00" + payoutID))
 	addr, _ := format.Checksummed("0x" + hex.EncodeToString(m.Sum(nil)[:20]))
 	return addr
-}
-
-// digest names the beneficiary in the quote book's closed mark without
-// keeping its account there.
-func digest(fields []byte) string {
-	sum := sha256.Sum256(fields)
-	return hex.EncodeToString(sum[:16])
 }
 
 // validateExecution checks the body's shape. Our own checks name the field
@@ -389,25 +339,4 @@ func checkCeiling(q StoredQuote, ceiling string) error {
 		return fmt.Errorf("stored quote amount %q is not a decimal", amount)
 	}
 	return catalog.CheckCeiling("payout", a, currency, ceiling)
-}
-
-// validPayoutID reports whether s has the shape newPayoutID makes: bpo_
-// and 32 lower-case hex digits. Anything else is answered without a
-// lookup and never logged whole.
-func validPayoutID(s string) bool {
-	if len(s) != len("bpo_")+32 || s[:4] != "bpo_" {
-		return false
-	}
-	for i := 4; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func newPayoutID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "bpo_" + hex.EncodeToString(b[:])
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -265,7 +267,7 @@ func BenchmarkExecute(b *testing.B) {
 //	go test -run '^$' -bench ExecuteKeyed -benchtime 4000x ./internal/payout/
 func BenchmarkExecuteKeyed(b *testing.B) {
 	url := pgtest.URL(b)
-	db := pgtest.OpenURL(b, url, idempotency.Migrations, Feed.Migrations(), Migrations)
+	db := pgtest.OpenURL(b, url, idempotency.Migrations, store.Feed.Migrations(), store.Migrations)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
 	log := slog.New(slog.DiscardHandler)
 	mux := http.NewServeMux()
@@ -327,7 +329,7 @@ func BenchmarkExecuteParts(b *testing.B) {
 			if _, err := s.book.Find(ctx, qid, acme.KeyID); err != nil {
 				return err
 			}
-			_, err := s.book.Close(ctx, qid, digest(payee.Fields))
+			_, err := s.book.Close(ctx, qid, record.Digest(payee.Fields))
 			return err
 		})
 	})
@@ -342,7 +344,7 @@ func BenchmarkExecuteParts(b *testing.B) {
 		}
 		b.ResetTimer()
 		atSixteen(b, func(i int) error {
-			_, err := s.payouts.Execute(ctx, s.newPayout(acme, stored[i], payee, ExecuteRequest{}), func(p Record) (Payout, error) { return s.answer(p), nil })
+			_, err := s.payouts.Execute(ctx, s.newPayout(acme, stored[i], payee, ExecuteRequest{}), func(p record.Record) (Payout, error) { return s.view.Payout(p), nil })
 			return err
 		})
 	})
@@ -527,7 +529,7 @@ func TestTheKeyedBindingSurvivesRedisLosingItsMark(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
 	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: NewStore(db, environment.Sandbox), Provider: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")})
+		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")})
 	ctx := context.Background()
 	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: strp("42")})
 	bob, carol := payUK(id, "Bob", "20-15-30", "93459012"), payUK(id, "Carol", "60-16-13", "31926819")

@@ -7,6 +7,7 @@ import (
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // PayoutList is a page of payouts, each as POST /v1/bank/payout/status
@@ -34,6 +35,6 @@ func (s *service) List(ctx context.Context, caller partner.Caller, query url.Val
 		return PayoutList{}, err
 	}
 	// The cursor is the row's stored creation, to the microsecond.
-	return listing.Finish(l, caller.KeyID, p, rows, func(r Record) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} },
-		s.status), nil
+	return listing.Finish(l, caller.KeyID, p, rows, func(r record.Record) listing.Cursor { return listing.Cursor{CreatedAt: r.CreatedAt, ID: r.ID} },
+		s.view.Status), nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -201,7 +202,7 @@ func seedPayouts(tb testing.TB, db *database.DB, n int) {
 // the code. UPDATE_SCHEMA=1 rewrites it.
 func TestTheNewestPageStatementIsKept(t *testing.T) {
 	t.Parallel()
-	want := pageSQL("key_id = $1", 100) + ";\n"
+	want := store.PageSQL("key_id = $1", 100) + ";\n"
 	if os.Getenv("UPDATE_SCHEMA") != "" {
 		if err := os.WriteFile("testdata/newest-page.sql", []byte(want), 0o644); err != nil {
 			t.Fatal(err)
@@ -270,7 +271,7 @@ func BenchmarkList(b *testing.B) {
 		}
 		where, args := p.Where("bench")
 		var plan strings.Builder
-		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE) SELECT `+recordColumns+` FROM payouts p WHERE `+where+` ORDER BY created_at DESC, id DESC LIMIT 101`, args...)
+		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE) `+store.PageSQL(where, 100), args...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -335,7 +336,7 @@ func BenchmarkList(b *testing.B) {
 	// service sends it: the page's statement, then its confirmation
 	// (which writes nothing: nothing is written meanwhile).
 	st := pgbench(b, d.URL(), max(b.N, 200), 1, "prepared",
-		oneLine(pageSQL("key_id = 'bench'", 100))+";\n"+oneLine(database.ConfirmSQL)+";\n")
+		oneLine(store.PageSQL("key_id = 'bench'", 100))+";\n"+oneLine(database.ConfirmSQL)+";\n")
 	b.ReportMetric(ms(st.p50), "pgbench-newest-p50-ms")
 	b.ReportMetric(float64(took[0][len(took[0])/2])/float64(st.p50), "newest-p50-x-pgbench")
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // What each operation may log: ids and the figures that are not personal.
@@ -26,9 +27,6 @@ func (r ExecuteRequest) LogAttrs() []slog.Attr {
 	return []slog.Attr{slog.String("quote_id", id)}
 }
 
-// LogAttrs of a payout: its id.
-func (p Payout) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("payout_id", p.PayoutID)} }
-
 // LogAttrs of a status request or a sandbox deposit: the payout id (a
 // malformed one is not logged whole), never a reference.
 func (r StatusRequest) LogAttrs() []slog.Attr {
@@ -36,7 +34,7 @@ func (r StatusRequest) LogAttrs() []slog.Attr {
 }
 
 func logPayoutID(id string) string {
-	if id == "" || validPayoutID(id) {
+	if id == "" || record.ValidID(id) {
 		return id
 	}
 	return format.Malformed
@@ -49,11 +47,6 @@ func (r DepositRequest) LogAttrs() []slog.Attr {
 		attrs = append(attrs, slog.String("outcome", *r.Outcome))
 	}
 	return attrs
-}
-
-// LogAttrs of a payout's status: its id and status.
-func (p PayoutStatus) LogAttrs() []slog.Attr {
-	return []slog.Attr{slog.String("payout_id", p.PayoutID), slog.String("status", p.Status)}
 }
 
 // LogAttrs of a refund address: the payout id, never the address.

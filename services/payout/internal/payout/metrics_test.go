@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -22,8 +23,8 @@ func TestThePayoutFiguresAreTheDatabases(t *testing.T) {
 	db := pgtest.Open(t, migrationSets...)
 	f := newStatusFixture(t, db)
 	reg := prometheus.NewPedanticRegistry()
-	m := NewMetrics(db, slog.New(slog.DiscardHandler), reg)
-	f.svc.(*service).payouts.(*Store).Measure(m)
+	m := store.NewMetrics(db, slog.New(slog.DiscardHandler), reg)
+	f.svc.(*service).payouts.(*store.Store).Measure(m)
 	ctx := context.Background()
 
 	waiting := f.payout(t, "20")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -12,9 +13,9 @@ import (
 // enforces them.
 func TestTheSchemaFileIsWhatTheMigrationsMake(t *testing.T) {
 	t.Parallel()
-	pgtest.SchemaFile(t, "../../schema.sql", `-- The payout service's schema, as its migrations (internal/payout/migrations, and pkg/idempotency's)
+	pgtest.SchemaFile(t, "../../schema.sql", `-- The payout service's schema, as its migrations (internal/store/migrations, and pkg/idempotency's)
 -- make it: pg_dump --schema-only of an empty database they were applied to.
 -- Generated: change a migration, then run make schema. CI fails when this
 -- file and the migrations differ.
-`, idempotency.Migrations, Feed.Migrations(), Migrations)
+`, idempotency.Migrations, store.Feed.Migrations(), store.Migrations)
 }

@@ -4,7 +4,6 @@
 package payout
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,17 +13,20 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/answer"
+	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // MockMoney is every money figure while the payout provider is a mock.
-const MockMoney = "1234567.89"
+const MockMoney = record.MockMoney
 
 // Service is what the payout service does.
 type Service interface {
@@ -99,24 +101,26 @@ type Book interface {
 var BankPayout = quote.Kind{Prefix: "bpq"}
 
 type service struct {
-	view
-	ttl      time.Duration
-	book     Book
-	payouts  Payouts
-	provider Provider
-	now      func() time.Time
-	secret   []byte
-	cfg      WorkerConfig
-	log      *slog.Logger
-	// circuit backs the provider off as a whole while it fails; wake
-	// starts the hand-over queue's next round (a deposit just arrived);
-	// unlistedSeen counts a reason the provider gave that we do not list.
-	circuit      *worker.Circuit
-	wake         func()
-	unlistedSeen func(kind, code string)
+	env     environment.Name
+	chains  *catalog.Chains
+	view    answer.View
+	ttl     time.Duration
+	book    Book
+	payouts Payouts
+	checker PayeeChecker
+	mover   *mover.Worker
+	now     func() time.Time
+	secret  []byte
+	log     *slog.Logger
 }
 
 var _ Service = (*service)(nil)
+
+// PayeeChecker asks the payee's bank about a beneficiary's name: the bank
+// provider (pkg/bankprovider).
+type PayeeChecker interface {
+	CheckPayee(ctx context.Context, in bankprovider.PayeeCheck) (bankprovider.PayeeResult, error)
+}
 
 // Config is what the service is made of.
 type Config struct {
@@ -125,15 +129,16 @@ type Config struct {
 	TTL     time.Duration
 	Book    Book
 	Payouts Payouts
-	// Provider carries payouts whose stablecoins arrived (the sandbox
-	// provider in sandbox); nil: none is connected.
-	Provider Provider
+	// Payee checks a beneficiary's name with the bank provider before
+	// an execution (nil: none is connected).
+	Payee PayeeChecker
+	// Mover hands a payout over at once when its deposit is recorded
+	// (nil: the worker's queue does, or nothing when none runs).
+	Mover *mover.Worker
 	// Now is the database's clock (database.DB.Now): expiry is read on it.
 	Now func() time.Time
 	// Secret keys the deposit addresses (one per payout).
 	Secret []byte
-	// Worker tunes how payouts move on the provider's word.
-	Worker WorkerConfig
 	// Log receives what no request asked for (the worker's lines); nil
 	// discards them.
 	Log *slog.Logger
@@ -144,11 +149,8 @@ func NewService(cfg Config) Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	w := cfg.Worker
-	w.FeedEvery, w.SandboxSettle = cmp.Or(w.FeedEvery, time.Second), cmp.Or(w.SandboxSettle, 3*time.Second)
-	return &service{view: newView(cfg.Env), ttl: cfg.TTL, book: cfg.Book, payouts: cfg.Payouts,
-		provider: cfg.Provider, now: cfg.Now, secret: cfg.Secret, cfg: w, log: cfg.Log,
-		circuit: worker.NewCircuit(cfg.Now), wake: func() {}}
+	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), view: answer.NewView(cfg.Env), ttl: cfg.TTL, book: cfg.Book,
+		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, log: cfg.Log}
 }
 
 // clock is the database's clock now, to the microsecond it keeps.

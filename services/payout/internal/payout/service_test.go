@@ -15,6 +15,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -48,7 +49,7 @@ func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
 	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: NewStore(db, environment.Sandbox), Provider: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}), c
+		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}), c
 }
 
 func code(err error) string {

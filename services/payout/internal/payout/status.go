@@ -2,7 +2,6 @@ package payout
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,12 +9,16 @@ import (
 	"math/big"
 	"slices"
 
+	"github.com/partnerpay/api/services/payout/internal/store"
+
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/payout/internal/mover"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // StatusRequest is the body of POST /v1/bank/payout/status, and of
@@ -43,28 +46,6 @@ type RefundAddressRequest struct {
 	Address  string `json:"address"`
 }
 
-// PayoutStatus is the payout answer plus what happened to it: every status
-// it has been in (oldest first), and, as they happen, the deposit's
-// transaction, when the bank was credited, and why it failed or came back.
-type PayoutStatus struct {
-	Payout
-	History       []HistoryEntry `json:"history"`
-	DepositTxHash string         `json:"depositTxHash,omitempty"`
-	CompletedAt   string         `json:"completedAt,omitempty"`
-	FailureReason string         `json:"failureReason,omitempty"`
-	ReturnReason  string         `json:"returnReason,omitempty"`
-	ReturnCode    string         `json:"returnCode,omitempty"`
-	// ProviderCode is the provider's own code for a failure or return
-	// whose reason we do not list (provider_rejected, returned_by_bank).
-	ProviderCode string `json:"providerCode,omitempty"`
-}
-
-// HistoryEntry is one status a payout has been in, and since when.
-type HistoryEntry struct {
-	Status string `json:"status"`
-	At     string `json:"at"`
-}
-
 var (
 	errPayoutNotFound = envelope.New(envelope.CodePayoutNotFound, "No payout with this payoutId exists for this key.")
 	errNotAwaiting    = envelope.New(envelope.CodePayoutNotAwaiting,
@@ -75,36 +56,36 @@ var (
 
 // findPayout reads a payout of the caller's: a malformed id is not looked
 // up, and another key's payout answers as an unknown one.
-func (s *service) findPayout(ctx context.Context, caller partner.Caller, id string) (Record, error) {
-	if !validPayoutID(id) {
-		return Record{}, errPayoutNotFound
+func (s *service) findPayout(ctx context.Context, caller partner.Caller, id string) (record.Record, error) {
+	if !record.ValidID(id) {
+		return record.Record{}, errPayoutNotFound
 	}
 	r, err := s.payouts.ByID(ctx, id)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return Record{}, errPayoutNotFound
+	case errors.Is(err, store.ErrNotFound):
+		return record.Record{}, errPayoutNotFound
 	case err != nil:
-		return Record{}, err
+		return record.Record{}, err
 	case r.KeyID != caller.KeyID:
-		return Record{}, errPayoutNotFound
+		return record.Record{}, errPayoutNotFound
 	}
 	return r, nil
 }
 
 // update is Payouts.Update for a payout of the caller's (findPayout's
 // rules): decide sees it locked, as it stands.
-func (s *service) update(ctx context.Context, caller partner.Caller, id string, decide func(Record) (Change, error)) (Record, error) {
-	if !validPayoutID(id) {
-		return Record{}, errPayoutNotFound
+func (s *service) update(ctx context.Context, caller partner.Caller, id string, decide func(record.Record) (record.Change, error)) (record.Record, error) {
+	if !record.ValidID(id) {
+		return record.Record{}, errPayoutNotFound
 	}
-	r, err := s.payouts.Update(ctx, id, func(r Record) (Change, error) {
+	r, err := s.payouts.Update(ctx, id, func(r record.Record) (record.Change, error) {
 		if r.KeyID != caller.KeyID {
-			return Change{}, errPayoutNotFound
+			return record.Change{}, errPayoutNotFound
 		}
 		return decide(r)
 	})
-	if errors.Is(err, ErrNotFound) {
-		return Record{}, errPayoutNotFound
+	if errors.Is(err, store.ErrNotFound) {
+		return record.Record{}, errPayoutNotFound
 	}
 	return r, err
 }
@@ -117,7 +98,7 @@ func (s *service) Status(ctx context.Context, caller partner.Caller, req StatusR
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	return s.status(r), nil
+	return s.view.Status(r), nil
 }
 
 // SetRefundAddress sets where the payout's refunds go, once: refunds
@@ -131,19 +112,19 @@ func (s *service) SetRefundAddress(ctx context.Context, caller partner.Caller, r
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	r, err := s.update(ctx, caller, req.PayoutID, func(r Record) (Change, error) {
+	r, err := s.update(ctx, caller, req.PayoutID, func(r record.Record) (record.Change, error) {
 		switch r.RefundAddress {
 		case "":
-			return Change{Steps: []Step{{At: s.clock(), RefundAddress: address}}}, nil
+			return record.Change{Steps: []record.Step{{At: s.clock(), RefundAddress: address}}}, nil
 		case address:
-			return Change{}, nil
+			return record.Change{}, nil
 		}
-		return Change{}, errAddressLocked
+		return record.Change{}, errAddressLocked
 	})
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	return s.status(r), nil
+	return s.view.Status(r), nil
 }
 
 // refundAddress checks a refund address sent in field: an EVM address
@@ -197,19 +178,17 @@ func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req
 	// Idempotency-Key: a retry after a crash makes no second refund.
 	sum := sha256.Sum256([]byte(idempotency.NewID(ctx, "deposit-")))
 	d.txHash = "0x" + hex.EncodeToString(sum[:])
-	r, err := s.update(ctx, caller, req.PayoutID, func(r Record) (Change, error) { return s.arrival(r.StoredPayout, d) })
+	r, err := s.update(ctx, caller, req.PayoutID, func(r record.Record) (record.Change, error) { return s.arrival(r.StoredPayout, d) })
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	if r.HandoverAt != nil && r.HandedOverAt == nil && s.provider != nil && s.circuit.Calls(1) == 1 {
-		// Best effort: the worker finishes what this leaves.
-		if err := s.handOver(ctx, r.StoredPayout); err == nil {
-			if moved, err := s.payouts.ByID(ctx, r.ID); err == nil {
-				r = moved
-			}
+	// Best effort: the mover's hand-over queue finishes what this leaves.
+	if s.mover.HandOver(ctx, r.StoredPayout) {
+		if moved, err := s.payouts.ByID(ctx, r.ID); err == nil {
+			r = moved
 		}
 	}
-	return s.status(r), nil
+	return s.view.Status(r), nil
 }
 
 // SandboxExpire closes an awaiting_deposit payout's window now, as its end
@@ -221,16 +200,16 @@ func (s *service) SandboxExpire(ctx context.Context, caller partner.Caller, req 
 	if req.PayoutID == "" {
 		return PayoutStatus{}, envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
 	}
-	r, err := s.update(ctx, caller, req.PayoutID, func(r Record) (Change, error) {
+	r, err := s.update(ctx, caller, req.PayoutID, func(r record.Record) (record.Change, error) {
 		if r.Status != lifecycle.PayoutAwaitingDeposit || r.HandoverAt != nil {
-			return Change{}, errNotAwaiting
+			return record.Change{}, errNotAwaiting
 		}
-		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: s.clock()}}}, nil
+		return record.Change{Steps: []record.Step{{To: lifecycle.PayoutExpired, At: s.clock()}}}, nil
 	})
 	if err != nil {
 		return PayoutStatus{}, err
 	}
-	return s.status(r), nil
+	return s.view.Status(r), nil
 }
 
 // deposit is a sandbox deposit, checked: its amount and token, a testnet
@@ -315,59 +294,55 @@ func (s *service) checkDeposit(req DepositRequest) (deposit, error) {
 // The same deposit again (its transaction hash: a request retried with
 // its Idempotency-Key) changes nothing; its refund, if any, is owed once
 // (once per cause).
-func (s *service) arrival(p StoredPayout, d deposit) (Change, error) {
+func (s *service) arrival(p record.StoredPayout, d deposit) (record.Change, error) {
 	now := s.clock()
 	token := p.CryptoCurrency
 	if d.token != "" {
 		chain, err := s.chains.Find("chain", p.Chain)
 		if err != nil {
-			return Change{}, err
+			return record.Change{}, err
 		}
 		t, ok := chain.Token(d.token)
 		if !ok {
-			return Change{}, envelope.InvalidRequest(fmt.Sprintf("cryptoCurrency is not a token on chain %d; see GET /v1/currencies.", p.Chain))
+			return record.Change{}, envelope.InvalidRequest(fmt.Sprintf("cryptoCurrency is not a token on chain %d; see GET /v1/currencies.", p.Chain))
 		}
 		token = t.Symbol
 	}
-	refund := func(reason, amount string) Refund {
-		return Refund{ID: newRefundID(), Reason: reason, Amount: amount, CryptoCurrency: token, Chain: p.Chain, DepositTxHash: d.txHash, CreatedAt: now}
+	refund := func(reason, amount string) record.Refund {
+		return record.Refund{ID: record.NewRefundID(), Reason: reason, Amount: amount, CryptoCurrency: token, Chain: p.Chain, DepositTxHash: d.txHash, CreatedAt: now}
 	}
 	waiting := p.Status == lifecycle.PayoutAwaitingDeposit && p.HandoverAt == nil
 	switch {
 	case p.DepositTxHash == d.txHash:
 		// The same deposit again (a request retried with its
 		// Idempotency-Key after its answer was lost): taken already.
-		return Change{}, nil
+		return record.Change{}, nil
 	case p.Status == lifecycle.PayoutExpired:
-		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
+		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
 	case waiting && !now.Before(p.DepositExpiresAt):
-		return Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}, Refunds: []Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
+		return record.Change{Steps: []record.Step{{To: lifecycle.PayoutExpired, At: now}}, Refunds: []record.Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
 	case !waiting:
-		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositUnexpected, d.amount)}}, nil
+		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositUnexpected, d.amount)}}, nil
 	case token != p.CryptoCurrency:
-		return Change{Refunds: []Refund{refund(lifecycle.RefundDepositWrongToken, d.amount)}}, nil
+		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositWrongToken, d.amount)}}, nil
 	}
 	got, _ := new(big.Rat).SetString(d.amount)
-	owed, _ := new(big.Rat).SetString(owed(p))
+	owed, _ := new(big.Rat).SetString(record.Owed(p))
 	switch got.Cmp(owed) {
 	case -1:
-		return Change{Steps: []Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: lifecycle.PayoutDepositShort,
-			DepositTxHash: d.txHash, DepositAmount: d.amount}}, Refunds: []Refund{refund(lifecycle.RefundDepositShort, d.amount)}}, nil
+		return record.Change{Steps: []record.Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: lifecycle.PayoutDepositShort,
+			DepositTxHash: d.txHash, DepositAmount: d.amount}}, Refunds: []record.Refund{refund(lifecycle.RefundDepositShort, d.amount)}}, nil
 	}
 	// The hand-over is leased to whoever recorded the deposit (it makes
 	// it at once); the worker's queue makes it once the lease is over.
-	lease := now.Add(callLease)
-	c := Change{Steps: []Step{{At: now, DepositTxHash: d.txHash, DepositAmount: d.amount, HandoverAt: &now,
+	lease := now.Add(mover.CallLease)
+	c := record.Change{Steps: []record.Step{{At: now, DepositTxHash: d.txHash, DepositAmount: d.amount, HandoverAt: &now,
 		SandboxOutcome: d.outcome, SandboxReason: d.reason}}, HandOver: &lease}
 	if got.Cmp(owed) > 0 {
-		c.Refunds = []Refund{refund(lifecycle.RefundDepositExcess, new(big.Rat).Sub(got, owed).FloatString(decimals(d.amount)))}
+		c.Refunds = []record.Refund{refund(lifecycle.RefundDepositExcess, new(big.Rat).Sub(got, owed).FloatString(decimals(d.amount)))}
 	}
 	return c, nil
 }
-
-// owed is the deposit payout p asks for (its deposit.amount): the
-// placeholder while the quote is a mock.
-func owed(StoredPayout) string { return MockMoney }
 
 // decimals is how many digits a decimal amount has after its point (at
 // least 2): the excess is written as precisely as the deposit was.
@@ -378,17 +353,4 @@ func decimals(amount string) int {
 		}
 	}
 	return 2
-}
-
-// testnetHash is a sandbox transaction's hash (a deposit's, a refund's).
-func testnetHash() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	return "0x" + hex.EncodeToString(b[:])
-}
-
-func newRefundID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "rf_" + hex.EncodeToString(b[:])
 }

@@ -2,7 +2,6 @@ package payout
 
 import (
 	"context"
-	"log/slog"
 	"reflect"
 	"strconv"
 	"sync"
@@ -10,14 +9,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -29,7 +30,7 @@ type statusFixture struct {
 	clock    *clock
 	provider *fakeProvider
 	db       *database.DB
-	worker   *Worker
+	worker   *mover.Worker
 	reg      *prometheus.Registry
 }
 
@@ -40,11 +41,18 @@ func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now().UTC()}
 	p := newFakeProvider()
-	store := NewStore(db, environment.Sandbox)
-	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Hour, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: store, Provider: p, Now: c.now, Secret: []byte("test-secret-0123456789")})
 	reg := prometheus.NewPedanticRegistry()
-	return statusFixture{svc: svc, clock: c, provider: p, db: db, worker: NewWorker(svc, store, slog.New(slog.DiscardHandler), reg), reg: reg}
+	svc, w := withMover(Config{Env: environment.Sandbox, TTL: time.Hour, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
+		Now: c.now, Secret: []byte("test-secret-0123456789")}, store.NewStore(db, environment.Sandbox), p, reg)
+	return statusFixture{svc: svc, clock: c, provider: p, db: db, worker: w, reg: reg}
+}
+
+// withMover is the service of cfg on payouts, with its mover on provider
+// p, as the payout binary makes them.
+func withMover(cfg Config, payouts *store.Store, p mover.Provider, reg prometheus.Registerer) (Service, *mover.Worker) {
+	w := mover.New(mover.Parts{Env: cfg.Env, Store: payouts, Provider: p, Now: cfg.Now, Registry: reg})
+	cfg.Payouts, cfg.Payee, cfg.Mover = payouts, p, w
+	return NewService(cfg), w
 }
 
 // payout executes a new quote of amount for Ada, with a refund address
@@ -377,7 +385,7 @@ func TestTheHandOverIsExactlyOnce(t *testing.T) {
 		t.Errorf("the forgotten payouts were sent again: %d creations after %d, %d payouts taken after %d", again, creates, madeAfter, made)
 	}
 	// Counted once each, however often it is found missing.
-	if n := testutil.ToFloat64(f.worker.missing); n != 2 {
+	if n := f.metric(t, "partnerapi_payout_provider_missing_total"); n != 2 {
 		t.Errorf("partnerapi_payout_provider_missing_total = %v, want the two payouts counted once each", n)
 	}
 }
@@ -389,7 +397,7 @@ func TestTwoWorkersMoveAPayoutOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.Open(t, migrationSets...)
 	f := newStatusFixture(t, db)
-	second := NewWorker(f.svc, NewStore(db, environment.Sandbox), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	_, second := withMover(Config{Env: environment.Sandbox, Now: f.clock.now}, store.NewStore(db, environment.Sandbox), f.provider, prometheus.NewRegistry())
 	ctx := context.Background()
 	race := func(fns ...func()) {
 		var wg sync.WaitGroup
@@ -486,12 +494,12 @@ func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 	}
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
-	s := NewStore(db, environment.Sandbox)
+	s := store.NewStore(db, environment.Sandbox)
 	at := time.Now().UTC().Truncate(time.Second)
 	// step is the move to status with what it needs, from a payout that
 	// is where it comes from.
-	step := func(from, to string) Step {
-		st := Step{To: to, At: at}
+	step := func(from, to string) record.Step {
+		st := record.Step{To: to, At: at}
 		switch {
 		case to == "processing":
 			st.DepositTxHash, st.HandoverAt, st.HandedOverAt = "0xaa", &at, &at
@@ -527,12 +535,16 @@ func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 			}
 			prev := "awaiting_deposit"
 			for _, next := range paths[from] {
-				if _, err := s.Update(ctx, p.ID, func(Record) (Change, error) { return Change{Steps: []Step{step(prev, next)}}, nil }); err != nil {
+				if _, err := s.Update(ctx, p.ID, func(record.Record) (record.Change, error) {
+					return record.Change{Steps: []record.Step{step(prev, next)}}, nil
+				}); err != nil {
 					t.Fatalf("to %s: %v", from, err)
 				}
 				prev = next
 			}
-			_, err := s.Update(ctx, p.ID, func(Record) (Change, error) { return Change{Steps: []Step{step(from, to)}}, nil })
+			_, err := s.Update(ctx, p.ID, func(record.Record) (record.Change, error) {
+				return record.Change{Steps: []record.Step{step(from, to)}}, nil
+			})
 			if took := err == nil; took != allowed[[2]string{from, to}] {
 				t.Errorf("%s → %s: taken %v (%v), want %v", from, to, took, err, allowed[[2]string{from, to}])
 			}

@@ -21,19 +21,21 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/services/payout/internal/quote"
+	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
 
-var migrationSets = []database.Migrations{Feed.Migrations(), Migrations}
+var migrationSets = []database.Migrations{store.Feed.Migrations(), store.Migrations}
 
 var testStart = time.Now().UTC().Truncate(time.Second)
 
 // storedPayout is a payout made now: on PostgreSQL its created_at is the
 // database's now() whatever the caller says (expiry is read on one clock).
-func storedPayout(id, quoteID, name string) StoredPayout {
+func storedPayout(id, quoteID, name string) record.StoredPayout {
 	now := testStart
-	return StoredPayout{ID: id, QuoteID: quoteID, KeyID: "acme", BeneficiaryName: name,
+	return record.StoredPayout{ID: id, QuoteID: quoteID, KeyID: "acme", BeneficiaryName: name,
 		Beneficiary: []byte(`{"name":"` + name + `","iban":"` + goodIBAN + `"}`),
 		Chain:       84532, CryptoCurrency: "USDC", FiatCurrency: "EUR", Country: "DE", CryptoAmount: "100",
 		Rail: "sepa_instant", Settlement: "PT10S", Status: "awaiting_deposit", QuoteExpiresAt: now.Add(time.Hour), CreatedAt: now,
@@ -48,7 +50,7 @@ func addressOf(id string) string {
 	return a
 }
 
-func answerAny(p Record) (Payout, error) {
+func answerAny(p record.Record) (Payout, error) {
 	return Payout{PayoutID: p.ID, QuoteID: p.QuoteID}, nil
 }
 
@@ -58,11 +60,11 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 	t.Parallel()
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
-	s := NewStore(db, environment.Sandbox)
+	s := store.NewStore(db, environment.Sandbox)
 	if _, err := s.Execute(ctx, storedPayout("bpo_1", "bpq_1", "Ada"), answerAny); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p Record) (Payout, error) {
+	got, err := s.Execute(ctx, storedPayout("bpo_2", "bpq_1", "Eve"), func(p record.Record) (Payout, error) {
 		if p.ID != "bpo_1" || p.BeneficiaryName != "Ada" {
 			t.Errorf("the second execution saw %+v, want the first payout", p)
 		}
@@ -97,10 +99,10 @@ func TestTheSchemaHoldsTheMoneyRules(t *testing.T) {
 	late := storedPayout("bpo_4", "bpq_4", "Ada")
 	late.QuoteExpiresAt = db.Now().Add(-time.Millisecond)
 	late.CreatedAt = late.QuoteExpiresAt
-	if _, err := s.Execute(ctx, late, answerAny); !errors.Is(err, ErrExpired) {
+	if _, err := s.Execute(ctx, late, answerAny); !errors.Is(err, store.ErrExpired) {
 		t.Errorf("a payout at its quote's expiry: %v, want the check to refuse it", err)
 	}
-	if _, err := s.ByQuote(ctx, "bpq_4"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.ByQuote(ctx, "bpq_4"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown quote: %v", err)
 	}
 }
@@ -152,7 +154,7 @@ func TestEachPayoutRuleRefusesByName(t *testing.T) {
 	}
 	db := pgtest.Open(t, migrationSets...)
 	ctx := context.Background()
-	if _, err := NewStore(db, environment.Sandbox).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
+	if _, err := store.NewStore(db, environment.Sandbox).Execute(ctx, storedPayout("bpo_good", "bpq_good", "Ada"), answerAny); err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range []string{"origin", "replica"} {
@@ -234,7 +236,7 @@ func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
 	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now),
-		Payouts: NewStore(db, environment.Sandbox), Now: time.Now, Secret: []byte("s")})
+		Payouts: store.NewStore(db, environment.Sandbox), Now: time.Now, Secret: []byte("s")})
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("70")}
 	executed := quoteFor(t, svc, acme, req)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/partnerpay/api/services/payout/internal/store"
+
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/envelope"
@@ -102,7 +104,7 @@ func (s *service) validating(ctx context.Context, caller partner.Caller, id quot
 		switch done, err := s.payouts.ByQuote(ctx, id.String()); {
 		case err == nil && done.KeyID == caller.KeyID:
 			return errAlreadyExecuted
-		case err != nil && !errors.Is(err, ErrNotFound):
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("read payout: %w", err)
 		}
 		return nil
@@ -146,12 +148,12 @@ func (s *service) validating(ctx context.Context, caller partner.Caller, id quot
 // it cannot give (the provider down, slow, or saying something we do not
 // know) is not_possible.
 func (s *service) checkPayee(ctx context.Context, q StoredQuote, raw json.RawMessage) *NameCheck {
-	if s.provider == nil {
+	if s.checker == nil {
 		return &NameCheck{Result: bankprovider.PayeeNotPossible}
 	}
 	pctx, cancel := context.WithTimeout(ctx, worker.ProviderWait)
 	defer cancel()
-	res, err := s.provider.CheckPayee(pctx, bankprovider.PayeeCheck{Rail: q.Rail, Country: q.Country, Beneficiary: raw})
+	res, err := s.checker.CheckPayee(pctx, bankprovider.PayeeCheck{Rail: q.Rail, Country: q.Country, Beneficiary: raw})
 	switch {
 	case err != nil:
 		s.log.WarnContext(ctx, "the payee check failed; answered not_possible", "rail", q.Rail, "err", err)

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
@@ -26,8 +27,37 @@ func (f statusFixture) deposited(t *testing.T, amount string) Payout {
 }
 
 // failures is partnerapi_worker_row_failures_total for queue and reason.
-func (f statusFixture) failures(queue, reason string) float64 {
-	return testutil.ToFloat64(f.worker.rows.Counter().WithLabelValues("payout", queue, reason))
+func (f statusFixture) failures(t testing.TB, queue, reason string) float64 {
+	return f.metric(t, "partnerapi_worker_row_failures_total", "worker", "payout", "queue", queue, "reason", reason)
+}
+
+// metric is the value of the counter or gauge name with labels (name,
+// value, ...) in the fixture's registry, as a scrape reads it: 0 when it
+// has no such series.
+func (f statusFixture) metric(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+					continue series
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 // refuse has the database refuse moving payout id to status, as a bug or
@@ -71,7 +101,7 @@ func TestOneRefusedRowDoesNotStopTheRound(t *testing.T) {
 	if st := f.status(t, b.PayoutID); st.Status != "processing" {
 		t.Errorf("the refused payout: %s", st.Status)
 	}
-	if n := f.failures(queueChanges, "refused"); n != 1 {
+	if n := f.failures(t, "changes", "refused"); n != 1 {
 		t.Errorf("row failures {changes, refused} = %v, want 1", n)
 	}
 	lift()
@@ -93,7 +123,7 @@ func TestOneRefusedRowDoesNotStopTheRound(t *testing.T) {
 	if st := f.status(t, y.PayoutID); st.Status != "awaiting_deposit" {
 		t.Errorf("the refused expiry: %s", st.Status)
 	}
-	if n := f.failures(queueExpiry, "refused"); n != 1 {
+	if n := f.failures(t, "expiry", "refused"); n != 1 {
 		t.Errorf("row failures {expiry, refused} = %v, want 1: backed off, not retried every round", n)
 	}
 }
@@ -121,7 +151,7 @@ func TestAnUnlistedReasonHasAMeaning(t *testing.T) {
 		t.Errorf("an unlisted return: %+v %v", st, refunds(st))
 	}
 	for _, k := range [][2]string{{"failure", "insufficient_funds"}, {"return", "account_frozen"}} {
-		if n := testutil.ToFloat64(f.worker.unlisted.WithLabelValues(k[0], k[1])); n != 1 {
+		if n := f.metric(t, "partnerapi_payout_provider_unlisted_total", "kind", k[0], "code", k[1]); n != 1 {
 			t.Errorf("unlisted{%s,%s} = %v, want 1", k[0], k[1], n)
 		}
 	}
@@ -244,8 +274,8 @@ func TestReconciliationIsRareAndBounded(t *testing.T) {
 		f.later(t, 6*time.Hour)
 	}
 	_, after, _ := f.provider.counts()
-	if n := after - asked; n > ReconcileChecks {
-		t.Errorf("%d checks of a payout whose change never came, over 60 days; want at most %d", n, ReconcileChecks)
+	if n := after - asked; n > mover.ReconcileChecks {
+		t.Errorf("%d checks of a payout whose change never came, over 60 days; want at most %d", n, mover.ReconcileChecks)
 	}
 	if st := f.status(t, silent.PayoutID); st.Status != "processing" {
 		t.Errorf("the silent payout: %s", st.Status)

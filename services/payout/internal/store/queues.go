@@ -1,4 +1,4 @@
-package payout
+package store
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // The store's side of the worker's queues (DESIGN §3, "No transaction spans
@@ -40,22 +41,22 @@ var (
 // ClaimHandOvers claims up to limit payouts whose hand-over is due at now,
 // leasing each until until: no other replica calls the provider for them
 // meanwhile, and a replica that dies leaves them due again then.
-func (s *Store) ClaimHandOvers(ctx context.Context, now, until time.Time, limit int) ([]StoredPayout, error) {
+func (s *Store) ClaimHandOvers(ctx context.Context, now, until time.Time, limit int) ([]record.StoredPayout, error) {
 	return s.claim(ctx, claimHandOversSQL, now, until, limit)
 }
 
 // ClaimReconciles claims up to limit payouts due to be asked about on
 // their own at now, leasing each until until.
-func (s *Store) ClaimReconciles(ctx context.Context, now, until time.Time, limit int) ([]StoredPayout, error) {
+func (s *Store) ClaimReconciles(ctx context.Context, now, until time.Time, limit int) ([]record.StoredPayout, error) {
 	return s.claim(ctx, claimReconcilesSQL, now, until, limit)
 }
 
-func (s *Store) claim(ctx context.Context, query string, now, until time.Time, limit int) ([]StoredPayout, error) {
+func (s *Store) claim(ctx context.Context, query string, now, until time.Time, limit int) ([]record.StoredPayout, error) {
 	rows, err := s.db.Query(ctx, query, now, until, limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredPayout, error) { return scanPayout(row) })
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (record.StoredPayout, error) { return scanPayout(row) })
 }
 
 // Failed backs payout id off alone after its n-th failure in a row in a
@@ -77,14 +78,14 @@ const failedSQL = `UPDATE payouts SET failures = failures + 1, retry_at = $2::ti
 // its event, and one the database refuses is backed off alone (failed is
 // told of it). It returns how many it claimed.
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int, failed func(id string, n int, err error)) (int, error) {
-	var moved []Change
+	var moved []record.Change
 	n, err := database.Claim(ctx, s.db, `SELECT p.id, p.failures FROM payouts p
 		WHERE p.status = 'awaiting_deposit' AND p.handover_at IS NULL AND p.deposit_expires_at <= $1
 			AND (p.retry_at IS NULL OR p.retry_at <= $1)
 		ORDER BY p.deposit_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scanDue,
 		func(ctx context.Context, tx pgx.Tx, due []dueRow) error {
 			for _, d := range due {
-				c := Change{Steps: []Step{{To: lifecycle.PayoutExpired, At: now}}}
+				c := record.Change{Steps: []record.Step{{To: lifecycle.PayoutExpired, At: now}}}
 				err := database.Alone(ctx, tx, func(tx pgx.Tx) error { return s.apply(ctx, tx, d.id, lifecycle.PayoutAwaitingDeposit, c) })
 				if err == nil {
 					moved = append(moved, c)
@@ -146,8 +147,8 @@ func (s *Store) LeaseFeed(ctx context.Context, owner string, now, until time.Tim
 // it): nothing of the provider's word is lost. It returns the changes
 // that moved a payout.
 func (s *Store) ApplyChanges(ctx context.Context, owner, next string, at time.Time, changes []FeedChange,
-	decide func(Record, FeedChange) (Change, error), failed func(FeedChange, int, error)) (int, error) {
-	var moved []Change
+	decide func(record.Record, FeedChange) (record.Change, error), failed func(FeedChange, int, error)) (int, error) {
+	var moved []record.Change
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE payout_provider_feed SET after = $2, updated_at = $3, lease_owner = NULL, leased_until = NULL
 			WHERE provider = 'bank' AND lease_owner = $1`, owner, next, at)
@@ -158,7 +159,7 @@ func (s *Store) ApplyChanges(ctx context.Context, owner, next string, at time.Ti
 			return ErrLeaseLost
 		}
 		for _, ch := range changes {
-			var c Change
+			var c record.Change
 			failures := 0
 			err := database.Alone(ctx, tx, func(tx pgx.Tx) error {
 				tag, err := tx.Exec(ctx, `INSERT INTO payout_provider_changes (change_id, payout_id, applied_at) VALUES ($1, $2, $3)
@@ -216,4 +217,11 @@ func (s *Store) ForgetChanges(ctx context.Context, before time.Time) (int, error
 		return 0, fmt.Errorf("forget applied changes: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// ReleaseFeed gives the provider feed's lease back without moving its
+// place (the provider did not answer).
+func (s *Store) ReleaseFeed(ctx context.Context, owner string) error {
+	_, err := s.db.Exec(ctx, `UPDATE payout_provider_feed SET lease_owner = NULL, leased_until = NULL WHERE provider = 'bank' AND lease_owner = $1`, owner)
+	return err
 }

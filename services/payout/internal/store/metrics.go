@@ -1,4 +1,4 @@
-package payout
+package store
 
 import (
 	"context"

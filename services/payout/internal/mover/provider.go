@@ -1,4 +1,4 @@
-package payout
+package mover
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 // What the payout service makes of the bank provider's word (DESIGN §3):
@@ -29,28 +30,26 @@ var errProviderFailed = errors.New("the bank provider failed the call")
 // call makes one provider call within ProviderWait, telling the
 // provider's circuit how it went: an answer (yes or no) closes it, a
 // failure backs the provider off as a whole.
-func (s *service) call(ctx context.Context, fn func(ctx context.Context) (bankprovider.Payout, error)) (bankprovider.Payout, error) {
+func (w *Worker) call(ctx context.Context, fn func(ctx context.Context) (bankprovider.Payout, error)) (bankprovider.Payout, error) {
 	pctx, cancel := context.WithTimeout(ctx, worker.ProviderWait)
 	defer cancel()
 	word, err := fn(pctx)
 	var pe *bankprovider.Error
 	switch {
 	case err == nil, errors.As(err, &pe) && pe.Status < 500:
-		s.circuit.Answered()
+		w.circuit.Answered()
 	default:
-		s.providerFailed(err)
+		w.circuit.Failed()
 		return word, fmt.Errorf("%w: %w", errProviderFailed, err)
 	}
 	return word, err
 }
 
-func (s *service) providerFailed(error) { s.circuit.Failed() }
-
 // backOff pushes p's provider call (its hand-over, or its reconciliation)
 // back after a failure, alone, and returns err.
-func (s *service) backOff(ctx context.Context, p StoredPayout, err error) error {
+func (w *Worker) backOff(ctx context.Context, p record.StoredPayout, err error) error {
 	n := p.Failures + 1
-	if ferr := s.payouts.Failed(ctx, p.ID, n, s.clock().Add(worker.Backoff(n, time.Hour))); ferr != nil {
+	if ferr := w.store.Failed(ctx, p.ID, n, w.clock().Add(worker.Backoff(n, time.Hour))); ferr != nil {
 		return errors.Join(err, ferr)
 	}
 	return err
@@ -62,37 +61,37 @@ func (s *service) backOff(ctx context.Context, p StoredPayout, err error) error 
 // payout is never processing without the provider having it. The
 // provider refusing it outright fails it, and its deposit is refunded;
 // anything else is tried again, p alone backed off.
-func (s *service) handOver(ctx context.Context, p StoredPayout) error {
+func (w *Worker) handOverOne(ctx context.Context, p record.StoredPayout) error {
 	amount := p.FiatAmount
 	if amount == "" {
 		amount = p.CryptoAmount
 	}
 	in := bankprovider.NewPayout{Reference: p.ID, Rail: p.Rail, Currency: p.FiatCurrency, Country: p.Country,
 		Amount: amount, Beneficiary: p.Beneficiary}
-	if s.env == environment.Sandbox && p.SandboxOutcome != "" {
+	if w.env == environment.Sandbox && p.SandboxOutcome != "" {
 		in.Sandbox = &bankprovider.SandboxOutcome{Outcome: p.SandboxOutcome, Reason: p.SandboxReason}
 	}
-	word, err := s.call(ctx, func(ctx context.Context) (bankprovider.Payout, error) { return s.provider.CreatePayout(ctx, in) })
+	word, err := w.call(ctx, func(ctx context.Context) (bankprovider.Payout, error) { return w.provider.CreatePayout(ctx, in) })
 	var pe *bankprovider.Error
 	refused := errors.As(err, &pe) && refusedOutright(pe.Status)
 	if err != nil && !refused {
-		return s.backOff(ctx, p, err)
+		return w.backOff(ctx, p, err)
 	}
 	if refused {
-		s.log.WarnContext(ctx, "the bank provider refused a payout outright; it failed and its deposit is refunded", "payout_id", p.ID, "err", err)
+		w.log.WarnContext(ctx, "the bank provider refused a payout outright; it failed and its deposit is refunded", "payout_id", p.ID, "err", err)
 	}
-	_, err = s.payouts.Update(ctx, p.ID, func(r Record) (Change, error) {
-		now := s.clock()
+	_, err = w.store.Update(ctx, p.ID, func(r record.Record) (record.Change, error) {
+		now := w.clock()
 		switch {
 		case r.HandedOverAt != nil || r.HandoverAt == nil || r.Status != lifecycle.PayoutAwaitingDeposit:
 			// Moved meanwhile (another replica, the changes feed): as it is.
-			return Change{HandedOver: r.HandedOverAt != nil}, nil
+			return record.Change{HandedOver: r.HandedOverAt != nil}, nil
 		case refused:
-			c := s.fail(r.StoredPayout, now, lifecycle.PayoutFailureInvalidAccount, "")
+			c := w.fail(r.StoredPayout, now, lifecycle.PayoutFailureInvalidAccount, "")
 			c.HandedOver = true
 			return c, nil
 		}
-		return s.word(r.StoredPayout, word, now)
+		return w.word(r.StoredPayout, word, now)
 	})
 	return err
 }
@@ -117,47 +116,47 @@ var providerCode = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
 // ours (provider_rejected, returned_by_bank) with the provider's code
 // kept; a status we cannot read is an error (the payout is backed off and
 // asked about again).
-func (s *service) word(p StoredPayout, w bankprovider.Payout, now time.Time) (Change, error) {
-	switch w.Status {
+func (w *Worker) word(p record.StoredPayout, said bankprovider.Payout, now time.Time) (record.Change, error) {
+	switch said.Status {
 	case lifecycle.PayoutProcessing, lifecycle.PayoutCompleted, lifecycle.PayoutFailed, lifecycle.PayoutReturned:
 	default:
-		return Change{}, fmt.Errorf("%w: status %.32q", worker.ErrUnreadable, w.Status)
+		return record.Change{}, fmt.Errorf("%w: status %.32q", worker.ErrUnreadable, said.Status)
 	}
-	var c Change
+	var c record.Change
 	status := p.Status
 	if status == lifecycle.PayoutAwaitingDeposit {
 		if p.HandoverAt == nil {
-			return Change{}, nil // no deposit of its was handed over: not the provider's to move
+			return record.Change{}, nil // no deposit of its was handed over: not the provider's to move
 		}
 		// The provider has it: the hand-over is confirmed (the answer to
 		// it, or its change in the feed when the answer was lost).
-		c.Steps = append(c.Steps, Step{To: lifecycle.PayoutProcessing, At: now, HandedOverAt: &now})
+		c.Steps = append(c.Steps, record.Step{To: lifecycle.PayoutProcessing, At: now, HandedOverAt: &now})
 		c.HandedOver = true
-		next := now.Add(s.reconcileAfter(p))
+		next := now.Add(w.reconcileAfter(p))
 		c.Reconcile = &next
 		status = lifecycle.PayoutProcessing
 	}
 	completedAt := now
-	if t, err := time.Parse(time.RFC3339, w.CompletedAt); err == nil {
+	if t, err := time.Parse(time.RFC3339, said.CompletedAt); err == nil {
 		completedAt = t.UTC()
 	}
-	completed := Step{To: lifecycle.PayoutCompleted, At: now, CompletedAt: &completedAt}
+	completed := record.Step{To: lifecycle.PayoutCompleted, At: now, CompletedAt: &completedAt}
 	switch {
-	case w.Status == lifecycle.PayoutCompleted && status == lifecycle.PayoutProcessing:
+	case said.Status == lifecycle.PayoutCompleted && status == lifecycle.PayoutProcessing:
 		c.Steps = append(c.Steps, completed)
 		c.Reconciled, c.Reconcile = true, nil // a return comes as a change; nothing polls for it
-	case w.Status == lifecycle.PayoutFailed && status == lifecycle.PayoutProcessing:
-		reason, code := s.failureReason(w)
-		f := s.fail(p, now, reason, code)
+	case said.Status == lifecycle.PayoutFailed && status == lifecycle.PayoutProcessing:
+		reason, code := w.failureReason(said)
+		f := w.fail(p, now, reason, code)
 		c.Steps, c.Refunds = append(c.Steps, f.Steps...), f.Refunds
 		c.Reconciled, c.Reconcile = true, nil
-	case w.Status == lifecycle.PayoutReturned && (status == lifecycle.PayoutProcessing || status == lifecycle.PayoutCompleted):
+	case said.Status == lifecycle.PayoutReturned && (status == lifecycle.PayoutProcessing || status == lifecycle.PayoutCompleted):
 		if status == lifecycle.PayoutProcessing {
 			c.Steps = append(c.Steps, completed)
 		}
-		reason, returnCode, code := s.returnReason(p.Rail, w)
-		c.Steps = append(c.Steps, Step{To: lifecycle.PayoutReturned, At: now, ReturnReason: reason, ReturnCode: returnCode, ProviderCode: code})
-		c.Refunds = append(c.Refunds, s.refundOf(p, lifecycle.RefundPayoutReturned, now))
+		reason, returnCode, code := w.returnReason(p.Rail, said)
+		c.Steps = append(c.Steps, record.Step{To: lifecycle.PayoutReturned, At: now, ReturnReason: reason, ReturnCode: returnCode, ProviderCode: code})
+		c.Refunds = append(c.Refunds, w.refundOf(p, lifecycle.RefundPayoutReturned, now))
 		c.Reconciled, c.Reconcile = true, nil
 	}
 	return c, nil
@@ -166,10 +165,10 @@ func (s *service) word(p StoredPayout, w bankprovider.Payout, now time.Time) (Ch
 // reconcileAfter is how long after its hand-over a payout is first asked
 // about on its own, if its change has not come: twice its settlement (the
 // rail's published one; the sandbox provider's in the sandbox) and some.
-func (s *service) reconcileAfter(p StoredPayout) time.Duration {
+func (w *Worker) reconcileAfter(p record.StoredPayout) time.Duration {
 	settle := time.Minute
-	if s.env == environment.Sandbox {
-		settle = 2 * s.cfg.SandboxSettle // a return comes one settle after the completion
+	if w.env == environment.Sandbox {
+		settle = 2 * w.cfg.SandboxSettle // a return comes one settle after the completion
 	} else if r, ok := catalog.RailNamed(p.Rail); ok {
 		settle = r.SettlesIn()
 	}
@@ -178,26 +177,26 @@ func (s *service) reconcileAfter(p StoredPayout) time.Duration {
 
 // failureReason is the failureReason of the provider's failure, and the
 // provider's own code when it is not one we list (provider_rejected).
-func (s *service) failureReason(w bankprovider.Payout) (reason, code string) {
-	if slices.Contains(lifecycle.PayoutFailureReasons, w.FailureReason) {
-		return w.FailureReason, ""
+func (w *Worker) failureReason(said bankprovider.Payout) (reason, code string) {
+	if slices.Contains(lifecycle.PayoutFailureReasons, said.FailureReason) {
+		return said.FailureReason, ""
 	}
-	code = s.unlisted("failure", w.FailureReason)
+	code = w.unlistedCode("failure", said.FailureReason)
 	return lifecycle.PayoutProviderRejected, code
 }
 
 // returnReason is the returnReason and returnCode of the provider's
 // return, and the provider's own code when its reason is not one we list
 // (returned_by_bank, its code the returnCode when it gives none).
-func (s *service) returnReason(rail string, w bankprovider.Payout) (reason, returnCode, code string) {
+func (w *Worker) returnReason(rail string, said bankprovider.Payout) (reason, returnCode, code string) {
 	given := ""
-	if providerCode.MatchString(w.ReturnCode) {
-		given = w.ReturnCode
+	if providerCode.MatchString(said.ReturnCode) {
+		given = said.ReturnCode
 	}
-	if slices.Contains(lifecycle.PayoutReturnReasons, w.ReturnReason) {
-		return w.ReturnReason, cmpOr(given, lifecycle.ReturnCode(rail, w.ReturnReason)), ""
+	if slices.Contains(lifecycle.PayoutReturnReasons, said.ReturnReason) {
+		return said.ReturnReason, cmpOr(given, lifecycle.ReturnCode(rail, said.ReturnReason)), ""
 	}
-	code = s.unlisted("return", w.ReturnReason)
+	code = w.unlistedCode("return", said.ReturnReason)
 	return lifecycle.PayoutReturnedByBank, cmpOr(given, code), code
 }
 
@@ -211,28 +210,28 @@ func cmpOr(a, b string) string {
 // unlisted counts a reason of kind the provider gave that we do not list,
 // by its code, and answers the code as kept ("" when it is not in a shape
 // we keep).
-func (s *service) unlisted(kind, reason string) string {
+func (w *Worker) unlistedCode(kind, reason string) string {
 	code := ""
 	if providerCode.MatchString(reason) {
 		code = reason
 	}
-	if s.unlistedSeen != nil {
-		s.unlistedSeen(kind, code)
-	}
+	label := w.codes.label(code)
+	w.unlisted.WithLabelValues(kind, label).Inc()
+	w.log.Warn("the bank provider gave a reason we do not list; kept as its code", "kind", kind, "code", label)
 	return code
 }
 
 // fail is payout p failed for reason (with the provider's code, if any),
 // its deposit refunded.
-func (s *service) fail(p StoredPayout, now time.Time, reason, code string) Change {
-	return Change{Steps: []Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: reason, ProviderCode: code}},
-		Refunds: []Refund{s.refundOf(p, lifecycle.RefundPayoutFailed, now)}}
+func (w *Worker) fail(p record.StoredPayout, now time.Time, reason, code string) record.Change {
+	return record.Change{Steps: []record.Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: reason, ProviderCode: code}},
+		Refunds: []record.Refund{w.refundOf(p, lifecycle.RefundPayoutFailed, now)}}
 }
 
 // refundOf is the refund, for reason, of the deposit p took: what the
 // payout asked for (an excess over it was refunded when it arrived).
-func (s *service) refundOf(p StoredPayout, reason string, now time.Time) Refund {
-	return Refund{ID: newRefundID(), Reason: reason, Amount: owed(p), CryptoCurrency: p.CryptoCurrency, Chain: p.Chain,
+func (w *Worker) refundOf(p record.StoredPayout, reason string, now time.Time) record.Refund {
+	return record.Refund{ID: record.NewRefundID(), Reason: reason, Amount: record.Owed(p), CryptoCurrency: p.CryptoCurrency, Chain: p.Chain,
 		DepositTxHash: p.DepositTxHash, CreatedAt: now}
 }
 
@@ -259,4 +258,17 @@ func (c *codeSet) label(code string) string {
 		return code
 	}
 	return "other"
+}
+
+// HandOver hands p, whose deposit was just recorded with its lease, to
+// the provider at once, with no lock held, when the provider's circuit
+// allows a call; it reports whether the provider's answer was applied.
+// Whatever stops it (a provider down, this process killed), the
+// hand-over queue finishes it once the lease is over. A nil Worker (no
+// mover) hands nothing over.
+func (w *Worker) HandOver(ctx context.Context, p record.StoredPayout) bool {
+	if w == nil || w.provider == nil || p.HandoverAt == nil || p.HandedOverAt != nil || w.circuit.Calls(1) != 1 {
+		return false
+	}
+	return w.handOverOne(ctx, p) == nil
 }

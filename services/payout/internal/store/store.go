@@ -1,4 +1,10 @@
-package payout
+// Package store keeps payouts in PostgreSQL, the system of record: a
+// payout's execution (once per quote, bound to its beneficiary), every
+// change the service or the mover decides (record.Change), with its
+// events, in one short transaction that reads the payout as it stands,
+// and the queues the mover claims from (queues.go). The migrations here
+// make services/payout/schema.sql.
+package store
 
 import (
 	"context"
@@ -19,6 +25,8 @@ import (
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/answer"
+	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
 //go:embed migrations
@@ -30,78 +38,6 @@ var Migrations = database.MigrationsIn("payout", migrations)
 
 // Feed is the service's events feed (DESIGN §9), in tables of its own.
 var Feed = events.For("payout")
-
-// StoredPayout is a payout as the system of record keeps it. It holds the
-// beneficiary, which is personal data: it is never logged.
-type StoredPayout struct {
-	ID               string
-	QuoteID          string
-	KeyID            string
-	BeneficiaryName  string
-	Beneficiary      []byte // the rail's fields, canonical JSON (beneficiary.Checked.Fields)
-	Chain            int64
-	CryptoCurrency   string
-	FiatCurrency     string
-	Country          string
-	CryptoAmount     string // one of the two amounts, as quoted
-	FiatAmount       string
-	Rail             string
-	Settlement       string
-	Status           string
-	QuoteExpiresAt   time.Time
-	CreatedAt        time.Time
-	Reference        string
-	RefundAddress    string
-	DepositAddress   string
-	DepositExpiresAt time.Time
-	DepositTxHash    string
-	DepositAmount    string
-	HandoverAt       *time.Time // our intent to hand it to the provider, recorded with its deposit
-	HandedOverAt     *time.Time // the provider confirmed it has it
-	CompletedAt      *time.Time
-	FailureReason    string
-	ReturnReason     string
-	ReturnCode       string
-	ProviderCode     string // the provider's own code for a failure or return we do not list
-	SandboxOutcome   string // what a sandbox payout comes to (POST /v1/sandbox/payouts/deposit)
-	SandboxReason    string
-	StatusAt         time.Time
-	// What the worker keeps of it: the provider's not knowing it since,
-	// the reconciliations made, and the failures in a row of the queue
-	// working it.
-	ProviderMissingAt *time.Time
-	ReconcileChecks   int
-	Failures          int
-}
-
-// Move is one status a payout has been in, and since when.
-type Move struct {
-	Status string    `json:"status"`
-	At     time.Time `json:"at"`
-}
-
-// Refund is what a payout owes back, as the system of record keeps it.
-type Refund struct {
-	ID             string     `json:"id"`
-	Reason         string     `json:"reason"`
-	Status         string     `json:"status"`
-	Amount         string     `json:"amount"`
-	CryptoCurrency string     `json:"crypto_currency"`
-	Chain          int64      `json:"chain"`
-	DepositTxHash  string     `json:"deposit_tx_hash"`
-	Address        string     `json:"address"`
-	TxHash         string     `json:"tx_hash"`
-	CreatedAt      time.Time  `json:"created_at"`
-	SentAt         *time.Time `json:"sent_at"`
-}
-
-// Record is a payout with what its answers show of it: every status it
-// has been in, oldest first, and what it owes back.
-type Record struct {
-	StoredPayout
-	History []Move
-	Refunds []Refund
-}
 
 // ErrNotFound is a payout the store does not have.
 var ErrNotFound = errors.New("payout not found")
@@ -116,7 +52,8 @@ type Store struct {
 	// view renders the objects of the events the store writes: every
 	// status change of a payout or of one of its refunds writes its event
 	// (pkg/events) in the transaction of the change.
-	view view
+	view answer.View
+	env  environment.Name
 	// metrics counts the moves that commit (nil: not counted).
 	metrics *Metrics
 }
@@ -125,7 +62,7 @@ type Store struct {
 func (s *Store) Measure(m *Metrics) { s.metrics = m }
 
 // counted counts the moves of changes, committed.
-func (s *Store) counted(changes ...Change) {
+func (s *Store) counted(changes ...record.Change) {
 	for _, c := range changes {
 		for _, st := range c.Steps {
 			if st.To != "" {
@@ -135,11 +72,9 @@ func (s *Store) counted(changes ...Change) {
 	}
 }
 
-var _ Payouts = (*Store)(nil)
-
 // NewStore returns the store on db, of payouts in env.
 func NewStore(db *database.DB, env environment.Name) *Store {
-	return &Store{db: db, view: newView(env)}
+	return &Store{db: db, view: answer.NewView(env), env: env}
 }
 
 const payoutColumns = `p.id, p.quote_id, p.key_id, p.beneficiary_name, p.beneficiary, p.chain, p.crypto_currency, p.fiat_currency,
@@ -162,7 +97,7 @@ const recordColumns = payoutColumns + `,
 		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at) ORDER BY r.created_at, r.id), '[]')
 		FROM payout_refunds r WHERE r.payout_id = p.id)`
 
-func payoutFields(p *StoredPayout, fields *string) []any {
+func payoutFields(p *record.StoredPayout, fields *string) []any {
 	return []any{&p.ID, &p.QuoteID, &p.KeyID, &p.BeneficiaryName, fields, &p.Chain, &p.CryptoCurrency,
 		&p.FiatCurrency, &p.Country, &p.CryptoAmount, &p.FiatAmount, &p.Rail, &p.Settlement, &p.Status, &p.QuoteExpiresAt,
 		&p.CreatedAt, &p.Reference, &p.RefundAddress, &p.DepositAddress, &p.DepositExpiresAt, &p.DepositTxHash, &p.DepositAmount,
@@ -170,8 +105,8 @@ func payoutFields(p *StoredPayout, fields *string) []any {
 		&p.SandboxOutcome, &p.SandboxReason, &p.StatusAt, &p.ProviderMissingAt, &p.ReconcileChecks, &p.Failures}
 }
 
-func scanPayout(row pgx.Row) (StoredPayout, error) {
-	var p StoredPayout
+func scanPayout(row pgx.Row) (record.StoredPayout, error) {
+	var p record.StoredPayout
 	var fields string
 	err := row.Scan(payoutFields(&p, &fields)...)
 	if errors.Is(err, database.ErrNoRows) {
@@ -181,8 +116,8 @@ func scanPayout(row pgx.Row) (StoredPayout, error) {
 	return p, err
 }
 
-func scanRecord(row pgx.Row) (Record, error) {
-	var r Record
+func scanRecord(row pgx.Row) (record.Record, error) {
+	var r record.Record
 	var fields string
 	var statuses []string
 	var times []time.Time
@@ -198,11 +133,11 @@ func scanRecord(row pgx.Row) (Record, error) {
 	if len(statuses) != len(times) {
 		return r, fmt.Errorf("payout history: %d statuses, %d times", len(statuses), len(times))
 	}
-	r.History = make([]Move, len(statuses))
+	r.History = make([]record.Move, len(statuses))
 	for i := range statuses {
-		r.History[i] = Move{Status: statuses[i], At: times[i].UTC()}
+		r.History[i] = record.Move{Status: statuses[i], At: times[i].UTC()}
 	}
-	r.Refunds = []Refund{}
+	r.Refunds = []record.Refund{}
 	if string(refunds) != "[]" {
 		if err := json.Unmarshal(refunds, &r.Refunds); err != nil {
 			return r, fmt.Errorf("payout refunds: %w", err)
@@ -218,11 +153,11 @@ func scanRecord(row pgx.Row) (Record, error) {
 	return r, nil
 }
 
-func byQuote(ctx context.Context, q database.Querier, quoteID string) (Record, error) {
+func byQuote(ctx context.Context, q database.Querier, quoteID string) (record.Record, error) {
 	return scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+` FROM payouts p WHERE p.quote_id = $1`, quoteID))
 }
 
-func byID(ctx context.Context, q database.Querier, id string, lock string) (Record, error) {
+func byID(ctx context.Context, q database.Querier, id string, lock string) (record.Record, error) {
 	return scanRecord(q.QueryRow(ctx, `SELECT `+recordColumns+` FROM payouts p WHERE p.id = $1`+lock, id))
 }
 
@@ -230,14 +165,14 @@ func byID(ctx context.Context, q database.Querier, id string, lock string) (Reco
 // not. A payout found is confirmed on a synchronous standby before it is
 // returned (database.DB.ReadBack): it may have been made by a commit whose
 // wait for the standby was cut short, and an answer rests on it.
-func (s *Store) ByQuote(ctx context.Context, quoteID string) (Record, error) {
+func (s *Store) ByQuote(ctx context.Context, quoteID string) (record.Record, error) {
 	r, err := byQuote(ctx, s.db, quoteID)
 	return r, s.db.ReadBack(ctx, err)
 }
 
 // ByID is a payout with its history and refunds; ErrNotFound when there is
 // none. Like ByQuote, what it returns is confirmed on the standby.
-func (s *Store) ByID(ctx context.Context, id string) (Record, error) {
+func (s *Store) ByID(ctx context.Context, id string) (record.Record, error) {
 	r, err := byID(ctx, s.db, id, "")
 	return r, s.db.ReadBack(ctx, err)
 }
@@ -252,7 +187,7 @@ func (s *Store) IsDepositAddress(ctx context.Context, address string) (bool, err
 
 // orderMoves puts moves made in the same instant in the order of the
 // arrows (a worker that learns of a completion and a return at once).
-func orderMoves(m []Move) []Move {
+func orderMoves(m []record.Move) []record.Move {
 	rank := map[string]int{"awaiting_deposit": 0, "processing": 1, "expired": 1, "completed": 2, "failed": 2, "returned": 3}
 	for i := 1; i < len(m); i++ {
 		for j := i; j > 0 && m[j].At.Equal(m[j-1].At) && rank[m[j].Status] < rank[m[j-1].Status]; j-- {
@@ -263,7 +198,7 @@ func orderMoves(m []Move) []Move {
 }
 
 // Execute commits p unless its quote was executed already, and answers
-// whichever payout the quote was executed as, through answer (which
+// whichever payout the quote was executed as, through render (which
 // refuses another beneficiary). The payout, its first history row (a
 // trigger) and, for a request with an Idempotency-Key, the answer commit
 // together, once. The commit returns once a synchronous standby has it, so
@@ -272,34 +207,34 @@ func orderMoves(m []Move) []Move {
 // the commit goes on. A payout read back, made by another request, is
 // confirmed on the standby before it is answered (a commit of ours that
 // wrote the idempotency answer confirms it by itself).
-func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record) (Payout, error)) (Payout, error) {
+func (s *Store) Execute(ctx context.Context, p record.StoredPayout, render func(record.Record) (answer.Payout, error)) (answer.Payout, error) {
 	if !idempotency.Claimed(ctx) {
 		// Nothing to keep beside the payout: one statement (its history row
 		// is a trigger's), committed on its own, one round trip.
 		args, err := s.insertArgs(p)
 		if err != nil {
-			return Payout{}, err
+			return answer.Payout{}, err
 		}
 		err = s.db.CommitRow(ctx, []any{&p.CreatedAt}, insertSQL, args...)
 		switch {
 		case err == nil:
 			s.metrics.Moved(p.Status, 1)
-			return answer(newRecord(p))
+			return render(newRecord(p))
 		case database.Violates(err, "payouts_not_after_expiry"):
-			return Payout{}, ErrExpired
+			return answer.Payout{}, ErrExpired
 		case !errors.Is(err, database.ErrNoRows):
-			return Payout{}, fmt.Errorf("insert payout: %w", err)
+			return answer.Payout{}, fmt.Errorf("insert payout: %w", err)
 		}
 		stored, err := s.ByQuote(ctx, p.QuoteID) // confirmed on the standby
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return Payout{}, ErrHeld // no payout of it, and not made: bound to another
+			return answer.Payout{}, ErrHeld // no payout of it, and not made: bound to another
 		case err != nil:
-			return Payout{}, fmt.Errorf("read the quote's payout: %w", err)
+			return answer.Payout{}, fmt.Errorf("read the quote's payout: %w", err)
 		}
-		return answer(stored)
+		return render(stored)
 	}
-	var out Payout
+	var out answer.Payout
 	made := false
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		stored, err := s.insertPayout(ctx, tx, p)
@@ -307,7 +242,7 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 			return err
 		}
 		made = stored.ID == p.ID
-		if out, err = answer(stored); err != nil {
+		if out, err = render(stored); err != nil {
 			return err
 		}
 		// The answer commits with the payout: this commit waits for the
@@ -315,7 +250,7 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 		return idempotency.Answer(ctx, tx, out)
 	})
 	if err != nil {
-		return Payout{}, err
+		return answer.Payout{}, err
 	}
 	if made {
 		s.metrics.Moved(p.Status, 1)
@@ -325,8 +260,8 @@ func (s *Store) Execute(ctx context.Context, p StoredPayout, answer func(Record)
 
 // newRecord is p just made: awaiting its deposit since its creation,
 // owing nothing.
-func newRecord(p StoredPayout) Record {
-	return Record{StoredPayout: p, History: []Move{{Status: p.Status, At: p.StatusAt}}, Refunds: []Refund{}}
+func newRecord(p record.StoredPayout) record.Record {
+	return record.Record{StoredPayout: p, History: []record.Move{{Status: p.Status, At: p.StatusAt}}, Refunds: []record.Refund{}}
 }
 
 // A new payout is in the expiry queue by its deposit window's end. Its
@@ -394,18 +329,18 @@ func (s *Store) ForgetHolds(ctx context.Context, before time.Time) error {
 const createdMark = "@@created_at@@"
 
 // insertArgs are insertSQL's arguments for p, with its event.
-func (s *Store) insertArgs(p StoredPayout) ([]any, error) {
+func (s *Store) insertArgs(p record.StoredPayout) ([]any, error) {
 	r := newRecord(p)
-	st := s.view.status(r)
+	st := s.view.Status(r)
 	st.CreatedAt = createdMark
-	e, err := events.New(s.view.env, p.KeyID, eventType(p.Status), p.ID, p.StatusAt, st, "")
+	e, err := events.New(s.env, p.KeyID, eventType(p.Status), p.ID, p.StatusAt, st, "")
 	if err != nil {
 		return nil, err
 	}
 	return []any{p.ID, p.QuoteID, p.KeyID, p.BeneficiaryName, string(p.Beneficiary), p.Chain, p.CryptoCurrency, p.FiatCurrency,
 		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt,
 		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt, events.NewID(), e.Type, string(e.Data),
-		digest(p.Beneficiary)}, nil
+		record.Digest(p.Beneficiary)}, nil
 }
 
 // eventType is the event of a payout's move to status; refundEventType of
@@ -417,73 +352,28 @@ func refundEventType(status string) string { return "payout.refund." + status }
 // quote's payout: p (inserted, with the database's created_at), or the one
 // executed before. created_at is the database's now() (a trigger), and a
 // quote past its expiry on that clock is refused (ErrExpired).
-func (s *Store) insertPayout(ctx context.Context, tx pgx.Tx, p StoredPayout) (Record, error) {
+func (s *Store) insertPayout(ctx context.Context, tx pgx.Tx, p record.StoredPayout) (record.Record, error) {
 	args, err := s.insertArgs(p)
 	if err != nil {
-		return Record{}, err
+		return record.Record{}, err
 	}
 	err = tx.QueryRow(ctx, insertSQL, args...).Scan(&p.CreatedAt)
 	switch {
 	case err == nil:
 		return newRecord(p), nil
 	case database.Violates(err, "payouts_not_after_expiry"):
-		return Record{}, ErrExpired
+		return record.Record{}, ErrExpired
 	case !errors.Is(err, database.ErrNoRows):
-		return Record{}, fmt.Errorf("insert payout: %w", err)
+		return record.Record{}, fmt.Errorf("insert payout: %w", err)
 	}
 	stored, err := byQuote(ctx, tx, p.QuoteID)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return Record{}, ErrHeld
+		return record.Record{}, ErrHeld
 	case err != nil:
-		return Record{}, fmt.Errorf("read the quote's payout: %w", err)
+		return record.Record{}, fmt.Errorf("read the quote's payout: %w", err)
 	}
 	return stored, nil
-}
-
-// Step is one write to a payout: a move along an arrow (To, with its
-// history row, at At), and what it brings; fields left empty keep their
-// values. The database refuses a move that is not an arrow of DESIGN §3,
-// and a field rewritten once set.
-type Step struct {
-	To                            string
-	At                            time.Time
-	DepositTxHash, DepositAmount  string
-	HandoverAt, HandedOverAt      *time.Time
-	CompletedAt                   *time.Time
-	FailureReason                 string
-	ReturnReason, ReturnCode      string
-	ProviderCode                  string
-	SandboxOutcome, SandboxReason string
-	RefundAddress                 string
-}
-
-// Change is what one transaction does to a payout: its steps in order, the
-// refunds it makes owed (each once per cause: a second one of the same
-// reason for the same deposit is none), and where it stands in the
-// worker's queues (a nil time keeps the one it had).
-type Change struct {
-	Steps   []Step
-	Refunds []Refund
-	// HandOver is when its hand-over is next tried (its lease while a
-	// call is out, then its backoff); HandedOver takes it out of that
-	// queue (the provider has it, or refused it).
-	HandOver   *time.Time
-	HandedOver bool
-	// Reconcile is when it is next asked about on its own (Checked: one
-	// more check made); Reconciled takes it out of that queue (final, or
-	// asked about as often as it ever is).
-	Reconcile  *time.Time
-	Reconciled bool
-	Checked    bool
-	// Missing: the provider did not know it after confirming it, found
-	// at this time (noted once: provider_missing_at).
-	Missing *time.Time
-}
-
-// queued reports whether c changes where the payout stands in a queue.
-func (c Change) queued() bool {
-	return c.HandOver != nil || c.HandedOver || c.Reconcile != nil || c.Reconciled || c.Checked || c.Missing != nil
 }
 
 const stepSQL = `UPDATE payouts SET status = COALESCE(NULLIF($2, ''), status),
@@ -519,7 +409,7 @@ const refundSQL = `INSERT INTO payout_refunds (id, payout_id, reason, status, am
 // the payout's moves (status was its status before) and its refunds' (made
 // owed, or sent to the address just set). Every event carries the payout
 // as it stands once c is written.
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c Change) error {
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c record.Change) error {
 	var pending []string // refunds that went to the address set
 	for _, st := range c.Steps {
 		if _, err := tx.Exec(ctx, stepSQL, id, st.To, st.At, st.DepositTxHash, st.DepositAmount, st.HandoverAt, st.HandedOverAt,
@@ -544,7 +434,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c Chang
 			return fmt.Errorf("refund %s of %s: %w", r.Reason, id, err)
 		}
 	}
-	if c.queued() {
+	if c.Queued() {
 		if _, err := tx.Exec(ctx, queueSQL, id, c.HandedOver, c.HandOver, c.Reconciled, c.Reconcile, c.Checked, c.Missing); err != nil {
 			return fmt.Errorf("payout %s in its queues: %w", id, err)
 		}
@@ -554,7 +444,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c Chang
 
 // changed writes the events of c, a change of payout id from status (and
 // of the refunds that went pending), in tx.
-func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Change, pending []string) error {
+func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c record.Change, pending []string) error {
 	type happened struct {
 		typ, previous, refund string
 		at                    time.Time
@@ -582,17 +472,17 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Cha
 	if err != nil {
 		return err
 	}
-	object := s.view.status(r)
+	object := s.view.Status(r)
 	evs := make([]events.Event, 0, len(what))
 	for _, h := range what {
 		if h.refund != "" && h.typ == "" {
-			i := slices.IndexFunc(r.Refunds, func(f Refund) bool { return f.ID == h.refund })
+			i := slices.IndexFunc(r.Refunds, func(f record.Refund) bool { return f.ID == h.refund })
 			if i < 0 {
 				continue // owed already, for the same cause: no new refund
 			}
 			h.typ = refundEventType(r.Refunds[i].Status)
 		}
-		e, err := events.New(s.view.env, r.KeyID, h.typ, id, h.at, object, h.previous)
+		e, err := events.New(s.env, r.KeyID, h.typ, id, h.at, object, h.previous)
 		if err != nil {
 			return err
 		}
@@ -609,9 +499,9 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c Cha
 // take turns, each deciding on what the other left. It answers the payout
 // as it then is; ErrNotFound when there is none. decide's error rolls the
 // transaction back and is returned as it is.
-func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Change, error)) (Record, error) {
-	var out Record
-	var c Change
+func (s *Store) Update(ctx context.Context, id string, decide func(record.Record) (record.Change, error)) (record.Record, error) {
+	var out record.Record
+	var c record.Change
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
 		if err != nil {
@@ -638,7 +528,7 @@ func (s *Store) Update(ctx context.Context, id string, decide func(Record) (Chan
 // after a failure), and returns how many it claimed. A refund that cannot
 // be written is backed off alone (failed is told of it); the others of
 // the round are sent.
-func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r Refund) string, at time.Time,
+func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r record.Refund) string, at time.Time,
 	failed func(id string, n int, err error)) (int, error) {
 	n := 0
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
@@ -651,7 +541,7 @@ func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sen
 			return err
 		}
 		type due struct {
-			Refund
+			record.Refund
 			payout   string
 			failures int
 		}
@@ -688,16 +578,16 @@ func (s *Store) sent(ctx context.Context, tx pgx.Tx, id, payout, txHash string, 
 	if err != nil {
 		return err
 	}
-	e, err := events.New(s.view.env, p.KeyID, refundEventType(lifecycle.RefundSent), p.ID, at, s.view.status(p), lifecycle.RefundPending)
+	e, err := events.New(s.env, p.KeyID, refundEventType(lifecycle.RefundSent), p.ID, at, s.view.Status(p), lifecycle.RefundPending)
 	if err != nil {
 		return err
 	}
 	return Feed.Write(ctx, tx, e.With("refundId", id))
 }
 
-// pageSQL is the statement of a page of limit payouts where where holds,
+// PageSQL is the statement of a page of limit payouts where where holds,
 // newest first, one more to tell whether more follow.
-func pageSQL(where string, limit int) string {
+func PageSQL(where string, limit int) string {
 	return `SELECT ` + recordColumns + ` FROM payouts p WHERE ` + where +
 		` ORDER BY p.created_at DESC, p.id DESC LIMIT ` + strconv.Itoa(limit+1)
 }
@@ -706,13 +596,13 @@ func pageSQL(where string, limit int) string {
 // rows at most: the extra one says there are more), each with its history
 // and refunds, in one statement; what it returns is confirmed on the
 // standby.
-func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]Record, error) {
+func (s *Store) List(ctx context.Context, keyID string, p listing.Params) ([]record.Record, error) {
 	where, args := p.Where(keyID)
-	rows, err := s.db.Query(ctx, pageSQL(where, p.Limit), args...)
+	rows, err := s.db.Query(ctx, PageSQL(where, p.Limit), args...)
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanRecord(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (record.Record, error) { return scanRecord(row) })
 	if err != nil {
 		return nil, err
 	}

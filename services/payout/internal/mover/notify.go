@@ -1,4 +1,4 @@
-package payout
+package mover
 
 import (
 	"errors"

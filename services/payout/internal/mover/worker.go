@@ -1,6 +1,14 @@
-package payout
+// Package mover moves payouts on the bank provider's word (DESIGN §3):
+// the hand-over of a payout whose deposit arrived, the provider's changes
+// feed, expiries, reconciliation of an overdue payout, and refunds. Every
+// provider call that moves a payout is made here, with no lock held
+// (provider.go); what it
+// decides is written by the store (internal/store) in a short transaction
+// that reads the payout as it then stands.
+package mover
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +24,8 @@ import (
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/store"
 )
 
 // Who moves a payout: the service, not the reader (DESIGN §3). Every
@@ -53,9 +63,8 @@ type Provider interface {
 	Changes(ctx context.Context, after string, limit int) ([]bankprovider.Change, bool, error)
 }
 
-// WorkerConfig tunes the workers of a payout service (its binary's
-// configuration embeds it).
-type WorkerConfig struct {
+// Config tunes the mover (the payout binary's configuration embeds it).
+type Config struct {
 	// How often the provider's changes feed is read when nothing new came
 	// (a page that was full is followed at once).
 	FeedEvery time.Duration `env:"PAYOUT_FEED_EVERY, default=1s"`
@@ -66,7 +75,7 @@ type WorkerConfig struct {
 }
 
 // Validate checks the durations.
-func (c WorkerConfig) Validate() error {
+func (c Config) Validate() error {
 	return errors.Join(config.Positive("PAYOUT_FEED_EVERY", c.FeedEvery), config.Positive("SANDBOX_PAYOUT_SETTLE", c.SandboxSettle))
 }
 
@@ -79,9 +88,6 @@ const (
 	// at each; reconcileMost the longest.
 	reconcileFirst = 5 * time.Second
 	reconcileMost  = 24 * time.Hour
-	// callLease is how long a payout claimed for a provider call is
-	// another replica's to leave alone: the call's time and some.
-	callLease = worker.ProviderWait + 5*time.Second
 	// feedPage is how many changes a page of the provider's feed holds.
 	feedPage = 100
 	// changesKept is how long an applied change's id is kept; holdsKept a
@@ -89,6 +95,11 @@ const (
 	changesKept = 30 * 24 * time.Hour
 	holdsKept   = 48 * time.Hour
 )
+
+// CallLease is how long a payout claimed for a provider call is another
+// replica's (or the request's that recorded its deposit) to leave alone:
+// the call's time and some.
+const CallLease = worker.ProviderWait + 5*time.Second
 
 // Queue names: the closed set of values of the queue label.
 const (
@@ -99,13 +110,34 @@ const (
 	queueRefunds   = "refunds"
 )
 
-// Worker moves the payouts of one replica's service.
+// Parts are what a Worker is made of.
+type Parts struct {
+	Env   environment.Name
+	Store *store.Store
+	// Provider carries payouts whose stablecoins arrived (the sandbox
+	// provider in sandbox); nil: none is connected, and nothing is
+	// handed over.
+	Provider Provider
+	// Now is the database's clock (database.DB.Now).
+	Now    func() time.Time
+	Config Config
+	// Log receives the worker's lines; nil discards them.
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+}
+
+// Worker moves the payouts of one replica.
 type Worker struct {
-	svc   *service
-	store *Store
-	log   *slog.Logger
-	rows  *worker.Rows
-	owner string // this replica, as the provider feed's lease names it
+	env      environment.Name
+	store    *store.Store
+	provider Provider
+	now      func() time.Time
+	cfg      Config
+	log      *slog.Logger
+	rows     *worker.Rows
+	owner    string // this replica, as the provider feed's lease names it
+	// circuit backs the provider off as a whole while it fails.
+	circuit *worker.Circuit
 
 	missing  prometheus.Counter
 	unlisted *prometheus.CounterVec
@@ -115,12 +147,17 @@ type Worker struct {
 	lastForget                                    time.Time
 }
 
-// NewWorker is the worker of svc (NewService's) on store; its metrics go
-// to reg.
-func NewWorker(svc Service, store *Store, log *slog.Logger, reg prometheus.Registerer) *Worker {
+// New is the worker made of p; its metrics go to p.Registry.
+func New(p Parts) *Worker {
+	log, reg, cfg := p.Log, p.Registry, p.Config
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.FeedEvery, cfg.SandboxSettle = cmp.Or(cfg.FeedEvery, time.Second), cmp.Or(cfg.SandboxSettle, 3*time.Second)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	w := &Worker{svc: svc.(*service), store: store, log: log, rows: worker.NewRows("payout", log, reg), owner: hex.EncodeToString(b[:]),
+	w := &Worker{env: p.Env, store: p.Store, provider: p.Provider, now: p.Now, cfg: cfg, circuit: worker.NewCircuit(p.Now),
+		log: log, rows: worker.NewRows("payout", log, reg), owner: hex.EncodeToString(b[:]),
 		missing: prometheus.NewCounter(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "payout", Name: "provider_missing_total",
 			Help: "Payouts the bank provider had confirmed and then did not know, each counted once when found: an incident (never re-sent, never moved on that word)."}),
 		unlisted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "payout", Name: "provider_unlisted_total",
@@ -134,13 +171,7 @@ func NewWorker(svc Service, store *Store, log *slog.Logger, reg prometheus.Regis
 	w.expiry = worker.New("payout_expiry", w.ExpiryRound, log, reg)
 	w.reconcile = worker.New("payout_reconcile", w.ReconcileRound, log, reg).IdleEvery(time.Second)
 	w.refunds = worker.New("payout_refunds", w.RefundRound, log, reg).IdleEvery(time.Second)
-	w.changes = worker.New("payout_changes", w.ChangesRound, log, reg).IdleEvery(w.svc.cfg.FeedEvery)
-	w.svc.wake = w.handOver.Wake
-	w.svc.unlistedSeen = func(kind, code string) {
-		label := w.codes.label(code)
-		w.unlisted.WithLabelValues(kind, label).Inc()
-		w.log.Warn("the bank provider gave a reason we do not list; kept as its code", "kind", kind, "code", label)
-	}
+	w.changes = worker.New("payout_changes", w.ChangesRound, log, reg).IdleEvery(w.cfg.FeedEvery)
 	return w
 }
 
@@ -185,14 +216,14 @@ func (w *Worker) failed(ctx context.Context, queue, id string, n int, err error)
 
 // ExpiryRound closes the deposit windows due now.
 func (w *Worker) ExpiryRound(ctx context.Context) (int, error) {
-	return w.store.ExpireDue(ctx, w.svc.clock(), worker.RoundSize, func(id string, n int, err error) {
+	return w.store.ExpireDue(ctx, w.clock(), worker.RoundSize, func(id string, n int, err error) {
 		w.failed(ctx, queueExpiry, id, n, err)
 	})
 }
 
 // HandOverRound hands the payouts whose deposit arrived to the provider.
 func (w *Worker) HandOverRound(ctx context.Context) (int, error) {
-	return w.callRound(ctx, queueHandOver, w.store.ClaimHandOvers, w.svc.handOver)
+	return w.callRound(ctx, queueHandOver, w.store.ClaimHandOvers, w.handOverOne)
 }
 
 // ReconcileRound asks the provider about the payouts whose change is
@@ -206,22 +237,21 @@ func (w *Worker) ReconcileRound(ctx context.Context) (int, error) {
 // the provider fails), leased for the call's time, and calls and applies
 // each (one) side by side, with no lock held; one that fails is counted
 // and backed off alone.
-func (w *Worker) callRound(ctx context.Context, queue string, claim func(ctx context.Context, now, until time.Time, limit int) ([]StoredPayout, error),
-	one func(ctx context.Context, p StoredPayout) error) (int, error) {
-	s := w.svc
-	if s.provider == nil {
+func (w *Worker) callRound(ctx context.Context, queue string, claim func(ctx context.Context, now, until time.Time, limit int) ([]record.StoredPayout, error),
+	one func(ctx context.Context, p record.StoredPayout) error) (int, error) {
+	if w.provider == nil {
 		return 0, nil
 	}
-	calls := s.circuit.Calls(worker.RoundSize)
+	calls := w.circuit.Calls(worker.RoundSize)
 	if calls == 0 {
 		return 0, nil
 	}
-	now := s.clock()
-	due, err := claim(ctx, now, now.Add(callLease), calls)
+	now := w.clock()
+	due, err := claim(ctx, now, now.Add(CallLease), calls)
 	if err != nil || len(due) == 0 {
 		return len(due), err
 	}
-	worker.Each(ctx, due, func(ctx context.Context, p StoredPayout) struct{} {
+	worker.Each(ctx, due, func(ctx context.Context, p record.StoredPayout) struct{} {
 		if err := one(ctx, p); err != nil {
 			w.failed(ctx, queue, p.ID, p.Failures+1, err)
 		}
@@ -232,36 +262,35 @@ func (w *Worker) callRound(ctx context.Context, queue string, claim func(ctx con
 
 // reconcileOne asks the provider about p, with no lock held, and applies
 // its word to p as it then stands.
-func (w *Worker) reconcileOne(ctx context.Context, p StoredPayout) error {
-	s := w.svc
-	word, err := s.call(ctx, func(ctx context.Context) (bankprovider.Payout, error) { return s.provider.PayoutByReference(ctx, p.ID) })
+func (w *Worker) reconcileOne(ctx context.Context, p record.StoredPayout) error {
+	word, err := w.call(ctx, func(ctx context.Context) (bankprovider.Payout, error) { return w.provider.PayoutByReference(ctx, p.ID) })
 	missing := bankprovider.IsType(err, bankprovider.TypeResourceMissing)
 	if err != nil && !missing {
-		return s.backOff(ctx, p, err)
+		return w.backOff(ctx, p, err)
 	}
 	var found bool
-	_, err = s.payouts.Update(ctx, p.ID, func(r Record) (Change, error) {
-		now := s.clock()
+	_, err = w.store.Update(ctx, p.ID, func(r record.Record) (record.Change, error) {
+		now := w.clock()
 		if missing {
 			if r.HandedOverAt == nil {
 				// The hand-over queue sends it; reconciliation has nothing
 				// to ask until the provider confirms it (it sets the next
 				// check then), rather than every lease.
-				return Change{Reconciled: true}, nil
+				return record.Change{Reconciled: true}, nil
 			}
 			// The provider confirmed it, and no longer has it: never
 			// re-sent, never moved on that word; noted once.
 			found = r.ProviderMissingAt == nil
-			c := s.nextCheck(r.StoredPayout, now)
+			c := w.nextCheck(r.StoredPayout, now)
 			c.Missing = &now
 			return c, nil
 		}
-		c, err := s.word(r.StoredPayout, word, now)
+		c, err := w.word(r.StoredPayout, word, now)
 		if err != nil {
-			return Change{}, err
+			return record.Change{}, err
 		}
 		if len(c.Steps) == 0 && !c.Reconciled {
-			next := s.nextCheck(r.StoredPayout, now)
+			next := w.nextCheck(r.StoredPayout, now)
 			c.Reconcile, c.Reconciled, c.Checked = next.Reconcile, next.Reconciled, true
 		}
 		return c, nil
@@ -277,24 +306,23 @@ func (w *Worker) reconcileOne(ctx context.Context, p StoredPayout) error {
 // nextCheck is when p is next asked about on its own after a check at
 // now that found nothing new: twice the last gap, up to a day, and never
 // after its ReconcileChecks-th check.
-func (s *service) nextCheck(p StoredPayout, now time.Time) Change {
+func (w *Worker) nextCheck(p record.StoredPayout, now time.Time) record.Change {
 	if p.ReconcileChecks+1 >= ReconcileChecks {
-		return Change{Reconciled: true, Checked: true}
+		return record.Change{Reconciled: true, Checked: true}
 	}
 	next := now.Add(min(reconcileFirst<<min(p.ReconcileChecks, 20), reconcileMost))
-	return Change{Reconcile: &next, Checked: true}
+	return record.Change{Reconcile: &next, Checked: true}
 }
 
 // RefundRound marks sent the sandbox refunds pending for a settle.
 // Nothing sends a refund outside the sandbox yet: production executes no
 // payouts while the payout provider is not connected (DESIGN §3).
 func (w *Worker) RefundRound(ctx context.Context) (int, error) {
-	s := w.svc
-	if s.env != environment.Sandbox {
+	if w.env != environment.Sandbox {
 		return 0, nil
 	}
-	now := s.clock()
-	return w.store.RefundsDue(ctx, worker.RoundSize, now.Add(-s.cfg.SandboxSettle), func(Refund) string { return testnetHash() }, now,
+	now := w.clock()
+	return w.store.RefundsDue(ctx, worker.RoundSize, now.Add(-w.cfg.SandboxSettle), func(record.Refund) string { return record.TestnetHash() }, now,
 		func(id string, n int, err error) { w.failed(ctx, queueRefunds, id, n, err) })
 }
 
@@ -302,50 +330,49 @@ func (w *Worker) RefundRound(ctx context.Context) (int, error) {
 // feed's lease, with no lock held, and applies it; a full page is
 // followed at once (the count says so).
 func (w *Worker) ChangesRound(ctx context.Context) (int, error) {
-	s := w.svc
-	if s.provider == nil || s.circuit.Calls(1) == 0 {
+	if w.provider == nil || w.circuit.Calls(1) == 0 {
 		return 0, nil
 	}
-	now := s.clock()
+	now := w.clock()
 	if now.Sub(w.lastForget) > time.Hour {
 		_, err := w.store.ForgetChanges(ctx, now.Add(-changesKept))
 		if err = errors.Join(err, w.store.ForgetHolds(ctx, now.Add(-holdsKept))); err == nil {
 			w.lastForget = now
 		}
 	}
-	after, ok, err := w.store.LeaseFeed(ctx, w.owner, now, now.Add(callLease))
+	after, ok, err := w.store.LeaseFeed(ctx, w.owner, now, now.Add(CallLease))
 	if err != nil || !ok {
 		return 0, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, worker.ProviderWait)
-	changes, more, err := s.provider.Changes(pctx, after, feedPage)
+	changes, more, err := w.provider.Changes(pctx, after, feedPage)
 	cancel()
 	switch {
 	case bankprovider.IsType(err, bankprovider.TypeStateLost):
 		// A sandbox provider restarted empty: its feed starts again.
-		s.circuit.Answered()
+		w.circuit.Answered()
 		w.log.WarnContext(ctx, "the bank provider no longer knows the feed's place (a sandbox provider restarted); following its feed from its start")
 		changes, after, more = nil, "", true
 	case err != nil:
-		s.providerFailed(err)
+		w.circuit.Failed()
 		return 0, w.store.ReleaseFeed(ctx, w.owner)
 	default:
-		s.circuit.Answered()
+		w.circuit.Answered()
 	}
 	next := after
-	feed := make([]FeedChange, 0, len(changes))
+	feed := make([]store.FeedChange, 0, len(changes))
 	words := make(map[string]bankprovider.Payout, len(changes))
 	for _, c := range changes {
 		next = c.ID
-		if c.Type != bankprovider.ChangePayout || !validPayoutID(c.Payout.Reference) {
+		if c.Type != bankprovider.ChangePayout || !record.ValidID(c.Payout.Reference) {
 			continue // not a payout of ours
 		}
-		feed = append(feed, FeedChange{ID: c.ID, PayoutID: c.Payout.Reference})
+		feed = append(feed, store.FeedChange{ID: c.ID, PayoutID: c.Payout.Reference})
 		words[c.ID] = c.Payout
 	}
-	moved, err := w.store.ApplyChanges(ctx, w.owner, next, now, feed, func(r Record, ch FeedChange) (Change, error) {
-		return s.word(r.StoredPayout, words[ch.ID], s.clock())
-	}, func(ch FeedChange, n int, err error) { w.failed(ctx, queueChanges, ch.PayoutID, n, err) })
+	moved, err := w.store.ApplyChanges(ctx, w.owner, next, now, feed, func(r record.Record, ch store.FeedChange) (record.Change, error) {
+		return w.word(r.StoredPayout, words[ch.ID], w.clock())
+	}, func(ch store.FeedChange, n int, err error) { w.failed(ctx, queueChanges, ch.PayoutID, n, err) })
 	if err != nil {
 		return 0, err
 	}
@@ -355,9 +382,5 @@ func (w *Worker) ChangesRound(ctx context.Context) (int, error) {
 	return moved, nil
 }
 
-// ReleaseFeed gives the provider feed's lease back without moving its
-// place (the provider did not answer).
-func (s *Store) ReleaseFeed(ctx context.Context, owner string) error {
-	_, err := s.db.Exec(ctx, `UPDATE payout_provider_feed SET lease_owner = NULL, leased_until = NULL WHERE provider = 'bank' AND lease_owner = $1`, owner)
-	return err
-}
+// clock is the database's clock now, to the microsecond it keeps.
+func (w *Worker) clock() time.Time { return w.now().UTC().Truncate(time.Microsecond) }
