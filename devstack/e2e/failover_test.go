@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,10 +16,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/testkit/pglocal"
+	"github.com/partnerpay/api/testkit/redistest"
 )
 
 // The payout load of the failover tests: workers quote distinct amounts
@@ -686,5 +689,150 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 	}
 	if stale != 0 {
 		t.Errorf("%d claims hold their key past their lease", stale)
+	}
+}
+
+// One zone is lost with the PostgreSQL primary and the Redis master in it
+// (DESIGN §6): B's keyed execution has claimed its key and closed its
+// quote's offer in Redis, and is waiting for its payout's insert, when the
+// primary is killed (SIGKILL) and the standby with the most WAL promoted,
+// and the Redis master is killed and its replica, which stopped following
+// it before B's call, promoted: the quote's offer is open again there, with
+// no mark of B. C's execution of B's quote is still 409
+// quote_already_executed (the quote's binding to B, written in PostgreSQL
+// before B's claim, survived with the claim), and B's keyed retry gets
+// B's payout.
+func TestAZoneLossNeverGivesAKeyedQuoteToAnother(t *testing.T) {
+	c := startPGCluster(t)
+	master, replica := redistest.Start(t), redistest.Start(t)
+	replication, err := pglocal.NewLink(master.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(replication.Close)
+	// The stack reaches Redis through an address that follows a
+	// promotion, as a Service or a virtual IP does.
+	front, err := pglocal.NewLink(master.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	ctx := context.Background()
+	m := redis.NewClient(&redis.Options{Addr: master.Addr})
+	r := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	t.Cleanup(func() { m.Close(); r.Close() })
+	host, port, _ := net.SplitHostPort(replication.Addr())
+	if err := r.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, func(o *devstack.Options) {
+		o.DatabaseURL, o.RedisURL, o.RedisClusterURL = c.url, "redis://"+front.Addr()+"/0", ""
+	})
+	key := s.issue("zone", "--products", "bank", "--source-chains", "84532", "--rate", "1000", "--max-execution-usd", "1000000")
+	q := s.post("/v1/bank/payout/quote", key, eur("13.00"))
+	if q.Status != 200 {
+		t.Fatalf("quote: %d %s", q.Status, q.Body)
+	}
+	quoteID := quoteIDIn.FindStringSubmatch(q.Body)[1]
+	// The replica has the quote's open offer, then stops following.
+	if n, err := m.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("the replica did not take the quote's offer: %d %v", n, err)
+	}
+	replication.Stall()
+
+	// B's keyed execution: its binding and its claim commit (on a
+	// standby), its offer closes on the master, and its payout's insert
+	// waits behind a lock the test holds.
+	primary, err := pgx.Connect(ctx, c.primary.URL("failover"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Close(context.Background()) })
+	locker, err := pgx.Connect(ctx, c.primary.URL("failover"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(context.Background()) })
+	lock, err := locker.Begin(ctx) // ends with the primary
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `LOCK TABLE payouts IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	bAnswer := make(chan response, 1)
+	go func() {
+		bAnswer <- s.do("POST", executePath, key, charles.execute(quoteID), "Idempotency-Key", "zone-b")
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := primary.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO payouts%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B's payout insert never reached the lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if marks, err := m.Keys(ctx, "*x:"+quoteID).Result(); err != nil || len(marks) != 1 {
+		t.Fatalf("B's closed mark on the master: %v %v", marks, err)
+	}
+
+	// The zone is lost: both masters at once.
+	c.failover(t)
+	master.Stop()
+	replication.Cut()
+	if err := r.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	front.Retarget(replica.Addr)
+	front.Cut()
+	if marks, err := r.Keys(ctx, "*x:"+quoteID).Result(); err != nil || len(marks) != 0 {
+		t.Fatalf("the promoted replica has B's mark (%v %v): it did not lag", marks, err)
+	}
+	b := <-bAnswer
+	t.Logf("B's call, cut short by the zone's loss: %d %s", b.Status, b.Body)
+	if b.Status == 200 && !strings.Contains(b.Body, charles.name) {
+		t.Fatalf("B's call was answered another's payout: %s", b.Body)
+	}
+
+	// Wait until payouts commit again, on the promoted standby and Redis.
+	deadline = time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		probe := s.post("/v1/bank/payout/quote", key, eur(fmt.Sprintf("14.%02d", i%100)))
+		if probe.Status == 200 {
+			if r := s.post(executePath, key, ada.execute(quoteIDIn.FindStringSubmatch(probe.Body)[1])); r.Status == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no payout committed within 60s of the zone's loss")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// C first: the offer is open on the promoted Redis, with no mark of B.
+	if r := s.post(executePath, key, eve.execute(quoteID)); r.Status != 409 || !strings.Contains(r.Body, `"code":"quote_already_executed"`) {
+		t.Errorf("C on B's quote after the zone's loss: %d %s, want 409 quote_already_executed", r.Status, r.Body)
+	}
+	// B's retry learns its outcome once the dead attempt's claim lapses.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		r := s.do("POST", executePath, key, charles.execute(quoteID), "Idempotency-Key", "zone-b")
+		if r.Status == 409 && strings.Contains(r.Body, `"code":"idempotency_in_progress"`) && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if r.Status != 200 || !strings.Contains(r.Body, charles.name) {
+			t.Fatalf("B's keyed retry after the zone's loss: %d %s, want B's payout", r.Status, r.Body)
+		}
+		break
+	}
+	if r := s.post(executePath, key, eve.execute(quoteID)); r.Status != 409 || !strings.Contains(r.Body, `"code":"quote_already_executed"`) {
+		t.Errorf("C on B's quote after B's payout: %d %s, want 409 quote_already_executed", r.Status, r.Body)
 	}
 }

@@ -68,6 +68,16 @@ func (l *Link) Resume() {
 	}
 }
 
+// Retarget relays the connections made from now on to target instead: an
+// address that follows a promotion, as a Service or a virtual IP in front
+// of a failed-over store does. Connections already made stay where they
+// are until Cut.
+func (l *Link) Retarget(target string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.target = target
+}
+
 // Cut closes every connection through the link, dropping whatever it held.
 // New connections are still relayed (and stall if the link is stalled).
 func (l *Link) Cut() {
@@ -114,7 +124,10 @@ func (l *Link) accept() {
 			return
 		}
 		go func() {
-			out, err := net.Dial("tcp", l.target)
+			l.mu.Lock()
+			target := l.target
+			l.mu.Unlock()
+			out, err := net.Dial("tcp", target)
 			if err != nil {
 				in.Close()
 				return
