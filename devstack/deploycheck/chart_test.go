@@ -675,3 +675,46 @@ func TestTheProviderIsReachedOnlyWhereListed(t *testing.T) {
 		}
 	}
 }
+
+// TestTheSandboxBankNotifiesThroughTheGateway: in the sandbox, the sandbox
+// bank's signed notifications reach the payout service as a real
+// provider's would, through the gateway's public route: it is told the
+// gateway's Service, may reach the gateway's pods on their port, and the
+// gateway takes it even where its port is open only to listed peers.
+func TestTheSandboxBankNotifiesThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	r := render(t, "values-sandbox.yaml", "gateway.ingressFrom[0].ipBlock.cidr=10.0.0.0/8")
+	bank := r.deployments["pa-partner-api-sandboxbank"]
+	if bank == nil {
+		t.Fatal("no sandbox bank in the sandbox")
+	}
+	if e, _ := env(bank.Spec.Template.Spec.Containers[0], "SANDBOXBANK_NOTIFY_URL"); e.Value != "http://pa-partner-api-gateway:80/provider/notifications" {
+		t.Errorf("SANDBOXBANK_NOTIFY_URL = %q, want the gateway Service's /provider/notifications", e.Value)
+	}
+	reaches := false
+	for _, rule := range r.policies["pa-partner-api-sandboxbank"].Spec.Egress {
+		for _, p := range rule.Ports {
+			for _, peer := range rule.To {
+				if p.Port.IntValue() == 8080 && peer.PodSelector != nil && peer.PodSelector.MatchLabels["app.kubernetes.io/component"] == "gateway" {
+					reaches = true
+				}
+			}
+		}
+	}
+	if !reaches {
+		t.Error("the sandbox bank's NetworkPolicy lets it reach no gateway pod on 8080")
+	}
+	var from []string
+	for _, rule := range r.policies["pa-partner-api-gateway"].Spec.Ingress {
+		if len(rule.Ports) == 1 && rule.Ports[0].Port.IntValue() == 8080 {
+			for _, peer := range rule.From {
+				if peer.PodSelector != nil {
+					from = append(from, peer.PodSelector.MatchLabels["app.kubernetes.io/component"])
+				}
+			}
+		}
+	}
+	if !slices.Equal(from, []string{"sandboxbank"}) {
+		t.Errorf("the gateway's port, open to listed peers, takes pods %v, want the sandbox bank", from)
+	}
+}
