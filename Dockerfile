@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # One recipe for every service image:
 #   docker build --build-arg SERVICE=gateway -t partnerapi/gateway .
-# SERVICE is one of gateway, payout, fiat, consent, orders, sandboxbank.
+# SERVICE is one of gateway, payout, fiat, consent, orders, sandboxbank, testnet.
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
@@ -20,6 +20,8 @@ COPY testkit/go.mod testkit/go.sum testkit/
 COPY services/${SERVICE}/go.mod services/${SERVICE}/go.sum services/${SERVICE}/
 RUN cd services/${SERVICE} && GOWORK=off go mod download
 COPY pkg/ pkg/
+# The sandbox's local chains (the testnet image) are testkit/chaintest's.
+COPY testkit/ testkit/
 COPY services/${SERVICE}/ services/${SERVICE}/
 # GOWORK=off: the module's own go.mod (replace => ../../pkg) decides what is
 # built, exactly as in CI, never a developer's go.work.

@@ -1,7 +1,7 @@
 # The partner payments API. `make run` starts the sandbox stack locally;
 # `make test` is what CI runs.
 SHELL := /bin/bash
-MODULES := pkg testkit clients/go services/gateway services/payout services/fiat services/consent services/orders services/sandboxbank devstack
+MODULES := pkg testkit clients/go services/gateway services/payout services/fiat services/consent services/orders services/sandboxbank services/testnet devstack
 SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
 GO ?= go
@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema
+.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -40,7 +40,7 @@ test:
 	@start=$$(date +%s); $(MAKE) --no-print-directory test-all; status=$$?; \
 		echo "== make test: $$(( $$(date +%s) - start )) s wall time$$( [ $$status -eq 0 ] || echo ", FAILED" )"; exit $$status
 
-test-all: lint deploy-check build
+test-all: lint contracts-check deploy-check build
 	@echo "== devstack/e2e's real-Prometheus pages test starts, beside everything below (it mostly waits for alerts)"
 	@rm -f $(BIN)/e2e-pages.status; (cd devstack && $(GO) test -race -count=1 -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
 		echo $$? > ../$(BIN)/e2e-pages.status) & \
@@ -64,10 +64,10 @@ test-all: lint deploy-check build
 # lints for both values files (devstack/deploycheck renders and decodes it).
 deploy-check:
 	@echo "== deploy"
-	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x ORDERS_SECRET=x BANK_PROVIDER_KEY=x POSTGRES_PASSWORD=x GRAFANA_ADMIN_PASSWORD=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
-		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 6 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
-		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 6 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
-		test "$$(echo "$$out" | grep -c "GOGC: '400'")" -eq 6 || { echo "docker-compose.yml: a service runs without GOGC 400"; exit 1; }; \
+	@out=$$(INTERNAL_TOKEN=x QUOTE_SECRET=x CONSENT_SECRET=x ORDERS_SECRET=x BANK_PROVIDER_KEY=x POSTGRES_PASSWORD=x GRAFANA_ADMIN_PASSWORD=x DEPOSIT_XPUB=x VERSION=v-check REVISION=r-check docker-compose config) || exit 1; \
+		test "$$(echo "$$out" | grep -c 'REVISION: r-check')" -ge 7 || { echo "docker-compose.yml: an image is built without REVISION"; exit 1; }; \
+		test "$$(echo "$$out" | grep -c 'GOMEMLIMIT: 230MiB')" -eq 7 || { echo "docker-compose.yml: a service runs without GOMEMLIMIT"; exit 1; }; \
+		test "$$(echo "$$out" | grep -c "GOGC: '400'")" -eq 7 || { echo "docker-compose.yml: a service runs without GOGC 400"; exit 1; }; \
 		test "$$(echo "$$out" | grep -c 'DATABASE_URL: postgres://partnerapi:x@postgres:5432/partnerapi')" -eq 4 || { echo "docker-compose.yml: payout, fiat, consent and orders must keep their records in PostgreSQL"; exit 1; }; \
 		echo "docker-compose.yml: valid"
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
@@ -123,6 +123,16 @@ fuzz:
 		(cd $$mod && $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg 2>&1 | tail -3) || exit 1; \
 	done
 
+# The local testnet's token (testkit/chaintest/contracts): TestToken.sol
+# compiled with npm's solc (the version package.json pins); CI checks the
+# committed bytecode is what it makes.
+CONTRACTS := testkit/chaintest/contracts
+contracts:
+	@cd $(CONTRACTS) && npm ci --no-audit --no-fund --silent && node compile.js
+
+contracts-check:
+	@cd $(CONTRACTS) && npm ci --no-audit --no-fund --silent && node compile.js --check
+
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -172,6 +182,9 @@ SECRETS := INTERNAL_TOKEN QUOTE_SECRET CONSENT_SECRET ORDERS_SECRET BANK_PROVIDE
 env:
 	@touch .env; chmod 600 .env; \
 		for k in $(SECRETS); do grep -q "^$$k=" .env || { echo "$$k=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")" >> .env; echo "added $$k to .env"; }; done
+	@grep -q '^DEPOSIT_SEED=' .env || { echo "DEPOSIT_SEED=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")" >> .env; echo "added DEPOSIT_SEED to .env"; }
+	@grep -q '^DEPOSIT_XPUB=' .env || { echo "DEPOSIT_XPUB=$$(cd devstack && $(GO) run ./cmd/devstack deposit-key $$(grep '^DEPOSIT_SEED=' ../.env | cut -d= -f2))" >> .env; \
+		echo "added DEPOSIT_XPUB (the deposit wallet's public key, from DEPOSIT_SEED) to .env"; }
 	@sed -i '/^VERSION=\|^REVISION=/d' .env; echo "VERSION=$(VERSION)" >> .env; echo "REVISION=$(REVISION)" >> .env
 
 # A sandbox key for the docker compose stack, printed here once (never logged).

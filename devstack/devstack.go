@@ -28,6 +28,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/partnerpay/api/pkg/config"
+	"github.com/partnerpay/api/testkit/chaintest"
 	"github.com/partnerpay/api/testkit/pglocal"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -52,6 +53,7 @@ type Options struct {
 	GatewayAddr     string            // GATEWAY_ADDR
 	Ports           map[string]string // per-service "addr" overrides, e.g. "payout": "127.0.0.1:0"
 	Env             map[string]string // extra environment for every service (QUOTE_TTL, …)
+	ChainURLs       map[int64]string  // CHAIN_RPC_URL_<id>; a sandbox chain not named: a local testnet (startChains)
 	Logs            io.Writer         // where service logs go, each line prefixed with its name
 	Out             io.Writer         // what a person should read: the key, the addresses
 }
@@ -71,6 +73,9 @@ type Stack struct {
 	mini     *miniredis.Miniredis
 	redisPr  *Process
 	postgres *pglocal.Server
+	chains   []*chaintest.Chain
+	// ChainURLs are the chains' JSON-RPC URLs, local or given.
+	ChainURLs map[int64]string
 }
 
 // Process is one running binary.
@@ -131,13 +136,25 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err := portsFree(svcs); err != nil {
 		return nil, err
 	}
+	if err := s.chainPortsFree(); err != nil {
+		return nil, err
+	}
 	if err := s.startRedis(); err != nil {
 		return nil, err
 	}
 	if err := s.startDatabase(ctx); err != nil {
 		return nil, err
 	}
+	chainURLs, err := s.startChains()
+	if err != nil {
+		return nil, err
+	}
+	s.ChainURLs = chainURLs
 	secrets, err := loadSecrets(filepath.Join(opts.StateDir, "secrets.env"))
+	if err != nil {
+		return nil, err
+	}
+	chainVars, err := chainEnv(s.ChainURLs, secrets["DEPOSIT_SEED"])
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +189,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	if s.DatabaseURL != "" {
 		env["DATABASE_URL"] = s.DatabaseURL
+	}
+	for k, v := range chainVars {
+		env[k] = v
 	}
 	for k, v := range opts.Env {
 		env[k] = v
@@ -529,6 +549,7 @@ func (s *Stack) Stop() {
 	if s.postgres != nil {
 		s.postgres.Stop()
 	}
+	s.stopChains()
 }
 
 // Supervise restarts a service that exits, as a process supervisor would,
@@ -614,7 +635,10 @@ func loadSecrets(path string) (map[string]string, error) {
 }
 
 // secretNames are the secrets the services share in a local stack.
-var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "ORDERS_SECRET", "BANK_PROVIDER_KEY"}
+// DEPOSIT_SEED is the local deposit wallet's seed: the payout service is
+// given its public key (DEPOSIT_XPUB), and a test derives a payout's
+// private key from it.
+var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "ORDERS_SECRET", "BANK_PROVIDER_KEY", "DEPOSIT_SEED"}
 
 // FreeAddrs returns n distinct loopback addresses that were free a moment
 // ago: every listener stays open until all are chosen, so none repeats.

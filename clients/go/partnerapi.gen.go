@@ -1354,6 +1354,30 @@ func (e SandboxPayinStatus) Valid() bool {
 	}
 }
 
+// Defines values for SandboxPayoutDepositReturnReason.
+const (
+	SandboxPayoutDepositReturnReasonAccountClosed        SandboxPayoutDepositReturnReason = "account_closed"
+	SandboxPayoutDepositReturnReasonBeneficiaryDeceased  SandboxPayoutDepositReturnReason = "beneficiary_deceased"
+	SandboxPayoutDepositReturnReasonRefusedByBeneficiary SandboxPayoutDepositReturnReason = "refused_by_beneficiary"
+	SandboxPayoutDepositReturnReasonReturnedByBank       SandboxPayoutDepositReturnReason = "returned_by_bank"
+)
+
+// Valid indicates whether the value is a known member of the SandboxPayoutDepositReturnReason enum.
+func (e SandboxPayoutDepositReturnReason) Valid() bool {
+	switch e {
+	case SandboxPayoutDepositReturnReasonAccountClosed:
+		return true
+	case SandboxPayoutDepositReturnReasonBeneficiaryDeceased:
+		return true
+	case SandboxPayoutDepositReturnReasonRefusedByBeneficiary:
+		return true
+	case SandboxPayoutDepositReturnReasonReturnedByBank:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxPayoutDepositRequestOutcome.
 const (
 	SandboxPayoutDepositRequestOutcomeCompleted SandboxPayoutDepositRequestOutcome = "completed"
@@ -3165,6 +3189,64 @@ type SandboxPayinRequest0 = interface{}
 
 // SandboxPayinRequest1 defines model for SandboxPayinRequest.1.
 type SandboxPayinRequest1 = interface{}
+
+// SandboxPayoutDeposit The faucet's transfer (txHash, on the local chain), and the payout as it stood when it was sent; the payout moves when the chain watcher sees the transfer confirmed.
+type SandboxPayoutDeposit struct {
+	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
+	Beneficiary MaskedBeneficiary `json:"beneficiary"`
+	CompletedAt *time.Time        `json:"completedAt,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+
+	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
+	Deposit       PayoutDeposit `json:"deposit"`
+	DepositTxHash *string       `json:"depositTxHash,omitempty"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+
+	// EstimatedSettlement An ISO 8601 duration, as `GET /v1/limits` explains.
+	//
+	// Examples: PT10S
+	EstimatedSettlement IsoDuration          `json:"estimatedSettlement"`
+	FailureReason       *PayoutFailureReason `json:"failureReason,omitempty"`
+
+	// History Every status the payout has been in, oldest first.
+	History []struct {
+		At     time.Time         `json:"at"`
+		Status PayoutStatusValue `json:"status"`
+	} `json:"history"`
+
+	// Mock Always `true` while the provider is being connected; the field disappears when it is wired. Branch on its presence, not its value.
+	Mock     MockFlag `json:"mock"`
+	PayoutId string   `json:"payoutId"`
+
+	// ProviderCode The bank provider's own code for a failure or return whose reason we do not list (failureReason provider_rejected, returnReason returned_by_bank). An open set of short codes.
+	ProviderCode *string `json:"providerCode,omitempty"`
+	QuoteId      string  `json:"quoteId"`
+
+	// Rail A payout rail, as `GET /v1/limits` names it.
+	Rail RailName `json:"rail"`
+
+	// Reference Your own id for the thing (an order id, an invoice number), 1 to 64 printable ASCII characters; echoed in its answers, never logged.
+	Reference *PartnerReference `json:"reference,omitempty"`
+
+	// RefundAddress Where its refunds go, once one is set (at execution, or POST /v1/bank/payout/refund-address).
+	RefundAddress *EvmAddress `json:"refundAddress,omitempty"`
+
+	// Refunds What the payout owes back, oldest first: empty when nothing is owed; more than one when, say, an excess deposit and later a return are refunded.
+	Refunds PayoutRefunds `json:"refunds"`
+
+	// ReturnCode The rail's own code for the return, an open set (a bank may send a code not listed here; branch on returnReason): on ACH, NACHA's R codes such as R02 (account closed), R03 (no account), R04 (invalid account number), R15 (beneficiary deceased), R23 (refused by the beneficiary); on SEPA and SWIFT, ISO 20022's such as AC01 (incorrect account number), AC04 (account closed), MD07 (beneficiary deceased), MS02 (refused). For returnReason returned_by_bank, the bank's own code. Absent on rails without published codes.
+	ReturnCode   *PayoutReturnCode                 `json:"returnCode,omitempty"`
+	ReturnReason *SandboxPayoutDepositReturnReason `json:"returnReason,omitempty"`
+	Status       PayoutStatusValue                 `json:"status"`
+
+	// TxHash The faucet's ERC-20 transfer to deposit.address on the local chain (eth_getTransactionReceipt finds it).
+	TxHash string `json:"txHash"`
+}
+
+// SandboxPayoutDepositReturnReason defines model for SandboxPayoutDeposit.ReturnReason.
+type SandboxPayoutDepositReturnReason string
 
 // SandboxPayoutDepositRequest defines model for SandboxPayoutDepositRequest.
 type SandboxPayoutDepositRequest struct {
@@ -6157,44 +6239,48 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandbox/payin (the `SandboxPayin` operationId).
 	SandboxPayin(ctx context.Context, params *SandboxPayinParams, body SandboxPayinJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SandboxPayoutDepositWithBody Make a payout's stablecoin deposit, and choose its outcome
+	// SandboxPayoutDepositWithBody Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-	// Needs the `bank` product; honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+	// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+	// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+	// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+	// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+	// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+	// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+	// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+	// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+	// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+	// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+	// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
 	SandboxPayoutDepositWithBody(ctx context.Context, params *SandboxPayoutDepositParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SandboxPayoutDeposit Make a payout's stablecoin deposit, and choose its outcome
+	// SandboxPayoutDeposit Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-	// Needs the `bank` product; honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+	// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+	// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+	// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+	// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+	// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+	// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+	// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+	// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+	// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+	// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+	// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -7616,22 +7702,24 @@ func (c *Client) SandboxPayin(ctx context.Context, params *SandboxPayinParams, b
 	return c.Client.Do(req)
 }
 
-// SandboxPayoutDepositWithBody Make a payout's stablecoin deposit, and choose its outcome
+// SandboxPayoutDepositWithBody Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-// Needs the `bank` product; honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+// honours `Idempotency-Key`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7648,22 +7736,24 @@ func (c *Client) SandboxPayoutDepositWithBody(ctx context.Context, params *Sandb
 	return c.Client.Do(req)
 }
 
-// SandboxPayoutDeposit Make a payout's stablecoin deposit, and choose its outcome
+// SandboxPayoutDeposit Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-// Needs the `bank` product; honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+// honours `Idempotency-Key`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10608,44 +10698,48 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandbox/payin (the `SandboxPayin` operationId).
 	SandboxPayinWithResponse(ctx context.Context, params *SandboxPayinParams, body SandboxPayinJSONRequestBody, reqEditors ...RequestEditorFn) (*SandboxPayinResponse, error)
 
-	// SandboxPayoutDepositWithBodyWithResponse Make a payout's stablecoin deposit, and choose its outcome
+	// SandboxPayoutDepositWithBodyWithResponse Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-	// Needs the `bank` product; honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+	// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+	// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+	// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+	// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+	// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+	// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+	// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+	// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+	// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+	// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+	// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandbox/payouts/deposit (the `SandboxPayoutDeposit` operationId).
 	SandboxPayoutDepositWithBodyWithResponse(ctx context.Context, params *SandboxPayoutDepositParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SandboxPayoutDepositResponse, error)
 
-	// SandboxPayoutDepositWithResponse Make a payout's stablecoin deposit, and choose its outcome
+	// SandboxPayoutDepositWithResponse Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 	//
-	// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-	// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-	// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-	// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-	// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-	// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-	// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-	// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-	// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-	// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-	// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-	// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-	// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-	// Needs the `bank` product; honours `Idempotency-Key`.
+	// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+	// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+	// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+	// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+	// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+	// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+	// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+	// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+	// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+	// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+	// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+	// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+	// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+	// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+	// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+	// honours `Idempotency-Key`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16270,7 +16364,7 @@ type SandboxPayoutDepositResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *BankPayoutStatus
+	JSON200 *SandboxPayoutDeposit
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *Error400
 	// JSON401 the response for an HTTP 401 `application/json` response
@@ -16316,7 +16410,7 @@ type SandboxPayoutDepositResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SandboxPayoutDepositResponse) GetJSON200() *BankPayoutStatus {
+func (r SandboxPayoutDepositResponse) GetJSON200() *SandboxPayoutDeposit {
 	return r.JSON200
 }
 
@@ -17904,22 +17998,24 @@ func (c *ClientWithResponses) SandboxPayinWithResponse(ctx context.Context, para
 	return ParseSandboxPayinResponse(rsp)
 }
 
-// SandboxPayoutDepositWithBodyWithResponse Make a payout's stablecoin deposit, and choose its outcome
+// SandboxPayoutDepositWithBodyWithResponse Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-// Needs the `bank` product; honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+// honours `Idempotency-Key`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17932,22 +18028,24 @@ func (c *ClientWithResponses) SandboxPayoutDepositWithBodyWithResponse(ctx conte
 	return ParseSandboxPayoutDepositResponse(rsp)
 }
 
-// SandboxPayoutDepositWithResponse Make a payout's stablecoin deposit, and choose its outcome
+// SandboxPayoutDepositWithResponse Send a payout's stablecoin deposit from the sandbox's wallet (a faucet), and choose its outcome
 //
-// Sandbox only: in production this endpoint does not exist (`404 not_found`). Says stablecoins arrived for
-// a payout now (a testnet transaction). With the payout's own `amount` (`deposit.amount`, the default) and
-// token (the default) the payout is `processing` at once, handed to the sandbox provider, and a few seconds
-// later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`: `completed` when it is omitted,
-// `failed` with `reason` (a failure reason), or `returned` with `reason` (`account_closed`,
-// `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`; the service moves
-// it there on its own. Another amount or token is a mismatch, refunded (see `refunds`): less than
-// `deposit.amount` fails the payout (`deposit_short`) and refunds the whole deposit; more pays the payout
-// and refunds the excess; another token is refunded and the payout keeps waiting; a deposit after the
-// window (the payout `expired`, or its `deposit.expiresAt` past) is refunded and the payout stays
-// `expired`; another deposit to a payout that took one already, or that is `completed`, `failed` or
-// `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer, so no deposit is
-// answered "not now"). A sandbox refund is `sent` (a testnet hash) one settle after it is `pending`.
-// Needs the `bank` product; honours `Idempotency-Key`.
+// Sandbox only: in production this endpoint does not exist (`404 not_found`). A faucet: it sends a real
+// ERC-20 transfer from the sandbox's wallet to the payout's `deposit.address` on the local testnet and
+// answers with its `txHash` and the payout as it stood then (`awaiting_deposit`). The payout moves when
+// the chain watcher sees the transfer confirmed, exactly as a transfer from your own wallet would (there is
+// no other way in): poll `POST /v1/bank/payout/status`. With the payout's own `amount` (`deposit.amount`,
+// the default) and token (the default) the payout is `processing` once the transfer is seen, handed to the
+// sandbox provider, and a few seconds later (`SANDBOX_PAYOUT_SETTLE`, 3 s by default) reaches `outcome`:
+// `completed` when it is omitted, `failed` with `reason` (a failure reason), or `returned` with `reason`
+// (`account_closed`, `beneficiary_deceased`, `refused_by_beneficiary`) after passing through `completed`.
+// Another amount or token is a mismatch, refunded (see `refunds`): less than `deposit.amount` fails the
+// payout (`deposit_short`) and refunds the whole deposit; more pays the payout and refunds the excess;
+// another token is refunded and the payout keeps waiting; a transfer mined after the window is refunded
+// and the payout is `expired`; another deposit to a payout that took one already, or that is `completed`,
+// `failed` or `returned`, is refunded (`deposit_unexpected`: a chain cannot refuse a transfer). Where this
+// deployment reaches no node of the payout's chain, `503 payout_unavailable`. Needs the `bank` product;
+// honours `Idempotency-Key`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26761,7 +26859,7 @@ func ParseSandboxPayoutDepositResponse(rsp *http.Response) (*SandboxPayoutDeposi
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest BankPayoutStatus
+		var dest SandboxPayoutDeposit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,11 @@ import (
 // pointing the bank provider at a known production host makes a production
 // deployment, with mainnets and without the sandbox calls.
 func TestAProductionUpstreamMakesAProductionDeployment(t *testing.T) {
-	s := startStack(t, withEnv("BANK_PROVIDER_URL", "https://api.bank-provider.com"))
+	// The local testnet is no chain of production's (a node whose chain is
+	// not in the deployment's catalogue stops the boot): no chain is
+	// configured.
+	s := startStack(t, withEnv("BANK_PROVIDER_URL", "https://api.bank-provider.com"), withEnv("CHAIN_RPC_URL_84532", ""),
+		withEnv("CHAIN_RPC_URL_11155111", ""))
 	key := s.issue("acme", "--products", "bank,fiat", "--source-chains", "8453", "--destination-chains", "8453", "--rate", "1000")
 
 	r := s.get("/v1/currencies", key)
@@ -49,6 +54,9 @@ func TestAnUnknownUpstreamHostStopsTheBoot(t *testing.T) {
 	}
 	for i, svc := range services {
 		o.Ports[svc], o.Ports[svc+"_admin"] = addrs[2*i], addrs[2*i+1]
+	}
+	for id := range devstack.ChainAddrs {
+		o.Ports["chain_"+strconv.FormatInt(id, 10)] = "127.0.0.1:0"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

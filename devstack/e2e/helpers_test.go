@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -130,7 +131,10 @@ func startStack(t testing.TB, opts ...stackOption) *stack {
 		KeysFile: filepath.Join(dir, "keys.json"),
 		Ports:    map[string]string{},
 		// No drain before stopping: the tests start and stop many stacks.
-		Env:  map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms", "SANDBOX_PAYOUT_SETTLE": "300ms", "SHUTDOWN_DRAIN": "0s"},
+		Env: map[string]string{"KEYS_RELOAD_INTERVAL": "100ms", "SANDBOXBANK_SETTLEMENT_DELAY": "300ms", "SANDBOX_PAYOUT_SETTLE": "300ms", "SHUTDOWN_DRAIN": "0s",
+			// A transfer is recorded once mined (the local chains mine one
+			// that waits at once): the tests do not wait for a second block.
+			"CHAIN_CONFIRMATIONS": "84532:1,11155111:1"},
 		Logs: logs,
 	}
 	if onCluster() {
@@ -148,6 +152,9 @@ func startStack(t testing.TB, opts ...stackOption) *stack {
 	for i, svc := range services {
 		o.Ports[svc] = addrs[2*i]
 		o.Ports[svc+"_admin"] = addrs[2*i+1]
+	}
+	for id := range devstack.ChainAddrs {
+		o.Ports["chain_"+strconv.FormatInt(id, 10)] = "127.0.0.1:0" // each stack its own chains
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -30,6 +30,7 @@ type payoutStatus struct {
 	ReturnReason  string `json:"returnReason"`
 	ReturnCode    string `json:"returnCode"`
 	DepositTxHash string `json:"depositTxHash"`
+	TxHash        string `json:"txHash"` // the faucet's transfer
 	History       []struct {
 		Status string `json:"status"`
 	} `json:"history"`
@@ -87,8 +88,8 @@ func TestThePayoutMovesOnItsOwn(t *testing.T) {
 		"--tokens", "84532:"+baseUSDC, "--rate", "1000", "--max-execution-usd", "1000000")
 	id := s.newPayout(key, "75", "")
 	dep := decodeStatus(t, s.post("/v1/sandbox/payouts/deposit", key, `{"payoutId":"`+id+`"}`))
-	if dep.Status != "processing" {
-		t.Fatalf("the deposit: %+v", dep)
+	if dep.Status != "awaiting_deposit" || len(dep.TxHash) != 66 {
+		t.Fatalf("the faucet's answer: %+v, want the transfer's hash and the payout awaiting it", dep)
 	}
 	deposited := time.Now()
 	// The sandbox provider settles SANDBOX_PAYOUT_SETTLE (3 s) after it
@@ -158,7 +159,7 @@ func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 	}{
 		{"failed", `"outcome":"failed","reason":"name_mismatch"`, true, "failed", []refund{{"payout_failed", "1234567.89", "USDC"}}},
 		{"returned", `"outcome":"returned","reason":"account_closed"`, false, "returned", []refund{{"payout_returned", "1234567.89", "USDC"}}},
-		{"short", `"amount":"100"`, true, "failed", []refund{{"deposit_short", "100", "USDC"}}},
+		{"short", `"amount":"100"`, true, "failed", []refund{{"deposit_short", "100.00", "USDC"}}},
 		{"excess", `"amount":"1234600.00"`, true, "completed", []refund{{"deposit_excess", "32.11", "USDC"}}},
 		{"late", "", false, "expired", []refund{{"deposit_late", "1234567.89", "USDC"}}},
 		{"wrong token", `"cryptoCurrency":"EURC"`, true, "awaiting_deposit", []refund{{"deposit_wrong_token", "1234567.89", "EURC"}}},

@@ -103,6 +103,47 @@ CREATE TABLE public.idempotency_keys (
     CONSTRAINT idempotency_keys_claimed_or_finished CHECK (((locked_until IS NULL) <> (finished_at IS NULL)))
 );
 
+CREATE TABLE public.payout_chain_blocks (
+    chain bigint NOT NULL,
+    number bigint NOT NULL,
+    hash text NOT NULL,
+    CONSTRAINT payout_chain_blocks_hash_check CHECK ((hash ~ '^0x[0-9a-f]{64}$'::text))
+);
+
+CREATE TABLE public.payout_chain_watch (
+    chain bigint NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash text NOT NULL,
+    lease_owner text,
+    leased_until timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT payout_chain_watch_block_hash_check CHECK ((block_hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT payout_chain_watch_block_number_check CHECK ((block_number >= 0))
+);
+
+CREATE SEQUENCE public.payout_deposit_index
+    START WITH 0
+    INCREMENT BY 64
+    MINVALUE 0
+    MAXVALUE 2147483583
+    CACHE 1;
+
+CREATE TABLE public.payout_deposits (
+    chain bigint NOT NULL,
+    tx_hash text NOT NULL,
+    log_index integer NOT NULL,
+    payout_id text NOT NULL,
+    token text NOT NULL,
+    amount numeric NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash text NOT NULL,
+    recorded_at timestamp with time zone NOT NULL,
+    CONSTRAINT payout_deposits_amount_check CHECK ((amount > (0)::numeric)),
+    CONSTRAINT payout_deposits_log_index_check CHECK ((log_index >= 0)),
+    CONSTRAINT payout_deposits_token_check CHECK ((token ~ '^0x[0-9a-fA-F]{40}$'::text)),
+    CONSTRAINT payout_deposits_tx_hash_check CHECK ((tx_hash ~ '^0x[0-9a-f]{64}$'::text))
+);
+
 CREATE TABLE public.payout_event_horizons (
     key_id text NOT NULL,
     deleted_through bigint NOT NULL
@@ -225,6 +266,7 @@ CREATE TABLE public.payouts (
     provider_missing_at timestamp with time zone,
     retry_at timestamp with time zone,
     failures integer DEFAULT 0 NOT NULL,
+    deposit_index bigint,
     CONSTRAINT payouts_completed_at CHECK (((status = ANY (ARRAY['completed'::text, 'returned'::text])) = (completed_at IS NOT NULL))),
     CONSTRAINT payouts_deposit_amount CHECK (((deposit_amount IS NULL) OR (deposit_amount ~ '^[0-9]+(\.[0-9]+)?$'::text))),
     CONSTRAINT payouts_deposit_arrived CHECK (
@@ -233,6 +275,7 @@ CASE status
     WHEN 'expired'::text THEN (deposit_tx_hash IS NULL)
     ELSE (deposit_tx_hash IS NOT NULL)
 END),
+    CONSTRAINT payouts_deposit_index_range CHECK (((deposit_index IS NULL) OR ((deposit_index >= 0) AND (deposit_index <= 2147483647)))),
     CONSTRAINT payouts_failure_reason CHECK (((status = 'failed'::text) = (failure_reason IS NOT NULL))),
     CONSTRAINT payouts_handed_over_after_intent CHECK (((handed_over_at IS NULL) OR (handover_at IS NOT NULL))),
     CONSTRAINT payouts_handover_after_deposit CHECK (((handover_at IS NULL) OR (deposit_tx_hash IS NOT NULL))),
@@ -251,6 +294,15 @@ END),
 
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
+
+ALTER TABLE ONLY public.payout_chain_blocks
+    ADD CONSTRAINT payout_chain_blocks_pkey PRIMARY KEY (chain, number);
+
+ALTER TABLE ONLY public.payout_chain_watch
+    ADD CONSTRAINT payout_chain_watch_pkey PRIMARY KEY (chain);
+
+ALTER TABLE ONLY public.payout_deposits
+    ADD CONSTRAINT payout_deposits_pkey PRIMARY KEY (chain, tx_hash, log_index);
 
 ALTER TABLE ONLY public.payout_event_horizons
     ADD CONSTRAINT payout_event_horizons_pkey PRIMARY KEY (key_id);
@@ -283,12 +335,17 @@ ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_deposit_address_unique UNIQUE (deposit_address);
 
 ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_deposit_index_unique UNIQUE (deposit_index);
+
+ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_quote_executes_once UNIQUE (quote_id);
 
 CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
+
+CREATE INDEX payout_deposits_payout ON public.payout_deposits USING btree (payout_id);
 
 CREATE UNIQUE INDEX payout_events_feed ON public.payout_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
 
@@ -331,6 +388,9 @@ CREATE TRIGGER payouts_bound BEFORE UPDATE ON public.payouts FOR EACH ROW EXECUT
 CREATE TRIGGER payouts_created_now BEFORE INSERT ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_created_now();
 
 CREATE TRIGGER payouts_history AFTER INSERT OR UPDATE OF status ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_history();
+
+ALTER TABLE ONLY public.payout_deposits
+    ADD CONSTRAINT payout_deposits_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
 
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);

@@ -5,9 +5,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -16,6 +19,16 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "deposit-key" {
+		// make env: the deposit wallet's public key of a seed, for compose.
+		xpub, err := devstack.DepositXPub(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "devstack:", err)
+			os.Exit(1)
+		}
+		fmt.Println(xpub)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Getenv); err != nil {
@@ -55,7 +68,20 @@ func run(ctx context.Context, getenv func(string) string) error {
 			ports[name+"_admin"] = v
 		}
 	}
+	// A chain named by CHAIN_RPC_URL_<id> is used as it is; any other
+	// sandbox chain is a local testnet, on CHAIN_<id>_ADDR if set.
+	chainURLs := map[int64]string{}
+	for id := range devstack.ChainAddrs {
+		n := strconv.FormatInt(id, 10)
+		if v := getenv("CHAIN_RPC_URL_" + n); v != "" {
+			chainURLs[id] = v
+		}
+		if v := getenv("CHAIN_" + n + "_ADDR"); v != "" {
+			ports["chain_"+n] = v
+		}
+	}
 	s, err := devstack.Start(ctx, devstack.Options{
+		ChainURLs:       chainURLs,
 		Ports:           ports,
 		Env:             map[string]string{"SHUTDOWN_DRAIN": cfg.ShutdownDrain},
 		BinDir:          cfg.BinDir,
@@ -96,6 +122,14 @@ func run(ctx context.Context, getenv func(string) string) error {
 		fmt.Println("    " + devstack.FasterKeyCommand(keysFile))
 	}
 	fmt.Println("Try:  curl -s \"$API/v1/config\" -H \"Authorization: Bearer $KEY\"   (the walkthroughs: docs/partner-guide.md)")
+	fmt.Println()
+	fmt.Println("A funded test wallet on the local chains (testnet only: its key is public knowledge), to pay a payout's")
+	fmt.Println("deposit.address with any wallet tool; POST /v1/sandbox/payouts/deposit sends one for you instead:")
+	fmt.Println("    address      " + devstack.TestWallet.Address.Hex())
+	fmt.Println("    private key  " + devstack.TestWallet.KeyHex())
+	for _, id := range slices.Sorted(maps.Keys(s.ChainURLs)) {
+		fmt.Printf("    chain %-9d %s\n", id, s.ChainURLs[id])
+	}
 	fmt.Println("A service that exits is restarted (with a growing delay, and a log line naming it). Ctrl-C stops everything.")
 	s.Supervise(ctx, func(line string) { fmt.Fprintln(os.Stderr, line) })
 	return nil

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -16,11 +17,14 @@ import (
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/redisclient"
 	"github.com/partnerpay/api/pkg/serve"
+	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/chain"
 	"github.com/partnerpay/api/services/payout/internal/deposit"
 	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/services/payout/internal/payout"
@@ -47,6 +51,8 @@ type settings struct {
 	QuoteTTL    time.Duration `env:"QUOTE_TTL, default=60s"`
 	// How payouts move on the provider's word (the worker).
 	Worker mover.Config
+	// The chains: their nodes, the deposit key, the sandbox's faucet.
+	Chain chain.Config
 }
 
 func (c *settings) Serving() *serve.Config { return &c.Serve }
@@ -94,6 +100,28 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	mux := http.NewServeMux()
 	payouts := store.NewStore(db, s.Env)
 	payouts.Measure(store.NewMetrics(db, s.Log, s.Kit.Registry))
+	// The chains (DESIGN §10): each configured node is checked to be its
+	// chain; deposit addresses come from the deposit wallet's public key.
+	nodes, err := chain.Dial(ctx, cfg.Chain, s.Env, 30*time.Second, s.Log)
+	if err != nil {
+		return err
+	}
+	defer chain.Close(nodes)
+	var keys *chain.Addresses
+	switch {
+	case cfg.Chain.DepositXPub != "":
+		if keys, err = chain.NewAddresses(string(cfg.Chain.DepositXPub)); err != nil {
+			return err
+		}
+	case s.Env == environment.Sandbox:
+		return errors.New("DEPOSIT_XPUB is required in the sandbox: every deposit address is derived from it (make env writes one)")
+	}
+	var faucet *chain.Faucet
+	if s.Env == environment.Sandbox && cfg.Chain.FaucetKey != "" {
+		if faucet, err = chain.NewFaucet(string(cfg.Chain.FaucetKey), nodes); err != nil {
+			return err
+		}
+	}
 	// Every replica moves payouts on the provider's word and closes their
 	// deposit windows, whether or not anyone reads them; the provider's
 	// signed notifications wake its reading of the changes feed.
@@ -101,8 +129,22 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 		Registry: s.Kit.Registry})
 	go w.Run(ctx)
 	mover.NotificationRoute(mux, s.Env, bankprovider.NotifySecret(string(cfg.Provider.Key)), w.WakeChanges, db.Now, s.Log)
+	// A chain watcher per chain follows its blocks and records each
+	// confirmed deposit once; a recorded deposit wakes the hand-over.
+	watchers := map[int64]*chain.Watcher{}
+	chainMetrics, chainRows := chain.NewMetrics(s.Kit.Registry), worker.NewRows("payout", s.Log, s.Kit.Registry)
+	for id, n := range nodes {
+		watchers[id] = chain.NewWatcher(n, payouts, db.Now, w.WakeHandOver, chainMetrics, chainRows, s.Log, s.Kit.Registry)
+		go watchers[id].Run(ctx)
+	}
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payouts, Payee: provider,
-		Mover: w, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Log: s.Log})
+		Mover: w, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Addresses: keys,
+		Indexes: chain.NewIndexes(payouts.NextIndexes, store.IndexBlock), Faucet: faucet,
+		Sent: func(id int64) {
+			if wt, ok := watchers[id]; ok {
+				wt.Wake()
+			}
+		}, Log: s.Log})
 	// Every replica places the events written (one at a time) and deletes
 	// the old ones (DESIGN §9).
 	go store.Feed.Loop(db, s.Log, s.Kit.Registry).Run(ctx)

@@ -55,3 +55,7 @@ func NotificationRoute(mux *http.ServeMux, env environment.Name, secret []byte, 
 
 // WakeChanges reads the provider's changes feed at once.
 func (w *Worker) WakeChanges() { w.changes.Wake() }
+
+// WakeHandOver runs the hand-over queue at once (a deposit was just
+// recorded).
+func (w *Worker) WakeHandOver() { w.handOver.Wake() }

@@ -30,7 +30,7 @@ func replica(t *testing.T, url string, rdb redis.UniversalClient, skew time.Dura
 	}
 	t.Cleanup(db.Close)
 	book := quote.NewBook(rdb, []byte("test-secret-0123456789"), db.Now)
-	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: book, Payouts: store.NewStore(db, environment.Sandbox), Now: db.Now, Secret: []byte("s")}), db
+	return NewService(keyed(Config{Env: environment.Sandbox, TTL: ttl, Book: book, Payouts: store.NewStore(db, environment.Sandbox), Now: db.Now, Secret: []byte("s")})), db
 }
 
 // A payout replica whose clock runs two minutes ahead or behind neither

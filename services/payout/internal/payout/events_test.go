@@ -42,7 +42,7 @@ func TestEveryChangeWritesItsEvent(t *testing.T) {
 	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 	p := f.payout(t, "77")
-	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID, Outcome: strp("returned"), Reason: strp("account_closed")}); err != nil {
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID, Outcome: strp("returned"), Reason: strp("account_closed")}); err != nil {
 		t.Fatal(err)
 	}
 	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "returned", ReturnReason: "account_closed", CompletedAt: "2026-11-26T12:00:03Z"})

@@ -2,9 +2,6 @@ package payout
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,7 +231,11 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 			return Payout{}, errOtherPayee
 		}
 	}
-	return s.payouts.Execute(ctx, s.newPayout(caller, q, payee, req), func(stored record.Record) (Payout, error) {
+	p, err := s.newPayout(ctx, caller, q, payee, req)
+	if err != nil {
+		return Payout{}, err
+	}
+	return s.payouts.Execute(ctx, p, func(stored record.Record) (Payout, error) {
 		if stored.KeyID != caller.KeyID {
 			return Payout{}, errQuoteNotFound
 		}
@@ -242,8 +243,20 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 	})
 }
 
-// newPayout is the payout of quote q to payee, awaiting its deposit.
-func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) record.StoredPayout {
+// newPayout is the payout of quote q to payee, awaiting its deposit at an
+// address of its own: a key we hold, at an index no payout had.
+func (s *service) newPayout(ctx context.Context, caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) (record.StoredPayout, error) {
+	if s.keys == nil || s.indexes == nil {
+		return record.StoredPayout{}, errors.New("no deposit key is configured (DEPOSIT_XPUB)")
+	}
+	index, err := s.indexes.Next(ctx)
+	if err != nil {
+		return record.StoredPayout{}, err
+	}
+	address, err := s.keys.At(index)
+	if err != nil {
+		return record.StoredPayout{}, err
+	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	payoutID := record.NewID()
 	p := record.StoredPayout{
@@ -251,10 +264,10 @@ func (s *service) newPayout(caller partner.Caller, q StoredQuote, payee benefici
 		Chain: q.Chain, CryptoCurrency: q.CryptoCurrency, FiatCurrency: q.FiatCurrency, Country: q.Country,
 		CryptoAmount: q.CryptoAmount, FiatAmount: q.FiatAmount, Rail: q.Rail, Settlement: q.Settlement,
 		Status: lifecycle.PayoutAwaitingDeposit, QuoteExpiresAt: q.ExpiresAt, CreatedAt: now, StatusAt: now,
-		DepositAddress: s.depositAddress(payoutID), DepositExpiresAt: now.Add(DepositWindow),
+		DepositAddress: address, DepositIndex: &index, DepositExpiresAt: now.Add(DepositWindow),
 	}
 	p.Reference, p.RefundAddress = optional(req.Reference), refundAddressOf(req)
-	return p
+	return p, nil
 }
 
 func optional(s *string) string {
@@ -287,15 +300,6 @@ func (s *service) samePayee(p record.Record, payee beneficiary.Checked, req Exec
 		return Payout{}, errOtherTerms
 	}
 	return s.view.PayoutAs(p, payee.Masked()), nil
-}
-
-// depositAddress is the payout's own deposit address: 20 bytes of an HMAC
-// of its id under the service's secret, written in EIP-55.
-func (s *service) depositAddress(payoutID string) string {
-	m := hmac.New(sha256.New, s.secret)
-	m.Write([]byte("deposit-address\x00" + payoutID))
-	addr, _ := format.Checksummed("0x" + hex.EncodeToString(m.Sum(nil)[:20]))
-	return addr
 }
 
 // validateExecution checks the body's shape. Our own checks name the field

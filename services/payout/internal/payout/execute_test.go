@@ -344,7 +344,11 @@ func BenchmarkExecuteParts(b *testing.B) {
 		}
 		b.ResetTimer()
 		atSixteen(b, func(i int) error {
-			_, err := s.payouts.Execute(ctx, s.newPayout(acme, stored[i], payee, ExecuteRequest{}), func(p record.Record) (Payout, error) { return s.view.Payout(p), nil })
+			p, err := s.newPayout(ctx, acme, stored[i], payee, ExecuteRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = s.payouts.Execute(ctx, p, func(p record.Record) (Payout, error) { return s.view.Payout(p), nil })
 			return err
 		})
 	})
@@ -528,8 +532,8 @@ func TestTheKeyedBindingSurvivesRedisLosingItsMark(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
-	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")})
+	svc := NewService(keyed(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
+		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}))
 	ctx := context.Background()
 	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: strp("42")})
 	bob, carol := payUK(id, "Bob", "20-15-30", "93459012"), payUK(id, "Carol", "60-16-13", "31926819")

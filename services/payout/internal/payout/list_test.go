@@ -137,7 +137,7 @@ func TestFilters(t *testing.T) {
 	t.Parallel()
 	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ids := f.payoutsFor(t, "acme", 0, 9)
-	if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: ids[4]}); err != nil {
+	if _, err := f.deposit(context.Background(), acme, DepositRequest{PayoutID: ids[4]}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {

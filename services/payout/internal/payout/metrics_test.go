@@ -29,12 +29,12 @@ func TestThePayoutFiguresAreTheDatabases(t *testing.T) {
 
 	waiting := f.payout(t, "20")
 	failing := f.payout(t, "21")
-	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: failing.PayoutID, Outcome: strp("failed"), Reason: strp("account_closed")}); err != nil {
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: failing.PayoutID, Outcome: strp("failed"), Reason: strp("account_closed")}); err != nil {
 		t.Fatal(err)
 	}
 	f.provider.says(failing.PayoutID, bankprovider.Payout{Status: "failed", FailureReason: "account_closed"})
 	processing := f.payout(t, "22")
-	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: processing.PayoutID}); err != nil {
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: processing.PayoutID}); err != nil {
 		t.Fatal(err)
 	}
 	f.later(t, time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/partnerpay/api/pkg/format"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/answer"
+	"github.com/partnerpay/api/services/payout/internal/chain"
 	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 	"github.com/partnerpay/api/services/payout/internal/record"
@@ -36,7 +37,7 @@ type Service interface {
 	// request claims its Idempotency-Key (execute.go).
 	Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest)
 	Status(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
-	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error)
+	SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (SandboxDeposit, error)
 	SandboxExpire(ctx context.Context, caller partner.Caller, req StatusRequest) (PayoutStatus, error)
 	SetRefundAddress(ctx context.Context, caller partner.Caller, req RefundAddressRequest) (PayoutStatus, error)
 	// Validate checks a beneficiary against a quote, recording nothing.
@@ -111,6 +112,10 @@ type service struct {
 	mover   *mover.Worker
 	now     func() time.Time
 	secret  []byte
+	keys    *chain.Addresses
+	indexes *chain.Indexes
+	faucet  *chain.Faucet
+	sent    func(chain int64)
 	log     *slog.Logger
 }
 
@@ -137,8 +142,17 @@ type Config struct {
 	Mover *mover.Worker
 	// Now is the database's clock (database.DB.Now): expiry is read on it.
 	Now func() time.Time
-	// Secret keys the deposit addresses (one per payout).
+	// Secret signs the lists' cursors.
 	Secret []byte
+	// Addresses derive each payout's deposit address from the deposit
+	// wallet's extended public key, at an index from Indexes (DESIGN §10).
+	Addresses *chain.Addresses
+	Indexes   *chain.Indexes
+	// Faucet sends the sandbox's deposits on the local chain (nil: no
+	// chain is configured, and POST /v1/sandbox/payouts/deposit is 503);
+	// Sent is told of each, so the chain's watcher reads it at once.
+	Faucet *chain.Faucet
+	Sent   func(chain int64)
 	// Log receives what no request asked for (the worker's lines); nil
 	// discards them.
 	Log *slog.Logger
@@ -149,8 +163,11 @@ func NewService(cfg Config) Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Sent == nil {
+		cfg.Sent = func(int64) {}
+	}
 	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), view: answer.NewView(cfg.Env), ttl: cfg.TTL, book: cfg.Book,
-		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, log: cfg.Log}
+		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, keys: cfg.Addresses, indexes: cfg.Indexes, faucet: cfg.Faucet, sent: cfg.Sent, log: cfg.Log}
 }
 
 // clock is the database's clock now, to the microsecond it keeps.

@@ -48,8 +48,8 @@ func newTestServiceOn(t testing.TB, db *database.DB, ttl time.Duration) (Service
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	c := &clock{t: time.Now()}
-	return NewService(Config{Env: environment.Sandbox, TTL: ttl, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}), c
+	return NewService(keyed(Config{Env: environment.Sandbox, TTL: ttl, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
+		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")})), c
 }
 
 func code(err error) string {

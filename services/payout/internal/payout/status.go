@@ -2,22 +2,19 @@ package payout
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/big"
 	"slices"
 
+	"github.com/partnerpay/api/services/payout/internal/chain"
 	"github.com/partnerpay/api/services/payout/internal/store"
 
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
-	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
-	"github.com/partnerpay/api/services/payout/internal/mover"
 	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
@@ -157,38 +154,78 @@ func (s *service) refundAddress(ctx context.Context, field, addr string) (string
 
 const zeroAddress = "0x0000000000000000000000000000000000000000"
 
-// SandboxDeposit says stablecoins arrived for a payout now (a testnet
-// transaction). What they do is decided in one transaction with the
-// payout locked (arrival): the deposit that pays the payout is recorded
-// with the intent to hand it over, before the provider is called; a
-// mismatch moves the payout or not and owes its refund. The hand-over is
-// then made at once, with no lock held (the deposit's lease on it keeps
-// the worker's hand-over queue from making it too); whatever stops it (a
-// provider down, this process killed), the worker finishes it from the
-// recorded intent once the lease is over.
-func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (PayoutStatus, error) {
+// SandboxDeposit is the answer of the sandbox's faucet: the payout as it
+// stands when the transfer was sent, and the transfer's hash on the local
+// chain.
+type SandboxDeposit struct {
+	PayoutStatus
+	TxHash string `json:"txHash"`
+}
+
+// errNoChain is the faucet on a chain this deployment reaches no node of.
+var errNoChain = envelope.New(envelope.CodePayoutUnavailable,
+	"No chain node is configured for this payout's chain in this deployment (CHAIN_RPC_URL_<chain>), so the faucet cannot send its deposit.")
+
+// SandboxDeposit is the sandbox's faucet (DESIGN §3, "Sandbox"): it sends
+// a real ERC-20 transfer from the sandbox's wallet to the payout's deposit
+// address on the local chain (deposit.amount of its token, or amount of
+// cryptoCurrency: a mismatch) and answers with the transfer's hash. The
+// payout moves when the chain watcher sees the transfer confirmed, as a
+// partner's own transfer would: there is no side door into its record.
+// outcome and reason are kept on the payout first: they tell the sandbox
+// bank what to do with its hand-over.
+func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req DepositRequest) (SandboxDeposit, error) {
 	if s.env != environment.Sandbox {
-		return PayoutStatus{}, envelope.NotFound()
+		return SandboxDeposit{}, envelope.NotFound()
 	}
 	d, err := s.checkDeposit(req)
 	if err != nil {
-		return PayoutStatus{}, err
+		return SandboxDeposit{}, err
 	}
-	// The same deposit on every attempt of a request with an
-	// Idempotency-Key: a retry after a crash makes no second refund.
-	sum := sha256.Sum256([]byte(idempotency.NewID(ctx, "deposit-")))
-	d.txHash = "0x" + hex.EncodeToString(sum[:])
-	r, err := s.update(ctx, caller, req.PayoutID, func(r record.Record) (record.Change, error) { return s.arrival(r.StoredPayout, d) })
+	r, err := s.findPayout(ctx, caller, req.PayoutID)
 	if err != nil {
-		return PayoutStatus{}, err
+		return SandboxDeposit{}, err
 	}
-	// Best effort: the mover's hand-over queue finishes what this leaves.
-	if s.mover.HandOver(ctx, r.StoredPayout) {
-		if moved, err := s.payouts.ByID(ctx, r.ID); err == nil {
-			r = moved
+	token := r.CryptoCurrency
+	if d.token != "" {
+		ch, err := s.chains.Find("chain", r.Chain)
+		if err != nil {
+			return SandboxDeposit{}, err
+		}
+		t, ok := ch.Token(d.token)
+		if !ok {
+			return SandboxDeposit{}, envelope.InvalidRequest(fmt.Sprintf("cryptoCurrency is not a token on chain %d; see GET /v1/currencies.", r.Chain))
+		}
+		token = t.Symbol
+	}
+	if d.amount == "" {
+		d.amount = record.Owed(r.StoredPayout)
+	}
+	if s.faucet == nil {
+		return SandboxDeposit{}, errNoChain
+	}
+	if d.outcome != lifecycle.PayoutCompleted && r.Status == lifecycle.PayoutAwaitingDeposit && r.SandboxOutcome == "" {
+		r, err = s.update(ctx, caller, req.PayoutID, func(r record.Record) (record.Change, error) {
+			if r.Status != lifecycle.PayoutAwaitingDeposit || r.SandboxOutcome != "" {
+				return record.Change{}, nil // its deposit came meanwhile, or one was asked for already
+			}
+			return record.Change{Steps: []record.Step{{At: s.clock(), SandboxOutcome: d.outcome, SandboxReason: d.reason}}}, nil
+		})
+		if err != nil {
+			return SandboxDeposit{}, err
 		}
 	}
-	return s.view.Status(r), nil
+	tx, err := s.faucet.Send(ctx, r.Chain, token, r.DepositAddress, d.amount)
+	switch {
+	case errors.Is(err, chain.ErrTooPrecise):
+		return SandboxDeposit{}, envelope.InvalidRequest("amount has more decimals than the token has (6).")
+	case errors.Is(err, chain.ErrNoChain):
+		return SandboxDeposit{}, errNoChain
+	case err != nil:
+		return SandboxDeposit{}, fmt.Errorf("the faucet's transfer: %w", err)
+	}
+	s.sent(r.Chain)
+	return SandboxDeposit{PayoutStatus: s.view.Status(r), TxHash: tx}, nil
 }
 
 // SandboxExpire closes an awaiting_deposit payout's window now, as its end
@@ -212,11 +249,10 @@ func (s *service) SandboxExpire(ctx context.Context, caller partner.Caller, req 
 	return s.view.Status(r), nil
 }
 
-// deposit is a sandbox deposit, checked: its amount and token, a testnet
-// transaction, and the outcome the provider is to play out.
+// deposit is a sandbox deposit, checked: its amount and token (empty: the
+// payout's), and the outcome the provider is to play out.
 type deposit struct {
 	amount, token   string
-	txHash          string
 	outcome, reason string
 }
 
@@ -229,7 +265,7 @@ func (s *service) checkDeposit(req DepositRequest) (deposit, error) {
 	if req.PayoutID == "" {
 		return deposit{}, envelope.InvalidRequest("payoutId is required: the id of a payout from POST /v1/bank/payout.")
 	}
-	d := deposit{outcome: lifecycle.PayoutCompleted, amount: MockMoney}
+	d := deposit{outcome: lifecycle.PayoutCompleted}
 	if req.Outcome != nil {
 		d.outcome = *req.Outcome
 	}
@@ -269,88 +305,4 @@ func (s *service) checkDeposit(req DepositRequest) (deposit, error) {
 		d.token = *req.CryptoCurrency
 	}
 	return d, nil
-}
-
-// arrival decides what deposit d does to payout p (DESIGN §3):
-//
-//   - after the window (p expired, or its window closed): the payout is
-//     expired, and the deposit refunded (deposit_late);
-//
-//   - another token: refunded (deposit_wrong_token), and the payout keeps
-//     waiting;
-//
-//   - less than deposit.amount: the payout fails (deposit_short), the
-//     whole deposit refunded;
-//
-//   - deposit.amount or more: the deposit is the payout's, recorded with
-//     the intent to hand the payout over, and the excess refunded
-//     (deposit_excess).
-//
-//   - a deposit to a payout that took one already, or that is final
-//     (completed, failed, returned): refunded (deposit_unexpected). A
-//     chain cannot refuse a transfer, so no deposit is answered "not now"
-//     and left where it landed.
-//
-// The same deposit again (its transaction hash: a request retried with
-// its Idempotency-Key) changes nothing; its refund, if any, is owed once
-// (once per cause).
-func (s *service) arrival(p record.StoredPayout, d deposit) (record.Change, error) {
-	now := s.clock()
-	token := p.CryptoCurrency
-	if d.token != "" {
-		chain, err := s.chains.Find("chain", p.Chain)
-		if err != nil {
-			return record.Change{}, err
-		}
-		t, ok := chain.Token(d.token)
-		if !ok {
-			return record.Change{}, envelope.InvalidRequest(fmt.Sprintf("cryptoCurrency is not a token on chain %d; see GET /v1/currencies.", p.Chain))
-		}
-		token = t.Symbol
-	}
-	refund := func(reason, amount string) record.Refund {
-		return record.Refund{ID: record.NewRefundID(), Reason: reason, Amount: amount, CryptoCurrency: token, Chain: p.Chain, DepositTxHash: d.txHash, CreatedAt: now}
-	}
-	waiting := p.Status == lifecycle.PayoutAwaitingDeposit && p.HandoverAt == nil
-	switch {
-	case p.DepositTxHash == d.txHash:
-		// The same deposit again (a request retried with its
-		// Idempotency-Key after its answer was lost): taken already.
-		return record.Change{}, nil
-	case p.Status == lifecycle.PayoutExpired:
-		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
-	case waiting && !now.Before(p.DepositExpiresAt):
-		return record.Change{Steps: []record.Step{{To: lifecycle.PayoutExpired, At: now}}, Refunds: []record.Refund{refund(lifecycle.RefundDepositLate, d.amount)}}, nil
-	case !waiting:
-		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositUnexpected, d.amount)}}, nil
-	case token != p.CryptoCurrency:
-		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositWrongToken, d.amount)}}, nil
-	}
-	got, _ := new(big.Rat).SetString(d.amount)
-	owed, _ := new(big.Rat).SetString(record.Owed(p))
-	switch got.Cmp(owed) {
-	case -1:
-		return record.Change{Steps: []record.Step{{To: lifecycle.PayoutFailed, At: now, FailureReason: lifecycle.PayoutDepositShort,
-			DepositTxHash: d.txHash, DepositAmount: d.amount}}, Refunds: []record.Refund{refund(lifecycle.RefundDepositShort, d.amount)}}, nil
-	}
-	// The hand-over is leased to whoever recorded the deposit (it makes
-	// it at once); the worker's queue makes it once the lease is over.
-	lease := now.Add(mover.CallLease)
-	c := record.Change{Steps: []record.Step{{At: now, DepositTxHash: d.txHash, DepositAmount: d.amount, HandoverAt: &now,
-		SandboxOutcome: d.outcome, SandboxReason: d.reason}}, HandOver: &lease}
-	if got.Cmp(owed) > 0 {
-		c.Refunds = []record.Refund{refund(lifecycle.RefundDepositExcess, new(big.Rat).Sub(got, owed).FloatString(decimals(d.amount)))}
-	}
-	return c, nil
-}
-
-// decimals is how many digits a decimal amount has after its point (at
-// least 2): the excess is written as precisely as the deposit was.
-func decimals(amount string) int {
-	for i := range len(amount) {
-		if amount[i] == '.' {
-			return max(2, len(amount)-i-1)
-		}
-	}
-	return 2
 }

@@ -26,11 +26,13 @@ import (
 // statusFixture is the service and its worker with a fake provider whose
 // word a test sets, on a clock the test moves.
 type statusFixture struct {
+	t        testing.TB
 	svc      Service
 	clock    *clock
 	provider *fakeProvider
 	db       *database.DB
 	worker   *mover.Worker
+	chain    *onChain
 	reg      *prometheus.Registry
 }
 
@@ -42,17 +44,20 @@ func newStatusFixture(t testing.TB, db *database.DB) statusFixture {
 	c := &clock{t: time.Now().UTC()}
 	p := newFakeProvider()
 	reg := prometheus.NewPedanticRegistry()
+	payouts := store.NewStore(db, environment.Sandbox)
+	on := newOnChain(t, payouts, c.now, reg)
 	svc, w := withMover(Config{Env: environment.Sandbox, TTL: time.Hour, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
-		Now: c.now, Secret: []byte("test-secret-0123456789")}, store.NewStore(db, environment.Sandbox), p, reg)
-	return statusFixture{svc: svc, clock: c, provider: p, db: db, worker: w, reg: reg}
+		Now: c.now, Secret: []byte("test-secret-0123456789"), Faucet: on.faucet}, payouts, p, reg)
+	return statusFixture{t: t, svc: svc, clock: c, provider: p, db: db, worker: w, chain: on, reg: reg}
 }
 
 // withMover is the service of cfg on payouts, with its mover on provider
-// p, as the payout binary makes them.
+// p and its deposit addresses from testKeys, as the payout binary makes
+// them.
 func withMover(cfg Config, payouts *store.Store, p mover.Provider, reg prometheus.Registerer) (Service, *mover.Worker) {
 	w := mover.New(mover.Parts{Env: cfg.Env, Store: payouts, Provider: p, Now: cfg.Now, Registry: reg})
 	cfg.Payouts, cfg.Payee, cfg.Mover = payouts, p, w
-	return NewService(cfg), w
+	return NewService(keyed(cfg)), w
 }
 
 // payout executes a new quote of amount for Ada, with a refund address
@@ -84,6 +89,7 @@ func (f statusFixture) status(t *testing.T, id string) PayoutStatus {
 // due.
 func (f statusFixture) work(t *testing.T) {
 	t.Helper()
+	f.chain.seen(t)
 	for range 20 {
 		n, err := f.worker.Round(context.Background())
 		if err != nil {
@@ -96,10 +102,19 @@ func (f statusFixture) work(t *testing.T) {
 	t.Fatal("the worker still had payouts due after 20 rounds")
 }
 
+// advance moves the clock, and the chain's, on by d.
+func (f statusFixture) advance(t testing.TB, d time.Duration) {
+	t.Helper()
+	f.clock.add(d)
+	if err := f.chain.chain.AdjustTime(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // later moves the clock on by d and lets the worker work.
 func (f statusFixture) later(t *testing.T, d time.Duration) {
 	t.Helper()
-	f.clock.add(d)
+	f.advance(t, d)
 	f.work(t)
 }
 
@@ -162,7 +177,7 @@ func TestAPayoutReachesItsOutcome(t *testing.T) {
 			if tt.outcome != "" {
 				req.Outcome, req.Reason = &tt.outcome, &tt.reason
 			}
-			st, err := f.svc.SandboxDeposit(ctx, acme, req)
+			st, err := f.deposit(ctx, acme, req)
 			if err != nil || st.Status != "processing" || len(st.DepositTxHash) != 66 || !equal(statuses(st), strs("awaiting_deposit", "processing")) {
 				t.Fatalf("the deposit: %+v %v", st, err)
 			}
@@ -211,7 +226,7 @@ func TestAPayoutWithoutItsDepositExpires(t *testing.T) {
 	if st.Status != "expired" || !equal(statuses(st), strs("awaiting_deposit", "expired")) {
 		t.Fatalf("%+v", st)
 	}
-	late, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
+	late, err := f.deposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
 	if err != nil || late.Status != "expired" || late.DepositTxHash != "" || !equal(refunds(late), strs("deposit_late/awaiting_address/1234567.89/USDC")) {
 		t.Errorf("a deposit after expiry: %+v %v", late, err)
 	}
@@ -223,8 +238,8 @@ func TestADepositAfterTheWindowIsLateBeforeTheWorkerRuns(t *testing.T) {
 	t.Parallel()
 	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	p := f.payout(t, "34")
-	f.clock.add(DepositWindow)
-	st, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
+	f.advance(t, DepositWindow)
+	st, err := f.deposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
 	if err != nil || st.Status != "expired" || !equal(refunds(st), strs("deposit_late/awaiting_address/1234567.89/USDC")) {
 		t.Fatalf("%+v %v", st, err)
 	}
@@ -252,7 +267,7 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 		if token != "" {
 			req.CryptoCurrency = &token
 		}
-		st, err := f.svc.SandboxDeposit(ctx, acme, req)
+		st, err := f.deposit(ctx, acme, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +276,7 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 
 	short := f.payout(t, "40", addr)
 	if st := deposit(t, short, "100", ""); st.Status != "failed" || st.FailureReason != "deposit_short" || st.DepositTxHash == "" ||
-		!equal(statuses(st), strs("awaiting_deposit", "failed")) || !equal(refunds(st), strs("deposit_short/pending/100/USDC/"+addr)) {
+		!equal(statuses(st), strs("awaiting_deposit", "failed")) || !equal(refunds(st), strs("deposit_short/pending/100.00/USDC/"+addr)) {
 		t.Errorf("short: %+v %v", st, refunds(st))
 	}
 	excess := f.payout(t, "41", addr)
@@ -271,7 +286,7 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 	// An excess, then a failure: the failure refunds what the payout took,
 	// not the excess again.
 	excessFailed := f.payout(t, "43", addr)
-	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: excessFailed.PayoutID, Amount: strp("1234600.00"),
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: excessFailed.PayoutID, Amount: strp("1234600.00"),
 		Outcome: strp("failed"), Reason: strp("account_closed")}); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +304,7 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 	if st := deposit(t, wrong, "", "USDC"); st.Status != "processing" || len(st.Refunds) != 1 {
 		t.Errorf("then the right token: %+v %v", st, refunds(st))
 	}
-	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: wrong.PayoutID, CryptoCurrency: strp("DAI")}); code(err) != "invalid_request" {
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: wrong.PayoutID, CryptoCurrency: strp("DAI")}); code(err) != "invalid_request" {
 		t.Errorf("a token not on the chain: %v", err)
 	}
 
@@ -344,7 +359,7 @@ func TestTheHandOverIsExactlyOnce(t *testing.T) {
 
 	down := f.payout(t, "50")
 	f.provider.set(func(f *fakeProvider) { f.down = true })
-	st, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: down.PayoutID})
+	st, err := f.deposit(ctx, acme, DepositRequest{PayoutID: down.PayoutID})
 	if err != nil || st.Status != "awaiting_deposit" || st.DepositTxHash != "" {
 		t.Fatalf("the deposit with the provider down: %+v %v", st, err)
 	}
@@ -360,7 +375,7 @@ func TestTheHandOverIsExactlyOnce(t *testing.T) {
 
 	lost := f.payout(t, "51")
 	f.provider.set(func(f *fakeProvider) { f.loseNext = true })
-	if st, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: lost.PayoutID}); err != nil || st.Status != "awaiting_deposit" {
+	if st, err := f.deposit(ctx, acme, DepositRequest{PayoutID: lost.PayoutID}); err != nil || st.Status != "awaiting_deposit" {
 		t.Fatalf("the deposit whose hand-over answer was lost: %+v %v", st, err)
 	}
 	f.later(t, time.Second)
@@ -426,7 +441,7 @@ func TestTwoWorkersMoveAPayoutOnce(t *testing.T) {
 	}
 	race(rounds, rounds2, func() {
 		for _, p := range ps {
-			if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID, Outcome: strp("returned"), Reason: strp("refused_by_beneficiary")}); err != nil {
+			if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID, Outcome: strp("returned"), Reason: strp("refused_by_beneficiary")}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -456,7 +471,7 @@ func TestTheDatabaseHoldsThePayoutsArrows(t *testing.T) {
 	f := newStatusFixture(t, db)
 	ctx := context.Background()
 	p := f.payout(t, "66")
-	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
 		t.Fatal(err)
 	}
 	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})

@@ -235,8 +235,8 @@ func TestAnExecutedQuoteOutlivesRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	svc := NewService(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now),
-		Payouts: store.NewStore(db, environment.Sandbox), Now: time.Now, Secret: []byte("s")})
+	svc := NewService(keyed(Config{Env: environment.Sandbox, TTL: time.Minute, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), time.Now),
+		Payouts: store.NewStore(db, environment.Sandbox), Now: time.Now, Secret: []byte("s")}))
 	ctx := context.Background()
 	req := QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("70")}
 	executed := quoteFor(t, svc, acme, req)

@@ -19,7 +19,7 @@ import (
 func (f statusFixture) deposited(t *testing.T, amount string) Payout {
 	t.Helper()
 	p := f.payout(t, amount)
-	st, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
+	st, err := f.deposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID})
 	if err != nil || st.Status != "processing" {
 		t.Fatalf("the deposit: %+v %v", st, err)
 	}
@@ -169,7 +169,7 @@ func TestAFailingProviderIsBackedOff(t *testing.T) {
 	}
 	f.provider.set(func(f *fakeProvider) { f.down = true })
 	for _, p := range ps {
-		if _, err := f.svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+		if _, err := f.deposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,11 +210,11 @@ func TestASecondDepositIsRefunded(t *testing.T) {
 		status  string
 		refunds []string
 	}{
-		{processing, "processing", strs("deposit_unexpected/awaiting_address/5/USDC")},
-		{completed, "completed", strs("deposit_unexpected/awaiting_address/5/USDC")},
-		{failed, "failed", strs("deposit_unexpected/awaiting_address/5/USDC", "payout_failed/awaiting_address/1234567.89/USDC")},
+		{processing, "processing", strs("deposit_unexpected/awaiting_address/5.00/USDC")},
+		{completed, "completed", strs("deposit_unexpected/awaiting_address/5.00/USDC")},
+		{failed, "failed", strs("deposit_unexpected/awaiting_address/5.00/USDC", "payout_failed/awaiting_address/1234567.89/USDC")},
 	} {
-		st, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: tt.p.PayoutID, Amount: strp("5")})
+		st, err := f.deposit(ctx, acme, DepositRequest{PayoutID: tt.p.PayoutID, Amount: strp("5")})
 		if got := refunds(st); err != nil || st.Status != tt.status || !equal(slices.Sorted(slices.Values(got)), tt.refunds) {
 			t.Errorf("a second deposit to a %s payout: %+v %v (refunds %v)", tt.status, st.Status, err, refunds(st))
 		}
@@ -233,7 +233,7 @@ func TestPartnerWritesNeverWaitForTheProvider(t *testing.T) {
 	f.provider.set(func(f *fakeProvider) { f.hold, f.held = hold, held })
 	deposited := make(chan error, 1)
 	go func() {
-		_, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID})
+		_, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID})
 		deposited <- err
 	}()
 	<-held // the hand-over's call is out, and held

@@ -36,6 +36,7 @@ type StoredPayout struct {
 	Reference        string
 	RefundAddress    string
 	DepositAddress   string
+	DepositIndex     *int64 // the BIP-32 index its address is derived at (nil: made before addresses had keys)
 	DepositExpiresAt time.Time
 	DepositTxHash    string
 	DepositAmount    string

@@ -271,9 +271,9 @@ func newRecord(p record.StoredPayout) record.Record {
 const insertSQL = `WITH p AS (
 		INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
 			crypto_currency, fiat_currency, country, crypto_amount, fiat_amount, rail, estimated_settlement, status,
-			quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at)
+			quote_expires_at, created_at, reference, refund_address, deposit_address, deposit_expires_at, status_at, deposit_index)
 		SELECT $1, $2, $3, $4, $5, $6::bigint, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, $15::timestamptz,
-			$16::timestamptz, NULLIF($17, ''), NULLIF($18, ''), $19, $20::timestamptz, $21::timestamptz
+			$16::timestamptz, NULLIF($17, ''), NULLIF($18, ''), $19, $20::timestamptz, $21::timestamptz, $26::bigint
 		WHERE NOT EXISTS (SELECT 1 FROM payout_quote_holds h WHERE h.quote_id = $2 AND h.beneficiary_digest <> $25)
 		ON CONFLICT (quote_id) DO NOTHING RETURNING id, key_id, created_at),
 	e AS (
@@ -340,7 +340,7 @@ func (s *Store) insertArgs(p record.StoredPayout) ([]any, error) {
 	return []any{p.ID, p.QuoteID, p.KeyID, p.BeneficiaryName, string(p.Beneficiary), p.Chain, p.CryptoCurrency, p.FiatCurrency,
 		p.Country, p.CryptoAmount, p.FiatAmount, p.Rail, p.Settlement, p.Status, p.QuoteExpiresAt, p.CreatedAt,
 		p.Reference, p.RefundAddress, p.DepositAddress, p.DepositExpiresAt, p.StatusAt, events.NewID(), e.Type, string(e.Data),
-		record.Digest(p.Beneficiary)}, nil
+		record.Digest(p.Beneficiary), p.DepositIndex}, nil
 }
 
 // eventType is the event of a payout's move to status; refundEventType of

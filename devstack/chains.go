@@ -1,0 +1,126 @@
+package devstack
+
+import (
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/partnerpay/api/testkit/chaintest"
+)
+
+// The local testnet (DESIGN §10): started like PostgreSQL and Redis, one
+// real EVM node from go-ethereum per sandbox chain of the catalogue, each
+// serving JSON-RPC, unless CHAIN_RPC_URL_<id> names one already.
+
+// ChainAddrs are where make run's chains serve JSON-RPC by default.
+var ChainAddrs = map[int64]string{84532: "127.0.0.1:8545", 11155111: "127.0.0.1:8546"}
+
+// ChainBlockPeriod is how often the local chains mine a block when no
+// transaction waits (one that waits is mined at once).
+const ChainBlockPeriod = time.Second
+
+// chainAddr is where the local chain id serves JSON-RPC.
+func (s *Stack) chainAddr(id int64) string {
+	if a, ok := s.opts.Ports["chain_"+strconv.FormatInt(id, 10)]; ok {
+		return a
+	}
+	return ChainAddrs[id]
+}
+
+// chainPortsFree checks, as portsFree does for the services, that every
+// local chain's fixed address can be listened on.
+func (s *Stack) chainPortsFree() error {
+	for _, id := range slices.Sorted(maps.Keys(ChainAddrs)) {
+		addr := s.chainAddr(id)
+		if _, given := s.opts.ChainURLs[id]; given {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s (the local chain %d) is in use: another stack (a second make run?) or another program holds it; stop it, or set CHAIN_%d_ADDR to a free address", addr, id, id)
+		}
+		l.Close()
+	}
+	return nil
+}
+
+// startChains starts a local chain for each sandbox chain that
+// opts.ChainURLs does not name, and answers every chain's RPC URL.
+func (s *Stack) startChains() (map[int64]string, error) {
+	urls := maps.Clone(s.opts.ChainURLs)
+	if urls == nil {
+		urls = map[int64]string{}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ChainAddrs)) {
+		if _, given := urls[id]; given {
+			fmt.Fprintf(s.opts.Out, "chain %d: %s\n", id, urls[id])
+			continue
+		}
+		addr := s.chainAddr(id)
+		if _, port, _ := net.SplitHostPort(addr); port == "0" {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			addr = ln.Addr().String()
+			ln.Close()
+		}
+		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: ChainBlockPeriod})
+		if err != nil {
+			return nil, fmt.Errorf("the local chain %d on %s: %w", id, addr, err)
+		}
+		s.chains = append(s.chains, c)
+		urls[id] = c.URL
+		fmt.Fprintf(s.opts.Out, "chain %d: a local testnet (go-ethereum) on %s, a block a second\n", id, c.URL)
+	}
+	return urls, nil
+}
+
+// stopChains stops the local chains.
+func (s *Stack) stopChains() {
+	for _, c := range s.chains {
+		_ = c.Close()
+	}
+	s.chains = nil
+}
+
+// DepositXPub is the extended public key (m/44'/60'/0'/0) of the deposit
+// wallet of seed (hex).
+func DepositXPub(seed string) (string, error) {
+	raw, err := hex.DecodeString(seed)
+	if err != nil {
+		return "", fmt.Errorf("DEPOSIT_SEED: %w", err)
+	}
+	keys, err := chaintest.NewDepositKeys(raw)
+	if err != nil {
+		return "", err
+	}
+	return keys.XPub(), nil
+}
+
+// chainEnv is what the payout service is told of the chains: their URLs,
+// the deposit wallet's public key (from the stack's seed), and the
+// faucet's key (a well-known testnet key).
+func chainEnv(urls map[int64]string, seed string) (map[string]string, error) {
+	xpub, err := DepositXPub(seed)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{"DEPOSIT_XPUB": xpub, "SANDBOX_FAUCET_KEY": chaintest.Faucet.KeyHex()}
+	for id, u := range urls {
+		env["CHAIN_RPC_URL_"+strconv.FormatInt(id, 10)] = u
+	}
+	return env, nil
+}
+
+// TestWallet is the funded wallet make run prints: a partner pays a payout
+// from it with any wallet tool (testnet only; its key is public
+// knowledge).
+var TestWallet = chaintest.Partner

@@ -1,0 +1,89 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/btcsuite/btcd/btcutil/hdkeychain"
+	"github.com/ethereum/go-ethereum/crypto"
+)
+
+// Every deposit address is a key we hold (DESIGN §10): the child, at the
+// payout's deposit index, of the deposit wallet's extended public key
+// (BIP-32, btcsuite's hdkeychain: the implementation btcd, lnd and most Go
+// wallets derive with, kept by the btcsuite project). The service needs
+// only the public side; the private side lives with the signer.
+
+// Addresses derives deposit addresses from an extended public key.
+type Addresses struct {
+	branch *hdkeychain.ExtendedKey
+}
+
+// ErrPrivateKey is an extended private key where only the public one may
+// be: the private side never reaches the services that show addresses.
+var ErrPrivateKey = errors.New("DEPOSIT_XPUB is an extended private key: give the services the public one (xpub…); the private side is the signer's alone")
+
+// NewAddresses reads an extended public key (xpub…).
+func NewAddresses(xpub string) (*Addresses, error) {
+	k, err := hdkeychain.NewKeyFromString(xpub)
+	if err != nil {
+		return nil, fmt.Errorf("DEPOSIT_XPUB is not an extended public key: %w", err)
+	}
+	if k.IsPrivate() {
+		return nil, ErrPrivateKey
+	}
+	return &Addresses{branch: k}, nil
+}
+
+// MaxIndex is the last index an address is derived at (BIP-32's
+// non-hardened children).
+const MaxIndex = hdkeychain.HardenedKeyStart - 1
+
+// At is the deposit address at index, in EIP-55.
+func (a *Addresses) At(index int64) (string, error) {
+	if index < 0 || index > MaxIndex {
+		return "", fmt.Errorf("deposit index %d is out of range", index)
+	}
+	child, err := a.branch.Derive(uint32(index))
+	if err != nil {
+		return "", err
+	}
+	pub, err := child.ECPubKey()
+	if err != nil {
+		return "", err
+	}
+	return crypto.PubkeyToAddress(*pub.ToECDSA()).Hex(), nil
+}
+
+// Indexes hands out deposit indexes, each once across every replica: a
+// block of them at a time from the store's sequence.
+type Indexes struct {
+	reserve func(context.Context) (int64, error)
+	block   int64
+
+	mu         sync.Mutex
+	next, last int64 // next to hand out; last+1 ends the block (next > last: none left)
+}
+
+// NewIndexes hands out indexes from blocks of size that reserve makes.
+func NewIndexes(reserve func(context.Context) (int64, error), size int64) *Indexes {
+	return &Indexes{reserve: reserve, block: size, next: 1, last: 0}
+}
+
+// Next is an index no payout had.
+func (x *Indexes) Next(ctx context.Context) (int64, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.next > x.last {
+		first, err := x.reserve(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("reserve deposit indexes: %w", err)
+		}
+		x.next, x.last = first, first+x.block-1
+	}
+	i := x.next
+	x.next++
+	return i, nil
+}

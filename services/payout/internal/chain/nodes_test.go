@@ -1,0 +1,77 @@
+package chain
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/testkit/chaintest"
+)
+
+// A chain's node is a money upstream (DESIGN §10): the boot checks its own
+// eth_chainId. A node of another chain, or a testnet in production, stops
+// the boot; the sandbox's node of its own chain is watched.
+func TestTheBootChecksEachNodeIsItsChain(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := chaintest.Start(chaintest.Options{ChainID: 84532, Addr: addr, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, log := context.Background(), slog.New(slog.DiscardHandler)
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		env  environment.Name
+		want string
+	}{
+		{"its own chain", Config{BaseSepolia: c.URL}, environment.Sandbox, ""},
+		{"another chain's node", Config{EthereumSepolia: c.URL}, environment.Sandbox, "CHAIN_RPC_URL_11155111 reaches chain 84532, not 11155111"},
+		{"a testnet in production", Config{BaseSepolia: c.URL}, environment.Production, "chain 84532 is not in the production catalogue"},
+	} {
+		nodes, err := Dial(ctx, tt.cfg, tt.env, time.Second, log)
+		switch {
+		case tt.want == "" && (err != nil || nodes[84532] == nil || nodes[84532].Confirmations != 2):
+			t.Errorf("%s: %v %+v", tt.name, err, nodes)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+		Close(nodes)
+	}
+}
+
+// Only the public side of the deposit wallet is taken.
+func TestAnExtendedPrivateKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAddresses(keys.XPub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(3) {
+		got, err := a.At(i)
+		want, _ := keys.Address(uint32(i))
+		if err != nil || got != want.Hex() {
+			t.Errorf("address %d: %s %v, want %s (the seed's)", i, got, err, want.Hex())
+		}
+	}
+	if _, err := NewAddresses("not a key"); err == nil {
+		t.Error("a malformed key was taken")
+	}
+	if _, err := NewAddresses(keys.XPrv()); err != ErrPrivateKey {
+		t.Errorf("an extended private key: %v, want ErrPrivateKey", err)
+	}
+}

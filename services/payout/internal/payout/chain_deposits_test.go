@@ -1,0 +1,255 @@
+package payout
+
+import (
+	"context"
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/chain"
+	"github.com/partnerpay/api/services/payout/internal/store"
+	"github.com/partnerpay/api/testkit/chaintest"
+	"github.com/partnerpay/api/testkit/pgtest"
+)
+
+// usdcUnits is amount of USDC (6 decimals) in its smallest unit.
+func usdcUnits(t testing.TB, amount string) *big.Int {
+	t.Helper()
+	u, err := chain.Units(amount, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+var usdc = common.HexToAddress("0x036CbD53842c5426634e7929541eC2318f3dCF7e")
+
+// A partner pays a payout the way a wallet does: a transfer from its own
+// wallet to deposit.address. The watcher records it once confirmed, and
+// the payout takes it (its depositTxHash is the transfer's) and is handed
+// over.
+func TestATransferFromAWalletPaysThePayout(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	p := f.payout(t, "20")
+	tx, err := f.chain.chain.Transfer(ctx, chaintest.Partner, usdc, common.HexToAddress(p.Deposit.Address), usdcUnits(t, p.Deposit.Amount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(t, p.PayoutID); st.Status != "awaiting_deposit" {
+		t.Fatalf("before the transfer is mined: %s", st.Status)
+	}
+	f.work(t)
+	st := f.status(t, p.PayoutID)
+	if st.Status != "processing" || st.DepositTxHash != tx.Hash().Hex() || len(st.Refunds) != 0 {
+		t.Fatalf("after the transfer: %+v", st)
+	}
+	if creates, _, _ := f.provider.counts(); creates != 1 {
+		t.Fatalf("handed over %d times, want once", creates)
+	}
+}
+
+// Every deposit address is a key we hold: the private key derived from the
+// seed at the payout's index moves the funds that arrived there.
+func TestADepositAddressIsAKeyWeHold(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	p := f.payout(t, "21")
+	var index int64
+	if err := f.db.QueryRow(ctx, `SELECT deposit_index FROM payouts WHERE id = $1`, p.PayoutID).Scan(&index); err != nil {
+		t.Fatal(err)
+	}
+	key, err := testKeys.Key(uint32(index))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deposit := common.HexToAddress(p.Deposit.Address)
+	if got := crypto.PubkeyToAddress(key.PublicKey); got != deposit {
+		t.Fatalf("the key at index %d is %s's, not the deposit address %s", index, got, deposit)
+	}
+	c := f.chain.chain
+	if _, err := c.Transfer(ctx, chaintest.Partner, usdc, deposit, usdcUnits(t, "7.5")); err != nil {
+		t.Fatal(err)
+	}
+	sendGas(t, c, deposit)
+	c.Commit()
+	tx, err := c.Transfer(ctx, chaintest.Wallet{Key: key, Address: deposit}, usdc, chaintest.Treasury.Address, usdcUnits(t, "7.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	r, err := c.Client().TransactionReceipt(ctx, tx.Hash())
+	if err != nil || r.Status != types.ReceiptStatusSuccessful {
+		t.Fatalf("the deposit key's transfer home: %+v %v", r, err)
+	}
+	if b := balance(t, c, usdc, chaintest.Treasury.Address); new(big.Int).Sub(b, chaintest.TokenUnits).Cmp(usdcUnits(t, "7.5")) != 0 {
+		t.Fatalf("the treasury holds %s, want 7.5 USDC more than it had", b)
+	}
+}
+
+// sendGas sends to some ETH for gas from the partner wallet.
+func sendGas(t *testing.T, c *chaintest.Chain, to common.Address) {
+	t.Helper()
+	ctx := context.Background()
+	cl := c.Client()
+	nonce, err := cl.PendingNonceAt(ctx, chaintest.Partner.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := cl.HeaderByNumber(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := big.NewInt(1_000_000_000)
+	tx, err := types.SignNewTx(chaintest.Partner.Key, types.LatestSignerForChainID(big.NewInt(c.ID)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(c.ID), Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2))),
+		Gas: 21_000, To: &to, Value: big.NewInt(1e17)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.SendTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// balance is an ERC-20 balance, read with eth_call.
+func balance(t *testing.T, c *chaintest.Chain, token, owner common.Address) *big.Int {
+	t.Helper()
+	data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4], common.LeftPadBytes(owner.Bytes(), 32)...)
+	out, err := c.Client().CallContract(context.Background(), ethereum.CallMsg{To: &token, Data: data}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return new(big.Int).SetBytes(out)
+}
+
+// A reorganisation (DESIGN §10): a transfer that vanished before its
+// confirmations is never recorded, and one recorded, mined again in
+// another block after a reorganisation deeper than its confirmations, is
+// never recorded twice; the watcher goes back to the last block it passed
+// that the chain still has.
+func TestAReorganisationNeverCountsATransferTwiceNorOneThatVanished(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	c := f.chain.chain
+	node, err := chain.NewNode(environment.Sandbox, 84532, c.Client(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	w := chain.NewWatcher(node, f.svc.(*service).payouts.(*store.Store), f.clock.now, nil, chain.NewMetrics(reg),
+		worker.NewRows("payout", discard(), reg), discard(), reg)
+	watch := func() {
+		t.Helper()
+		for range 10 {
+			if n, err := w.Round(ctx); err != nil {
+				t.Fatal(err)
+			} else if n == 0 {
+				return
+			}
+		}
+	}
+	recorded := func(id string) int {
+		t.Helper()
+		var n int
+		if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_deposits WHERE payout_id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	head := func() *types.Header {
+		t.Helper()
+		h, err := c.Client().HeaderByNumber(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	c.Commit()
+	watch() // the watcher's place: the chain as it is
+
+	// A transfer mined in one block, one confirmation short, then the
+	// block leaves the chain and the transfer with it.
+	x := f.payout(t, "22")
+	before := head()
+	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: x.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	watch()
+	if n := recorded(x.PayoutID); n != 0 {
+		t.Fatalf("a transfer with one confirmation of two was recorded (%d)", n)
+	}
+	if err := c.Fork(before.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	c.Rollback() // it is not mined again
+	c.Commit()
+	c.Commit()
+	c.Commit()
+	watch()
+	if st := f.status(t, x.PayoutID); recorded(x.PayoutID) != 0 || st.Status != "awaiting_deposit" || st.DepositTxHash != "" || len(st.Refunds) != 0 {
+		t.Fatalf("a transfer that vanished before its confirmations: %d recorded, %+v", recorded(x.PayoutID), st)
+	}
+
+	// A transfer recorded with its confirmations, then a reorganisation
+	// deeper than them mines it again in another block.
+	y := f.payout(t, "23")
+	before = head()
+	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: y.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	first := c.Commit()
+	c.Commit()
+	watch()
+	if n := recorded(y.PayoutID); n != 1 {
+		t.Fatalf("a transfer with its confirmations: recorded %d times, want once", n)
+	}
+	if err := c.Fork(before.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	if again := c.Commit(); again == first {
+		t.Fatal("the reorganisation mined the same block")
+	}
+	c.Commit()
+	c.Commit()
+	watch()
+	if _, err := f.worker.HandOverRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := f.status(t, y.PayoutID)
+	if n := recorded(y.PayoutID); n != 1 || len(st.Refunds) != 0 || st.Status != "processing" {
+		t.Fatalf("after a reorganisation that mined it again: recorded %d times, %+v", n, st)
+	}
+	if n := testutilValue(t, reg, "partnerapi_chain_reorgs_total"); n < 1 {
+		t.Fatalf("partnerapi_chain_reorgs_total = %v, want the reorganisation counted", n)
+	}
+}
+
+// testutilValue is the sum of a metric's series in reg.
+func testutilValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range families {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}

@@ -1,0 +1,60 @@
+-- +goose Up
+-- On chain (DESIGN §10, turn 7: deposit addresses were 20 bytes of an HMAC
+-- with no key behind them, and deposits were announced by an API call).
+--
+-- Every new payout's deposit address is derived (BIP-32) from the
+-- service's extended public key at deposit_index, unique, so two payouts
+-- never share an address and an address never changes. The sequence hands
+-- each replica a block of 64 indexes at a time (one round trip per 64
+-- payouts); an index a replica never used is skipped, never reused.
+-- Payouts made before this migration keep their address and no index.
+CREATE SEQUENCE payout_deposit_index AS bigint INCREMENT BY 64 MINVALUE 0 MAXVALUE 2147483583 START 0;
+ALTER TABLE payouts
+    ADD COLUMN deposit_index bigint,
+    ADD CONSTRAINT payouts_deposit_index_unique UNIQUE (deposit_index),
+    ADD CONSTRAINT payouts_deposit_index_range CHECK (deposit_index IS NULL OR deposit_index BETWEEN 0 AND 2147483647);
+
+-- The chain watcher's place on each chain: the last block whose
+-- transfers it recorded (number and hash), held by one replica at a time
+-- (the lease). A parent hash that no longer matches is a reorganisation:
+-- the watcher rewinds to the last block of payout_chain_blocks still on
+-- the chain.
+CREATE TABLE payout_chain_watch (
+    chain        bigint      PRIMARY KEY,
+    block_number bigint      NOT NULL CHECK (block_number >= 0),
+    block_hash   text        NOT NULL CHECK (block_hash ~ '^0x[0-9a-f]{64}$'),
+    lease_owner  text,
+    leased_until timestamptz,
+    updated_at   timestamptz NOT NULL
+);
+
+-- The blocks the watcher passed, the last 256 of each chain: where it
+-- rewinds to after a reorganisation.
+CREATE TABLE payout_chain_blocks (
+    chain  bigint NOT NULL,
+    number bigint NOT NULL,
+    hash   text   NOT NULL CHECK (hash ~ '^0x[0-9a-f]{64}$'),
+    PRIMARY KEY (chain, number)
+);
+
+-- Every confirmed transfer to a deposit address, recorded once, by its
+-- place on the chain, in the transaction that applies it to its payout
+-- (DESIGN §3's arrival rules).
+CREATE TABLE payout_deposits (
+    chain        bigint      NOT NULL,
+    tx_hash      text        NOT NULL CHECK (tx_hash ~ '^0x[0-9a-f]{64}$'),
+    log_index    integer     NOT NULL CHECK (log_index >= 0),
+    payout_id    text        NOT NULL REFERENCES payouts (id),
+    token        text        NOT NULL CHECK (token ~ '^0x[0-9a-fA-F]{40}$'),
+    amount       numeric     NOT NULL CHECK (amount > 0),
+    block_number bigint      NOT NULL,
+    block_hash   text        NOT NULL,
+    recorded_at  timestamptz NOT NULL,
+    PRIMARY KEY (chain, tx_hash, log_index)
+);
+CREATE INDEX payout_deposits_payout ON payout_deposits (payout_id);
+
+-- +goose Down
+-- +goose StatementBegin
+DO $$ BEGIN RAISE EXCEPTION 'payout migration 00010 (the chain) is not reversed'; END $$;
+-- +goose StatementEnd
