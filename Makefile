@@ -73,7 +73,7 @@ deploy-check:
 	@if docker-compose config -q 2>/dev/null </dev/null && [ ! -f .env ]; then echo "docker-compose.yml must refuse to start without its secrets"; exit 1; fi
 	@pager="--set alertmanager.receivers.page.webhook_configs[0].url=https://pager.example --set alertmanager.receivers.watchdog.webhook_configs[0].url=https://deadman.example"; \
 	for v in sandbox production; do \
-		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml --set image.tag=v-check $$pager 2>&1) || { echo "$$out"; exit 1; }; \
+		out=$$(helm lint deploy/helm/partner-api -f deploy/helm/partner-api/values-$$v.yaml --set image.tag=v-check --set chain.depositXPub=xpub-check $$pager 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "helm chart, values-$$v.yaml: $$(echo "$$out" | tail -1)"; \
 	done; \
 	if helm template pa deploy/helm/partner-api -f deploy/helm/partner-api/values-production.yaml --set image.tag=v-check >/dev/null 2>&1; then \

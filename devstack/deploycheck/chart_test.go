@@ -54,6 +54,9 @@ type rendered struct {
 var pager = []string{"alertmanager.receivers.page.webhook_configs[0].url=https://pager.example/v2/enqueue",
 	"alertmanager.receivers.watchdog.webhook_configs[0].url=https://deadman.example/ping/partner-api"}
 
+// testXPub stands for an operator's deposit wallet's public key.
+const testXPub = "xpub6Ex3Vd8YwdGC6rJaTqNsbbHoRyKk8qYLDeUmL1rbBMd5PobJFD5z6mHgNcTPhFfgL8ghoAW1dFV6QTqNRhKuqNu9LDhHs8UKvbLVbLVz8qN"
+
 // helmTemplate runs helm template with a values file and --set pairs.
 func helmTemplate(t *testing.T, values string, set ...string) ([]byte, error) {
 	t.Helper()
@@ -61,6 +64,10 @@ func helmTemplate(t *testing.T, values string, set ...string) ([]byte, error) {
 		t.Fatalf("helm is not on PATH (go install helm.sh/helm/v3/cmd/helm@v3.22.0): %v", err)
 	}
 	args := []string{"template", "pa", chart, "-f", filepath.Join(chart, values), "--namespace", "partner", "--set", "image.tag=v-check"}
+	if values == "values-sandbox.yaml" {
+		// An operator's own deposit wallet (the chart has none to give).
+		args = append(args, "--set", "chain.depositXPub="+testXPub)
+	}
 	for _, kv := range set {
 		if js, ok := strings.CutPrefix(kv, "json:"); ok {
 			args = append(args, "--set-json", js)
@@ -716,5 +723,36 @@ func TestTheSandboxBankNotifiesThroughTheGateway(t *testing.T) {
 	}
 	if !slices.Equal(from, []string{"sandboxbank"}) {
 		t.Errorf("the gateway's port, open to listed peers, takes pods %v, want the sandbox bank", from)
+	}
+}
+
+// TestTheChainsReachThePayoutService: the payout service is given the
+// deposit wallet's public key (required in the sandbox: the chart refuses
+// to render without it), each chain's RPC URL, and may reach the RPC nodes
+// only where networkPolicy.chainRpcTo lists them.
+func TestTheChainsReachThePayoutService(t *testing.T) {
+	t.Parallel()
+	args := []string{"template", "pa", chart, "-f", filepath.Join(chart, "values-sandbox.yaml"), "--set", "image.tag=v-check"}
+	if out, err := exec.Command("helm", args...).CombinedOutput(); err == nil || !strings.Contains(string(out), "chain.depositXPub is required in the sandbox") {
+		t.Errorf("a sandbox without a deposit key rendered: %v %.300s", err, out)
+	}
+	r := render(t, "values-sandbox.yaml", "chain.rpcUrls.84532=https://sepolia.base.org", "chain.confirmations=84532:3",
+		"networkPolicy.chainRpcTo[0].ipBlock.cidr=198.51.100.0/24")
+	c := r.deployments["pa-partner-api-payout"].Spec.Template.Spec.Containers[0]
+	for k, want := range map[string]string{"DEPOSIT_XPUB": testXPub, "CHAIN_RPC_URL_84532": "https://sepolia.base.org", "CHAIN_CONFIRMATIONS": "84532:3"} {
+		if e, _ := env(c, k); e.Value != want {
+			t.Errorf("payout's %s = %q, want %q", k, e.Value, want)
+		}
+	}
+	reaches := false
+	for _, e := range r.policies["pa-partner-api-payout"].Spec.Egress {
+		for _, p := range e.Ports {
+			if p.Port.IntValue() == 8545 && len(e.To) == 1 && e.To[0].IPBlock != nil && e.To[0].IPBlock.CIDR == "198.51.100.0/24" {
+				reaches = true
+			}
+		}
+	}
+	if !reaches {
+		t.Error("the payout service's NetworkPolicy does not let it reach the listed RPC nodes")
 	}
 }

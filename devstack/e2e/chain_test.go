@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/testkit/chaintest"
@@ -84,4 +87,103 @@ func TestAPayoutIsPaidFromAWalletOnTheLocalChain(t *testing.T) {
 	if !eventually(30*time.Second, func() bool { return s.payoutStatus(key, id).Status == "completed" }) {
 		t.Fatalf("the faucet's deposit: %+v", s.payoutStatus(key, id))
 	}
+}
+
+// The watcher is killed (SIGKILL, with its whole payout service) again
+// and again while 500 transfers land, in batches, in about 100 blocks:
+// every transfer is recorded exactly once, and each payout took its own
+// deposit (none recorded twice, so none refunded as unexpected).
+func TestAKilledWatcherCountsEveryTransferOnce(t *testing.T) {
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000000")
+	ctx := context.Background()
+	node, err := ethclient.Dial(s.ChainURLs[84532])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	const n, batch = 500, 5
+	ids := make([]string, n)
+	to := make([]common.Address, n)
+	for i := range n {
+		ids[i] = s.newPayout(key, fmt.Sprintf("%d.%02d", 100+i/100, i%100), "")
+		var p struct{ Deposit struct{ Address string } }
+		if r := s.post("/v1/bank/payout/status", key, `{"payoutId":"`+ids[i]+`"}`); r.Status != 200 || json.Unmarshal([]byte(r.Body), &p) != nil {
+			t.Fatalf("status: %d %s", r.Status, r.Body)
+		}
+		to[i] = common.HexToAddress(p.Deposit.Address)
+	}
+	units := new(big.Int).Mul(big.NewInt(123456789), big.NewInt(10_000)) // 1234567.89 USDC
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i += batch {
+			if _, err := sendBatch(ctx, node, devstack.TestWallet.Key, common.HexToAddress(baseUSDC), to[i:min(i+batch, n)], units); err != nil {
+				t.Errorf("transfers %d: %v", i, err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // about a block each, over ten seconds of kills
+		}
+	}()
+	kills := 0
+	for {
+		select {
+		case <-done:
+		default:
+			time.Sleep(1500 * time.Millisecond)
+			s.killAndRestart("payout")
+			kills++
+			continue
+		}
+		break
+	}
+	s.killAndRestart("payout")
+	kills++
+	c, err := pgx.Connect(ctx, s.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var recorded, payouts, refunds int
+	if !eventually(60*time.Second, func() bool {
+		err := c.QueryRow(ctx, `SELECT (SELECT count(*) FROM payout_deposits), (SELECT count(DISTINCT payout_id) FROM payout_deposits),
+			(SELECT count(*) FROM payout_refunds)`).Scan(&recorded, &payouts, &refunds)
+		return err == nil && recorded >= n
+	}) {
+		t.Fatalf("%d transfers of %d recorded within 60 s of the last kill", recorded, n)
+	}
+	t.Logf("%d transfers recorded through %d kills of the watcher's service", recorded, kills)
+	if recorded != n || payouts != n || refunds != 0 {
+		t.Fatalf("%d deposits recorded for %d payouts, %d refunds; want %d each once, no refund", recorded, payouts, refunds, n)
+	}
+}
+
+// sendBatch sends value of token from key to each of to at consecutive
+// nonces.
+func sendBatch(ctx context.Context, node *ethclient.Client, key *ecdsa.PrivateKey, token common.Address, to []common.Address, value *big.Int) ([]common.Hash, error) {
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	nonce, err := node.PendingNonceAt(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	head, err := node.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	tip := big.NewInt(1_000_000_000)
+	chainID := big.NewInt(84532)
+	var out []common.Hash
+	for i, dest := range to {
+		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce + uint64(i),
+			GasTipCap: tip, GasFeeCap: new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(4))), Gas: 300_000, To: &token,
+			Data: chaintest.TransferData(dest, value)})
+		if err != nil {
+			return nil, err
+		}
+		if err := node.SendTransaction(ctx, tx); err != nil {
+			return nil, err
+		}
+		out = append(out, tx.Hash())
+	}
+	return out, nil
 }

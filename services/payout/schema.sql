@@ -177,6 +177,13 @@ ALTER TABLE public.payout_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY
     CACHE 1
 );
 
+CREATE TABLE public.payout_faucet_sends (
+    id text NOT NULL,
+    chain bigint NOT NULL,
+    raw bytea NOT NULL,
+    kept_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.payout_history (
     payout_id text NOT NULL,
     status text NOT NULL,
@@ -312,6 +319,9 @@ ALTER TABLE ONLY public.payout_event_sequencer
 
 ALTER TABLE ONLY public.payout_events
     ADD CONSTRAINT payout_events_pkey PRIMARY KEY (n);
+
+ALTER TABLE ONLY public.payout_faucet_sends
+    ADD CONSTRAINT payout_faucet_sends_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_pkey PRIMARY KEY (payout_id, status);

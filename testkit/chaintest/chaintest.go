@@ -260,6 +260,37 @@ func (c *Chain) Transfer(ctx context.Context, w Wallet, token, to common.Address
 	return SendTransfer(ctx, c.Client(), big.NewInt(c.ID), w.Key, token, to, value)
 }
 
+// Transfers sends value of token from w to each of to, at consecutive
+// nonces from w's next pending one (a batch the node's pending nonce has
+// not caught up with yet), and returns the transactions.
+func (c *Chain) Transfers(ctx context.Context, w Wallet, token common.Address, to []common.Address, value *big.Int) ([]*types.Transaction, error) {
+	cl := c.Client()
+	nonce, err := cl.PendingNonceAt(ctx, w.Address)
+	if err != nil {
+		return nil, err
+	}
+	head, err := cl.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	tip := big.NewInt(params.GWei)
+	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(4)))
+	chainID := big.NewInt(c.ID)
+	out := make([]*types.Transaction, 0, len(to))
+	for i, dest := range to {
+		tx, err := types.SignNewTx(w.Key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce + uint64(i),
+			GasTipCap: tip, GasFeeCap: feeCap, Gas: 300_000, To: &token, Data: TransferData(dest, value)})
+		if err != nil {
+			return nil, err
+		}
+		if err := cl.SendTransaction(ctx, tx); err != nil {
+			return nil, err
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}
+
 // Sender is what SendTransfer needs of a node.
 type Sender interface {
 	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)

@@ -53,9 +53,20 @@ func Units(amount string, decimals int) (*big.Int, error) {
 	return new(big.Int).Set(r.Num()), nil
 }
 
+// Sends keeps the faucet's transfers of requests with an Idempotency-Key,
+// each signed transaction before it is broadcast (intent first): a request
+// retried after a crash broadcasts the same transaction again, never a
+// second one.
+type Sends interface {
+	FaucetSend(ctx context.Context, id string) (raw []byte, found bool, err error)
+	KeepFaucetSend(ctx context.Context, id string, chain int64, raw []byte) error
+}
+
 // Send transfers amount (major units) of the token symbol on chain to
-// to, and answers the transaction's hash once the node took it.
-func (f *Faucet) Send(ctx context.Context, chain int64, symbol, to, amount string) (string, error) {
+// to, and answers the transaction's hash once the node took it. With
+// kept and an id (a request with an Idempotency-Key), the transaction
+// kept for id is broadcast again instead, if there is one.
+func (f *Faucet) Send(ctx context.Context, chain int64, symbol, to, amount, id string, kept Sends) (string, error) {
 	n, ok := f.nodes[chain]
 	if !ok {
 		return "", ErrNoChain
@@ -71,11 +82,40 @@ func (f *Faucet) Send(ctx context.Context, chain int64, symbol, to, amount strin
 	token, dest := common.HexToAddress(t.Address), common.HexToAddress(to)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if kept == nil || id == "" {
+		kept, id = nil, ""
+	}
+	if kept != nil {
+		raw, found, err := kept.FaucetSend(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if found {
+			if hash, ok := f.again(ctx, n, raw); ok {
+				return hash, nil
+			}
+			// Its nonce went to another transfer and it was never mined:
+			// signed again below, at the next nonce.
+		}
+	}
 	var last error
 	// Another replica's faucet may take the same nonce: the loser asks
 	// for the next one.
 	for range 3 {
-		tx, err := f.transfer(ctx, n, token, dest, units)
+		tx, err := f.sign(ctx, n, token, dest, units)
+		if err != nil {
+			return "", err
+		}
+		if kept != nil {
+			raw, err := tx.MarshalBinary()
+			if err != nil {
+				return "", err
+			}
+			if err := kept.KeepFaucetSend(ctx, id, chain, raw); err != nil {
+				return "", err
+			}
+		}
+		err = n.Client.SendTransaction(ctx, tx)
 		if err == nil {
 			return strings.ToLower(tx.Hash().Hex()), nil
 		}
@@ -87,15 +127,32 @@ func (f *Faucet) Send(ctx context.Context, chain int64, symbol, to, amount strin
 	return "", last
 }
 
+// again broadcasts a kept transaction once more, and reports whether the
+// chain has it (taken now, waiting already, or mined).
+func (f *Faucet) again(ctx context.Context, n *Node, raw []byte) (string, bool) {
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return "", false
+	}
+	hash := strings.ToLower(tx.Hash().Hex())
+	err := n.Client.SendTransaction(ctx, &tx)
+	if err == nil || strings.Contains(strings.ToLower(err.Error()), "already known") {
+		return hash, true
+	}
+	if r, rerr := n.Client.TransactionReceipt(ctx, tx.Hash()); rerr == nil && r != nil {
+		return hash, true // mined already
+	}
+	return "", false
+}
+
 func nonceTaken(err error) bool {
 	s := strings.ToLower(err.Error())
 	return strings.Contains(s, "nonce too low") || strings.Contains(s, "already known") || strings.Contains(s, "replacement transaction underpriced")
 }
 
-// transfer signs and sends transfer(to, units) on token, at the wallet's
-// next pending nonce, with the node's suggested tip and twice its base
-// fee.
-func (f *Faucet) transfer(ctx context.Context, n *Node, token, to common.Address, units *big.Int) (*types.Transaction, error) {
+// sign signs transfer(to, units) on token, at the wallet's next pending
+// nonce, with the node's suggested tip and twice its base fee.
+func (f *Faucet) sign(ctx context.Context, n *Node, token, to common.Address, units *big.Int) (*types.Transaction, error) {
 	c := n.Client
 	nonce, err := c.PendingNonceAt(ctx, f.from)
 	if err != nil {
@@ -118,12 +175,8 @@ func (f *Faucet) transfer(ctx context.Context, n *Node, token, to common.Address
 		return nil, err
 	}
 	chainID := big.NewInt(n.Chain.ID)
-	tx, err := types.SignNewTx(f.key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce,
+	return types.SignNewTx(f.key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce,
 		GasTipCap: tip, GasFeeCap: new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2))), Gas: gas + gas/5, To: &token, Data: data})
-	if err != nil {
-		return nil, err
-	}
-	return tx, c.SendTransaction(ctx, tx)
 }
 
 // transferData is the calldata of ERC-20 transfer(to, units).

@@ -110,6 +110,7 @@ type Client interface {
 	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
 	EstimateGas(ctx context.Context, call ethereum.CallMsg) (uint64, error)
 	SendTransaction(ctx context.Context, tx *types.Transaction) error
+	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
 }
 
 // Node is one chain's node, checked to be the chain it is configured as.

@@ -13,6 +13,7 @@ import (
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/format"
+	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/record"
@@ -215,7 +216,13 @@ func (s *service) SandboxDeposit(ctx context.Context, caller partner.Caller, req
 			return SandboxDeposit{}, err
 		}
 	}
-	tx, err := s.faucet.Send(ctx, r.Chain, token, r.DepositAddress, d.amount)
+	// A request with an Idempotency-Key broadcasts the transaction it kept
+	// on a retry after a crash, never a second transfer.
+	var kept chain.Sends
+	if sends, ok := s.payouts.(chain.Sends); ok && idempotency.Claimed(ctx) {
+		kept = sends
+	}
+	tx, err := s.faucet.Send(ctx, r.Chain, token, r.DepositAddress, d.amount, idempotency.NewID(ctx, "faucet-"), kept)
 	switch {
 	case errors.Is(err, chain.ErrTooPrecise):
 		return SandboxDeposit{}, envelope.InvalidRequest("amount has more decimals than the token has (6).")

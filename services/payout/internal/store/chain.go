@@ -227,3 +227,20 @@ func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, f
 	s.counted(moved...)
 	return moved, place, nil
 }
+
+// FaucetSend is the sandbox faucet's transaction kept for request id.
+func (s *Store) FaucetSend(ctx context.Context, id string) (raw []byte, found bool, err error) {
+	err = s.db.QueryRow(ctx, `SELECT raw FROM payout_faucet_sends WHERE id = $1`, id).Scan(&raw)
+	if errors.Is(err, database.ErrNoRows) {
+		return nil, false, nil
+	}
+	return raw, err == nil, err
+}
+
+// KeepFaucetSend keeps (or replaces) the faucet's signed transaction for
+// request id, before it is broadcast.
+func (s *Store) KeepFaucetSend(ctx context.Context, id string, chain int64, raw []byte) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO payout_faucet_sends (id, chain, raw, kept_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (id) DO UPDATE SET chain = EXCLUDED.chain, raw = EXCLUDED.raw, kept_at = EXCLUDED.kept_at`, id, chain, raw)
+	return err
+}

@@ -54,6 +54,16 @@ CREATE TABLE payout_deposits (
 );
 CREATE INDEX payout_deposits_payout ON payout_deposits (payout_id);
 
+-- The sandbox faucet's transfers of requests with an Idempotency-Key: the
+-- signed transaction, kept before it is broadcast, so a request retried
+-- after a crash broadcasts it again and never sends a second one.
+CREATE TABLE payout_faucet_sends (
+    id      text        PRIMARY KEY,
+    chain   bigint      NOT NULL,
+    raw     bytea       NOT NULL,
+    kept_at timestamptz NOT NULL
+);
+
 -- +goose Down
 -- +goose StatementBegin
 DO $$ BEGIN RAISE EXCEPTION 'payout migration 00010 (the chain) is not reversed'; END $$;
