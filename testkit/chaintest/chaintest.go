@@ -261,14 +261,10 @@ func (c *Chain) Transfer(ctx context.Context, w Wallet, token, to common.Address
 }
 
 // Transfers sends value of token from w to each of to, at consecutive
-// nonces from w's next pending one (a batch the node's pending nonce has
-// not caught up with yet), and returns the transactions.
-func (c *Chain) Transfers(ctx context.Context, w Wallet, token common.Address, to []common.Address, value *big.Int) ([]*types.Transaction, error) {
+// nonces from nonce (batches faster than the node's pending nonce catches
+// up), and returns the transactions.
+func (c *Chain) Transfers(ctx context.Context, w Wallet, nonce uint64, token common.Address, to []common.Address, value *big.Int) ([]*types.Transaction, error) {
 	cl := c.Client()
-	nonce, err := cl.PendingNonceAt(ctx, w.Address)
-	if err != nil {
-		return nil, err
-	}
 	head, err := cl.HeaderByNumber(ctx, nil)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ const (
 	// startBack is how far before the confirmed block a chain never
 	// watched is first read from.
 	startBack = 1000
+	// depositsMost bounds the deposits one round records (one
+	// transaction): a round stops at the block that reaches it.
+	depositsMost = 1000
 )
 
 // Metrics are the watchers' figures, by chain.
@@ -293,7 +296,8 @@ func (w *Watcher) rewound(ctx context.Context, place store.Block) (bool, error) 
 
 // transfers reads the Transfer logs of blocks from..to (all confirmed)
 // and keeps those to our deposit addresses, in the chain's order, with
-// their blocks' times; through is block to.
+// their blocks' times; through is block to, or the last whole block of
+// the first depositsMost deposits.
 func (w *Watcher) transfers(ctx context.Context, from, to uint64) (deposits []store.ChainDeposit, through store.Block, err error) {
 	c := w.node.Client
 	logs, err := c.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: new(big.Int).SetUint64(from), ToBlock: new(big.Int).SetUint64(to),
@@ -324,6 +328,12 @@ func (w *Watcher) transfers(ctx context.Context, from, to uint64) (deposits []st
 			}
 			at = time.Unix(int64(h.Time), 0).UTC()
 			times[l.BlockNumber] = at
+		}
+		if len(deposits) >= depositsMost && l.BlockNumber != deposits[len(deposits)-1].Block.Number {
+			// Enough for one transaction: the round ends with the block
+			// before this one, whole.
+			last := deposits[len(deposits)-1].Block
+			return deposits, last, nil
 		}
 		deposits = append(deposits, store.ChainDeposit{Chain: w.node.Chain.ID, TxHash: strings.ToLower(l.TxHash.Hex()), LogIndex: l.Index,
 			Address: addr, Token: l.Address.Hex(), Units: new(big.Int).SetBytes(l.Data).String(),

@@ -46,14 +46,19 @@ func BenchmarkWatch(b *testing.B) {
 		c := f.chain.chain
 		units := usdcUnits(b, "1234567.89")
 		per := n / blocks
+		nonce, err := c.Client().PendingNonceAt(ctx, chaintest.Faucet.Address)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for first := 1; first <= n; first += per {
 			var to []common.Address
 			for i := first; i < first+per && i <= n; i++ {
 				to = append(to, common.HexToAddress("0x"+leftPad(strconv.Itoa(i), 40)))
 			}
-			if _, err := c.Transfers(ctx, chaintest.Faucet, usdc, to, units); err != nil {
+			if _, err := c.Transfers(ctx, chaintest.Faucet, nonce, usdc, to, units); err != nil {
 				b.Fatal(err)
 			}
+			nonce += uint64(len(to))
 			c.Commit()
 		}
 		mined := time.Now()
