@@ -273,6 +273,7 @@ CREATE TABLE public.payouts (
     provider_missing_at timestamp with time zone,
     retry_at timestamp with time zone,
     failures integer DEFAULT 0 NOT NULL,
+    deposit_seen_at timestamp with time zone,
     deposit_index bigint,
     CONSTRAINT payouts_completed_at CHECK (((status = ANY (ARRAY['completed'::text, 'returned'::text])) = (completed_at IS NOT NULL))),
     CONSTRAINT payouts_deposit_amount CHECK (((deposit_amount IS NULL) OR (deposit_amount ~ '^[0-9]+(\.[0-9]+)?$'::text))),

@@ -374,7 +374,8 @@ func (w *Watcher) ours(ctx context.Context, logs []types.Log) (map[string]bool, 
 }
 
 // countUnconfirmed sets how many transfers to deposit addresses wait for
-// their confirmations in the blocks after confirmed.
+// their confirmations in the blocks after confirmed, and notes them on
+// their payouts: an expiry waits for them.
 func (w *Watcher) countUnconfirmed(ctx context.Context, confirmed, head uint64) {
 	if head <= confirmed {
 		w.metrics.unconfirmed.WithLabelValues(w.label).Set(0)
@@ -391,12 +392,18 @@ func (w *Watcher) countUnconfirmed(ctx context.Context, confirmed, head uint64) 
 		return
 	}
 	n := 0
+	var seen []string
 	for _, l := range logs {
 		if a, ok := recipient(l); ok && ours[a] {
 			n++
+			seen = append(seen, a)
 		}
 	}
 	w.metrics.unconfirmed.WithLabelValues(w.label).Set(float64(n))
+	// Their payouts' expiry waits for their confirmations.
+	if err := w.store.SeenOnTheWay(ctx, seen, w.now()); err != nil {
+		w.log.WarnContext(ctx, "transfers on their way were not noted; a payout may expire before one is confirmed", "chain", w.label, "err", err)
+	}
 }
 
 // deposit is a recorded transfer as the arrival rules read it: its token

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -142,23 +143,8 @@ func TestAReorganisationNeverCountsATransferTwiceNorOneThatVanished(t *testing.T
 	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 	c := f.chain.chain
-	node, err := chain.NewNode(environment.Sandbox, 84532, c.Client(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	w := chain.NewWatcher(node, f.svc.(*service).payouts.(*store.Store), f.clock.now, nil, chain.NewMetrics(reg),
-		worker.NewRows("payout", discard(), reg), discard(), reg)
-	watch := func() {
-		t.Helper()
-		for range 10 {
-			if n, err := w.Round(ctx); err != nil {
-				t.Fatal(err)
-			} else if n == 0 {
-				return
-			}
-		}
-	}
+	w, reg := f.watcherWith(t, 2)
+	watch := func() { t.Helper(); watchAll(t, w) }
 	recorded := func(id string) int {
 		t.Helper()
 		var n int
@@ -252,4 +238,64 @@ func testutilValue(t *testing.T, reg *prometheus.Registry, name string) float64 
 		}
 	}
 	return sum
+}
+
+// watcherWith is a watcher of the fixture's chain waiting for
+// confirmations, with its registry.
+func (f statusFixture) watcherWith(t *testing.T, confirmations uint64) (*chain.Watcher, *prometheus.Registry) {
+	t.Helper()
+	node, err := chain.NewNode(environment.Sandbox, 84532, f.chain.chain.Client(), confirmations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	return chain.NewWatcher(node, f.svc.(*service).payouts.(*store.Store), f.clock.now, nil, chain.NewMetrics(reg),
+		worker.NewRows("payout", discard(), reg), discard(), reg), reg
+}
+
+// watchAll runs w's rounds until it has read every confirmed block.
+func watchAll(t *testing.T, w *chain.Watcher) {
+	t.Helper()
+	for range 10 {
+		if n, err := w.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		} else if n == 0 {
+			return
+		}
+	}
+	t.Fatal("the watcher still had blocks to read after 10 rounds")
+}
+
+// A transfer mined before the window closed is in time, however long its
+// confirmations take: the payout's expiry waits for them, and the payout
+// takes the deposit once they are there (not refunded as late).
+func TestATransferMinedInTimeIsNotLateForItsConfirmations(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	c := f.chain.chain
+	w, _ := f.watcherWith(t, 2)
+	c.Commit()
+	watchAll(t, w)
+	p := f.payout(t, "24")
+	if _, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit() // mined, one confirmation of two
+	watchAll(t, w)
+	f.clock.add(DepositWindow + time.Second) // the window closes before the second
+	if _, err := f.worker.ExpiryRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(t, p.PayoutID); st.Status != "awaiting_deposit" {
+		t.Fatalf("expired with a transfer mined in time on its way: %+v", st)
+	}
+	c.Commit()
+	watchAll(t, w)
+	if _, err := f.worker.HandOverRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(t, p.PayoutID); st.Status != "processing" || len(st.Refunds) != 0 {
+		t.Fatalf("a transfer mined in time, confirmed after the window: %+v", st)
+	}
 }

@@ -77,12 +77,31 @@ const failedSQL = `UPDATE payouts SET failures = failures + 1, retry_at = $2::ti
 // is backed off: each payout is expired in a savepoint of its own, with
 // its event, and one the database refuses is backed off alone (failed is
 // told of it). It returns how many it claimed.
+// SeenHold is how long past its window (or past the transfer, seen after
+// it) a transfer seen on its way to a payout (mined, its confirmations not
+// all there yet) holds the payout's expiry: one mined before the window
+// closed is in time, however long its confirmations take; one that
+// vanished (a reorganisation) lets the payout expire after it.
+const SeenHold = 10 * time.Minute
+
+// SeenOnTheWay notes, at at, that a transfer to each of addresses
+// (EIP-55) was mined and waits for its confirmations: a payout awaiting
+// its deposit there is not expired for SeenHold after (ExpireDue).
+func (s *Store) SeenOnTheWay(ctx context.Context, addresses []string, at time.Time) error {
+	if len(addresses) == 0 {
+		return nil
+	}
+	_, err := s.db.Exec(ctx, `UPDATE payouts SET deposit_seen_at = $2 WHERE deposit_address = ANY($1)
+		AND status = 'awaiting_deposit' AND handover_at IS NULL AND deposit_seen_at IS NULL`, addresses, at)
+	return err
+}
+
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int, failed func(id string, n int, err error)) (int, error) {
 	var moved []record.Change
 	n, err := database.Claim(ctx, s.db, `SELECT p.id, p.failures FROM payouts p
 		WHERE p.status = 'awaiting_deposit' AND p.handover_at IS NULL AND p.deposit_expires_at <= $1
-			AND (p.retry_at IS NULL OR p.retry_at <= $1)
-		ORDER BY p.deposit_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit}, scanDue,
+			AND (p.retry_at IS NULL OR p.retry_at <= $1) AND (p.deposit_seen_at IS NULL OR greatest(p.deposit_seen_at, p.deposit_expires_at) <= $3)
+		ORDER BY p.deposit_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit, now.Add(-SeenHold)}, scanDue,
 		func(ctx context.Context, tx pgx.Tx, due []dueRow) error {
 			for _, d := range due {
 				c := record.Change{Steps: []record.Step{{To: lifecycle.PayoutExpired, At: now}}}

@@ -9,7 +9,11 @@
 -- payouts); an index a replica never used is skipped, never reused.
 -- Payouts made before this migration keep their address and no index.
 CREATE SEQUENCE payout_deposit_index AS bigint INCREMENT BY 64 MINVALUE 0 MAXVALUE 2147483583 START 0;
+-- deposit_seen_at: a transfer to the payout was mined and waits for its
+-- confirmations; its expiry waits for them (a transfer mined before the
+-- window closed is in time).
 ALTER TABLE payouts
+    ADD COLUMN deposit_seen_at timestamptz,
     ADD COLUMN deposit_index bigint,
     ADD CONSTRAINT payouts_deposit_index_unique UNIQUE (deposit_index),
     ADD CONSTRAINT payouts_deposit_index_range CHECK (deposit_index IS NULL OR deposit_index BETWEEN 0 AND 2147483647);
