@@ -226,8 +226,10 @@ CREATE TABLE public.payout_refunds (
     sent_at timestamp with time zone,
     retry_at timestamp with time zone,
     failures integer DEFAULT 0 NOT NULL,
+    deposit_log_index integer DEFAULT 0 NOT NULL,
     CONSTRAINT payout_refunds_address CHECK ((((status = 'awaiting_address'::text) = (address IS NULL)) AND ((address IS NULL) OR (address ~ '^0x[0-9a-fA-F]{40}$'::text)))),
     CONSTRAINT payout_refunds_amount CHECK ((amount ~ '^[0-9]+(\.[0-9]+)?$'::text)),
+    CONSTRAINT payout_refunds_deposit_log_index_check CHECK ((deposit_log_index >= 0)),
     CONSTRAINT payout_refunds_pending_at CHECK (((status = 'awaiting_address'::text) = (pending_at IS NULL))),
     CONSTRAINT payout_refunds_reason CHECK ((reason = ANY (ARRAY['payout_failed'::text, 'payout_returned'::text, 'deposit_late'::text, 'deposit_short'::text, 'deposit_excess'::text, 'deposit_wrong_token'::text, 'deposit_unexpected'::text]))),
     CONSTRAINT payout_refunds_sent CHECK (((status = 'sent'::text) = ((tx_hash IS NOT NULL) AND (sent_at IS NOT NULL)))),
@@ -337,7 +339,7 @@ ALTER TABLE ONLY public.payout_quote_holds
     ADD CONSTRAINT payout_quote_holds_pkey PRIMARY KEY (quote_id);
 
 ALTER TABLE ONLY public.payout_refunds
-    ADD CONSTRAINT payout_refunds_once_per_cause UNIQUE (payout_id, reason, deposit_tx_hash);
+    ADD CONSTRAINT payout_refunds_once_per_cause UNIQUE (payout_id, reason, deposit_tx_hash, deposit_log_index);
 
 ALTER TABLE ONLY public.payout_refunds
     ADD CONSTRAINT payout_refunds_pkey PRIMARY KEY (id);

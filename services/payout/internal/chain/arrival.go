@@ -16,8 +16,9 @@ type Deposit struct {
 	Amount string
 	// Token is the token's symbol on the payout's chain, or its contract
 	// address (EIP-55) when the catalogue does not list it.
-	Token  string
-	TxHash string
+	Token    string
+	TxHash   string
+	LogIndex int // its place in its transaction
 	// At is its block's time: a transfer mined before the window closed
 	// is in time, however long its confirmations take.
 	At time.Time
@@ -43,17 +44,16 @@ type Deposit struct {
 //     (completed, failed, returned): refunded (deposit_unexpected). A
 //     chain cannot refuse a transfer, so none is answered "not now".
 //
-// The same transfer is recorded once (by its place on the chain); its
-// refund, if any, is owed once per cause.
+// The same transfer is recorded once (by its place on the chain: its
+// transaction and log index), so it is never seen here twice; another
+// transfer of the same transaction is another deposit.
 func Arrival(p record.StoredPayout, d Deposit, now time.Time) record.Change {
 	refund := func(reason, amount string) record.Refund {
 		return record.Refund{ID: record.NewRefundID(), Reason: reason, Amount: amount, CryptoCurrency: d.Token, Chain: p.Chain,
-			DepositTxHash: d.TxHash, CreatedAt: now}
+			DepositTxHash: d.TxHash, DepositLogIndex: d.LogIndex, CreatedAt: now}
 	}
 	waiting := p.Status == lifecycle.PayoutAwaitingDeposit && p.HandoverAt == nil
 	switch {
-	case p.DepositTxHash == d.TxHash:
-		return record.Change{} // its own deposit, seen again
 	case p.Status == lifecycle.PayoutExpired:
 		return record.Change{Refunds: []record.Refund{refund(lifecycle.RefundDepositLate, d.Amount)}}
 	case waiting && !d.At.Before(p.DepositExpiresAt):

@@ -411,7 +411,7 @@ func (w *Watcher) countUnconfirmed(ctx context.Context, confirmed, head uint64) 
 // token's major units.
 func (w *Watcher) deposit(d store.ChainDeposit) Deposit {
 	units, _ := new(big.Int).SetString(d.Units, 10)
-	out := Deposit{Token: d.Token, Amount: d.Units, TxHash: d.TxHash, At: d.At}
+	out := Deposit{Token: d.Token, Amount: d.Units, TxHash: d.TxHash, LogIndex: int(d.LogIndex), At: d.At}
 	if t, ok := w.tokens[common.HexToAddress(d.Token)]; ok {
 		out.Token, out.Amount = t.Symbol, Major(units, t.Decimals)
 	}

@@ -66,17 +66,20 @@ type Move struct {
 
 // Refund is what a payout owes back, as the system of record keeps it.
 type Refund struct {
-	ID             string     `json:"id"`
-	Reason         string     `json:"reason"`
-	Status         string     `json:"status"`
-	Amount         string     `json:"amount"`
-	CryptoCurrency string     `json:"crypto_currency"`
-	Chain          int64      `json:"chain"`
-	DepositTxHash  string     `json:"deposit_tx_hash"`
-	Address        string     `json:"address"`
-	TxHash         string     `json:"tx_hash"`
-	CreatedAt      time.Time  `json:"created_at"`
-	SentAt         *time.Time `json:"sent_at"`
+	ID             string `json:"id"`
+	Reason         string `json:"reason"`
+	Status         string `json:"status"`
+	Amount         string `json:"amount"`
+	CryptoCurrency string `json:"crypto_currency"`
+	Chain          int64  `json:"chain"`
+	DepositTxHash  string `json:"deposit_tx_hash"`
+	// DepositLogIndex is the deposit's place in its transaction: two
+	// transfers of one transaction each owe their refund.
+	DepositLogIndex int        `json:"deposit_log_index"`
+	Address         string     `json:"address"`
+	TxHash          string     `json:"tx_hash"`
+	CreatedAt       time.Time  `json:"created_at"`
+	SentAt          *time.Time `json:"sent_at"`
 }
 
 // Record is a payout with what its answers show of it: every status it

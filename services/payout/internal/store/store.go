@@ -399,11 +399,11 @@ const queueSQL = `UPDATE payouts SET
 // A refund owed is awaiting its address until the payout has one, then
 // pending; once per cause.
 const refundSQL = `INSERT INTO payout_refunds (id, payout_id, reason, status, amount, crypto_currency, chain, deposit_tx_hash,
-		address, created_at, pending_at)
+		address, created_at, pending_at, deposit_log_index)
 	SELECT $1, p.id, $3, CASE WHEN p.refund_address IS NULL THEN 'awaiting_address' ELSE 'pending' END, $4, $5, $6, $7,
-		p.refund_address, $8, CASE WHEN p.refund_address IS NULL THEN NULL ELSE $8::timestamptz END
+		p.refund_address, $8, CASE WHEN p.refund_address IS NULL THEN NULL ELSE $8::timestamptz END, $9
 	FROM payouts p WHERE p.id = $2
-	ON CONFLICT (payout_id, reason, deposit_tx_hash) DO NOTHING`
+	ON CONFLICT (payout_id, reason, deposit_tx_hash, deposit_log_index) DO NOTHING`
 
 // apply writes c to payout id, in tx, with the events of what it changed:
 // the payout's moves (status was its status before) and its refunds' (made
@@ -430,7 +430,8 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, id, status string, c recor
 		}
 	}
 	for _, r := range c.Refunds {
-		if _, err := tx.Exec(ctx, refundSQL, r.ID, id, r.Reason, r.Amount, r.CryptoCurrency, r.Chain, r.DepositTxHash, r.CreatedAt); err != nil {
+		if _, err := tx.Exec(ctx, refundSQL, r.ID, id, r.Reason, r.Amount, r.CryptoCurrency, r.Chain, r.DepositTxHash, r.CreatedAt,
+			r.DepositLogIndex); err != nil {
 			return fmt.Errorf("refund %s of %s: %w", r.Reason, id, err)
 		}
 	}

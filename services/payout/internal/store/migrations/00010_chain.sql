@@ -58,6 +58,13 @@ CREATE TABLE payout_deposits (
 );
 CREATE INDEX payout_deposits_payout ON payout_deposits (payout_id);
 
+-- A refund is owed once per cause and per deposit: a deposit is now a
+-- transfer log, so two transfers of one transaction (a batch) each owe
+-- theirs.
+ALTER TABLE payout_refunds ADD COLUMN deposit_log_index integer NOT NULL DEFAULT 0 CHECK (deposit_log_index >= 0);
+ALTER TABLE payout_refunds DROP CONSTRAINT payout_refunds_once_per_cause;
+ALTER TABLE payout_refunds ADD CONSTRAINT payout_refunds_once_per_cause UNIQUE (payout_id, reason, deposit_tx_hash, deposit_log_index);
+
 -- The sandbox faucet's transfers of requests with an Idempotency-Key: the
 -- signed transaction, kept before it is broadcast, so a request retried
 -- after a crash broadcasts it again and never sends a second one.
