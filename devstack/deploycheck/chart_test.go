@@ -592,6 +592,12 @@ func TestProductionRefusesAnEmptyPagerPath(t *testing.T) {
 		{"a page with no webhook", append([]string{`json:alertmanager.receivers.page={"webhook_configs":[]}`}, pager[1:]...), "alertmanager.receivers.page delivers nowhere"},
 		{"a page with an empty webhook", append([]string{`json:alertmanager.receivers.page={"webhook_configs":[{}]}`}, pager[1:]...), "alertmanager.receivers.page delivers nowhere"},
 		{"a watchdog with an empty list", append([]string{`json:alertmanager.receivers.watchdog={"pagerduty_configs":[],"email_configs":null}`}, pager[:1]...), "alertmanager.receivers.watchdog delivers nowhere"},
+		// What amtool refuses (Alertmanager would crash-loop on it), and a
+		// watchdog that is the pager itself.
+		{"an empty url", append([]string{`json:alertmanager.receivers.page={"webhook_configs":[{"url":""}]}`}, pager[1:]...), `alertmanager.receivers.page.webhook_configs[0].url "" is not an absolute http(s) URL`},
+		{"a url that is no URL", append([]string{"alertmanager.receivers.page.webhook_configs[0].url=pager"}, pager[1:]...), `alertmanager.receivers.page.webhook_configs[0].url "pager" is not an absolute http(s) URL`},
+		{"an empty routing key", append([]string{`json:alertmanager.receivers.page={"pagerduty_configs":[{"routing_key":""}]}`}, pager[1:]...), "alertmanager.receivers.page.pagerduty_configs[0].routing_key is empty"},
+		{"a watchdog that is the pager", []string{pager[0], "alertmanager.receivers.watchdog.webhook_configs[0].url=https://pager.example/v2/enqueue"}, "alertmanager.receivers.watchdog.webhook_configs[0].url is the page receiver's own"},
 	} {
 		_, err := helmTemplate(t, "values-production.yaml", tt.set...)
 		var ee *exec.ExitError
