@@ -74,7 +74,8 @@ func BenchmarkDrain(b *testing.B) {
 		f := newStatusFixture(b, db)
 		f.provider.set(func(p *fakeProvider) { p.settles = true })
 		svc, w := withMover(Config{Env: environment.Sandbox, TTL: time.Hour, Book: f.svc.(*service).book, Now: db.Now,
-			Secret: []byte("test-secret-0123456789")}, store.NewStore(db, environment.Sandbox), f.provider, prometheus.NewRegistry())
+			Secret: []byte("test-secret-0123456789"), Faucet: f.chain.faucet}, store.NewStore(db, environment.Sandbox), f.provider,
+			prometheus.NewRegistry())
 		seedDeposited(b, db, rows)
 		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -128,6 +129,8 @@ func BenchmarkDrain(b *testing.B) {
 		if _, err := svc.SandboxDeposit(context.Background(), acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
 			b.Fatal(err)
 		}
+		f.chain.seen(b) // mined, and recorded by the watcher
+		w.WakeHandOver()
 		for {
 			st, err := svc.Status(context.Background(), acme, StatusRequest{PayoutID: p.PayoutID})
 			if err != nil {
@@ -138,7 +141,8 @@ func BenchmarkDrain(b *testing.B) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		b.Logf("a new payout beside them: deposit to completed in %s (the provider settles at once)", time.Since(t1).Round(time.Millisecond))
+		b.Logf("a new payout beside them: deposit to completed in %s (its transfer mined and recorded, the provider settling at once)",
+			time.Since(t1).Round(time.Millisecond))
 		stop()
 		<-done
 	}
