@@ -46,7 +46,7 @@ func TestAProductionUpstreamMakesAProductionDeployment(t *testing.T) {
 func TestAnUnknownUpstreamHostStopsTheBoot(t *testing.T) {
 	dir := t.TempDir()
 	rs := startRedis(t)
-	addrs := freeAddrs(t, 2*len(services))
+	addrs := freeAddrs(t, 2*len(services)+len(devstack.ChainAddrs))
 	o := devstack.Options{
 		BinDir: binDir, StateDir: dir, RedisURL: rs, Ports: map[string]string{},
 		Env:  map[string]string{"BANK_PROVIDER_URL": "https://bank.example.org"},
@@ -55,8 +55,10 @@ func TestAnUnknownUpstreamHostStopsTheBoot(t *testing.T) {
 	for i, svc := range services {
 		o.Ports[svc], o.Ports[svc+"_admin"] = addrs[2*i], addrs[2*i+1]
 	}
+	next := 2 * len(services)
 	for id := range devstack.ChainAddrs {
-		o.Ports["chain_"+strconv.FormatInt(id, 10)] = "127.0.0.1:0"
+		o.Ports["chain_"+strconv.FormatInt(id, 10)] = addrs[next]
+		next++
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -148,13 +148,17 @@ func startStack(t testing.TB, opts ...stackOption) *stack {
 	}
 	// Each stack gets a database of its own on the run's PostgreSQL.
 	o.DatabaseURL = pgtest.URL(t)
-	addrs := freeAddrs(t, 2*len(services))
+	// Every address of the stack, its chains' included, chosen at once:
+	// none can be another's.
+	addrs := freeAddrs(t, 2*len(services)+len(devstack.ChainAddrs))
 	for i, svc := range services {
 		o.Ports[svc] = addrs[2*i]
 		o.Ports[svc+"_admin"] = addrs[2*i+1]
 	}
+	next := 2 * len(services)
 	for id := range devstack.ChainAddrs {
-		o.Ports["chain_"+strconv.FormatInt(id, 10)] = "127.0.0.1:0" // each stack its own chains
+		o.Ports["chain_"+strconv.FormatInt(id, 10)] = addrs[next] // each stack its own chains
+		next++
 	}
 	for _, opt := range opts {
 		opt(&o)
