@@ -26,6 +26,8 @@ import (
 // payout completes; the faucet's txHash is a transaction on that chain,
 // with its Transfer log to the payout's address.
 func TestAPayoutIsPaidFromAWalletOnTheLocalChain(t *testing.T) {
+	// Not parallel: a stack of its own, killed or failed over and timed
+	// against bounds (package e2e: one stack at a time).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000", "--max-execution-usd", "1000000")
 	ctx := context.Background()
@@ -94,6 +96,8 @@ func TestAPayoutIsPaidFromAWalletOnTheLocalChain(t *testing.T) {
 // every transfer is recorded exactly once, and each payout took its own
 // deposit (none recorded twice, so none refunded as unexpected).
 func TestAKilledWatcherCountsEveryTransferOnce(t *testing.T) {
+	// Not parallel: a stack of its own, killed or failed over and timed
+	// against bounds (package e2e: one stack at a time).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000000")
 	ctx := context.Background()

@@ -387,6 +387,8 @@ func (c *pgCluster) failover(t *testing.T) *pglocal.Server {
 // or to anyone else, and calls fail for no longer than the promotion plus
 // 5 s.
 func TestPayoutsSurviveAPostgreSQLFailover(t *testing.T) {
+	// Not parallel: a stack of its own, killed or failed over and timed
+	// against bounds (package e2e: one stack at a time).
 	c := startPGCluster(t)
 	s := startStack(t, func(o *devstack.Options) { o.DatabaseURL = c.url })
 	stalled := time.Now()
@@ -417,6 +419,8 @@ func TestPayoutsSurviveAPostgreSQLFailover(t *testing.T) {
 // back answers 409 idempotency_in_progress with Retry-After within its
 // budget while the standbys stall, never a 500, never late.
 func TestNoAcknowledgementRestsOnARowTheStandbyLacks(t *testing.T) {
+	// Not parallel: a stack of its own, killed or failed over and timed
+	// against bounds (package e2e: one stack at a time).
 	c := startPGCluster(t)
 	s := startStack(t, func(o *devstack.Options) { o.DatabaseURL = c.url })
 	key := s.issue("seq", "--products", "bank,fiat,card", "--source-chains", "84532", "--destination-chains", "84532",
@@ -590,6 +594,8 @@ type keyed struct {
 // attempt's claim lapses with its short lease and the retry takes it
 // over), and no claim is left holding its key past its lease.
 func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
+	// Not parallel: a stack of its own, killed or failed over and timed
+	// against bounds (package e2e: one stack at a time).
 	s := startStack(t)
 	l := &payoutLoad{s: s}
 	l.key = s.issue("keyed", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000")
@@ -703,6 +709,8 @@ func TestAKilledPayoutServiceLeavesNoKeyedRequestWaiting(t *testing.T) {
 // before B's claim, survived with the claim), and B's keyed retry gets
 // B's payout.
 func TestAZoneLossNeverGivesAKeyedQuoteToAnother(t *testing.T) {
+	// Not parallel: a stack of its own, killed or failed over and timed
+	// against bounds (package e2e: one stack at a time).
 	c := startPGCluster(t)
 	master, replica := redistest.Start(t), redistest.Start(t)
 	replication, err := pglocal.NewLink(master.Addr)
