@@ -106,14 +106,15 @@ func DepositXPub(seed string) (string, error) {
 }
 
 // chainEnv is what the payout service is told of the chains: their URLs,
-// the deposit wallet's public key (from the stack's seed), and the
-// faucet's key (a well-known testnet key).
+// the deposit wallet's public key (from the stack's seed), and the keys
+// of the faucet and of the treasury that sends the refunds (well-known
+// testnet keys, funded at genesis).
 func chainEnv(urls map[int64]string, seed string) (map[string]string, error) {
 	xpub, err := DepositXPub(seed)
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"DEPOSIT_XPUB": xpub, "SANDBOX_FAUCET_KEY": chaintest.Faucet.KeyHex()}
+	env := map[string]string{"DEPOSIT_XPUB": xpub, "SANDBOX_FAUCET_KEY": chaintest.Faucet.KeyHex(), "TREASURY_KEY": chaintest.Treasury.KeyHex()}
 	for id, u := range urls {
 		env["CHAIN_RPC_URL_"+strconv.FormatInt(id, 10)] = u
 	}

@@ -611,6 +611,7 @@ const (
 	EventTypePayoutFailed                         EventType = "payout.failed"
 	EventTypePayoutProcessing                     EventType = "payout.processing"
 	EventTypePayoutRefundAwaitingAddress          EventType = "payout.refund.awaiting_address"
+	EventTypePayoutRefundConfirmed                EventType = "payout.refund.confirmed"
 	EventTypePayoutRefundPending                  EventType = "payout.refund.pending"
 	EventTypePayoutRefundSent                     EventType = "payout.refund.sent"
 	EventTypePayoutReturned                       EventType = "payout.returned"
@@ -662,6 +663,8 @@ func (e EventType) Valid() bool {
 	case EventTypePayoutProcessing:
 		return true
 	case EventTypePayoutRefundAwaitingAddress:
+		return true
+	case EventTypePayoutRefundConfirmed:
 		return true
 	case EventTypePayoutRefundPending:
 		return true
@@ -1201,6 +1204,7 @@ func (e PayoutRefundReason) Valid() bool {
 // Defines values for PayoutRefundStatus.
 const (
 	PayoutRefundStatusAwaitingAddress PayoutRefundStatus = "awaiting_address"
+	PayoutRefundStatusConfirmed       PayoutRefundStatus = "confirmed"
 	PayoutRefundStatusPending         PayoutRefundStatus = "pending"
 	PayoutRefundStatusSent            PayoutRefundStatus = "sent"
 )
@@ -1209,6 +1213,8 @@ const (
 func (e PayoutRefundStatus) Valid() bool {
 	switch e {
 	case PayoutRefundStatusAwaitingAddress:
+		return true
+	case PayoutRefundStatusConfirmed:
 		return true
 	case PayoutRefundStatusPending:
 		return true
@@ -3028,7 +3034,7 @@ type PayoutDeposit struct {
 // PayoutFailureReason defines model for PayoutFailureReason.
 type PayoutFailureReason string
 
-// PayoutRefund Stablecoins owed back. `status`: `awaiting_address` (the payout has no refund address yet: POST /v1/bank/payout/refund-address) → `pending` → `sent` (`txHash`, `sentAt`).
+// PayoutRefund Stablecoins owed back, sent on chain from our treasury. `status`: `awaiting_address` (the payout has no refund address yet: POST /v1/bank/payout/refund-address) → `pending` (being signed and sent) → `sent` (a node took the transaction: `txHash`, `sentAt`; a transaction not mined in time is replaced at the same nonce with a higher fee, and `txHash` follows the replacement) → `confirmed` (mined with the chain's confirmations: `confirmedAt`; `txHash` is the mined transaction).
 type PayoutRefund struct {
 	// Address An EVM address, `0x` and 40 hex digits; a mixed-case one must carry a valid EIP-55 checksum.
 	//
@@ -3044,6 +3050,7 @@ type PayoutRefund struct {
 	//
 	// Examples: 84532
 	Chain          ChainId            `json:"chain"`
+	ConfirmedAt    *time.Time         `json:"confirmedAt,omitempty"`
 	CreatedAt      time.Time          `json:"createdAt"`
 	CryptoCurrency string             `json:"cryptoCurrency"`
 	Reason         PayoutRefundReason `json:"reason"`

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -190,4 +191,30 @@ func sendBatch(ctx context.Context, node *ethclient.Client, key *ecdsa.PrivateKe
 		out = append(out, tx.Hash())
 	}
 	return out, nil
+}
+
+// tokenBalance is owner's balance of token (balanceOf) on node, in units.
+func tokenBalance(t *testing.T, node *ethclient.Client, token, owner string) *big.Int {
+	t.Helper()
+	to := common.HexToAddress(token)
+	data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4:4], common.LeftPadBytes(common.HexToAddress(owner).Bytes(), 32)...)
+	out, err := node.CallContract(context.Background(), ethereum.CallMsg{To: &to, Data: data}, nil)
+	if err != nil || len(out) != 32 {
+		t.Fatalf("balanceOf(%s) on %s: %x %v", owner, token, out, err)
+	}
+	return new(big.Int).SetBytes(out)
+}
+
+// unitsOf is the sum of amounts ("1.5+2"), in major units of a token with 6
+// decimals, in units.
+func unitsOf(amounts string) *big.Int {
+	sum := new(big.Rat)
+	for _, a := range strings.Split(amounts, "+") {
+		r, ok := new(big.Rat).SetString(a)
+		if !ok {
+			panic("unitsOf: " + a)
+		}
+		sum.Add(sum, r)
+	}
+	return sum.Mul(sum, big.NewRat(1_000_000, 1)).Num()
 }

@@ -123,7 +123,7 @@ func TestTheDocsPasteEndToEnd(t *testing.T) {
 		{"../../docs/partner-guide.md", []string{
 			`^payout bpo_\w+: completed$`,
 			`^payout bpo_\w+: failed$`,
-			`^refund of bpo_\w+: sent$`,
+			`^refund of bpo_\w+: confirmed$`,
 			`^consent cs_\w+: returned$`,
 			`^\{"status":"funded","deliveredAmount":"100.50","depositedAmount":"100.50","txHash":"0x[0-9a-f]{64}"\}$`,
 			`^\{"depositId":"dep_\w+","status":"funded","deliveredAmount":"250.00"\}$`,

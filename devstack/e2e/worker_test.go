@@ -10,9 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
+	"github.com/partnerpay/api/testkit/chaintest"
 )
 
 // Not parallel: see the package comment (one stack at a time).
@@ -43,6 +48,7 @@ type payoutStatus struct {
 		Address        string `json:"address"`
 		TxHash         string `json:"txHash"`
 		SentAt         string `json:"sentAt"`
+		ConfirmedAt    string `json:"confirmedAt"`
 	} `json:"refunds"`
 }
 
@@ -142,9 +148,11 @@ func TestThePayoutMovesOnItsOwn(t *testing.T) {
 }
 
 // Every way a payout's deposit does not pay its beneficiary ends with the
-// refund DESIGN §3 describes, sent with its hash once an address is known:
-// a failed payout, a returned one (with its rail's code), a short deposit,
-// an excess, a late one and a wrong token.
+// refund DESIGN §3 describes, sent on the local chain from the treasury
+// once an address is known and confirmed there (§10): a failed payout, a
+// returned one (with its rail's code), a short deposit, an excess, a late
+// one and a wrong token. The refund address then holds exactly what was
+// refunded, token by token: each refund landed once.
 func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
@@ -193,7 +201,7 @@ func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 					return false
 				}
 				for _, r := range st.Refunds {
-					if (c.withAddress && r.Status != "sent") || (!c.withAddress && r.Status != "awaiting_address") {
+					if (c.withAddress && r.Status != "confirmed") || (!c.withAddress && r.Status != "awaiting_address") {
 						return false
 					}
 				}
@@ -208,8 +216,8 @@ func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 				if r.Reason != want.reason || r.Amount != want.amount || r.CryptoCurrency != want.token || !strings.HasPrefix(r.RefundID, "rf_") {
 					t.Errorf("%s: refund %+v, want %+v", c.name, r, want)
 				}
-				if c.withAddress && (r.Address != addr || len(r.TxHash) != 66 || r.SentAt == "") {
-					t.Errorf("%s: a sent refund %+v", c.name, r)
+				if c.withAddress && (r.Address != addr || len(r.TxHash) != 66 || r.SentAt == "" || r.ConfirmedAt == "") {
+					t.Errorf("%s: a confirmed refund %+v", c.name, r)
 				}
 			}
 			if c.name == "returned" && (st.ReturnReason != "account_closed" || st.ReturnCode != "AC04") {
@@ -228,7 +236,7 @@ func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 				}
 				if !eventually(30*time.Second, func() bool {
 					st = s.payoutStatus(key, id)
-					return len(st.Refunds) == 1 && st.Refunds[0].Status == "sent" && st.Refunds[0].Address == addr && len(st.Refunds[0].TxHash) == 66
+					return len(st.Refunds) == 1 && st.Refunds[0].Status == "confirmed" && st.Refunds[0].Address == addr && len(st.Refunds[0].TxHash) == 66
 				}) {
 					t.Errorf("%s: after the address: %+v", c.name, st.Refunds)
 				}
@@ -236,6 +244,17 @@ func TestEveryDepositThatIsNotPaidOutIsRefunded(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// What the refund address holds on the chain is what was refunded.
+	node, err := ethclient.Dial(s.ChainURLs[84532])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	for token, want := range map[string]string{baseUSDC: "1234567.89" + "+1234567.89" + "+100.00" + "+32.11" + "+1234567.89", baseEURC: "1234567.89"} {
+		if got := tokenBalance(t, node, token, addr); got.Cmp(unitsOf(want)) != 0 {
+			t.Errorf("the refund address holds %s units of %s, want %s (%s): every refund once", got, token, unitsOf(want), want)
+		}
+	}
 }
 
 // The payout service is SIGKILLed again and again while payouts are
@@ -292,7 +311,7 @@ func TestKillsLoseAndDoubleNothing(t *testing.T) {
 				return false
 			}
 			for _, r := range st.Refunds {
-				if r.Status != "sent" {
+				if r.Status != "confirmed" {
 					return false
 				}
 			}
@@ -300,7 +319,7 @@ func TestKillsLoseAndDoubleNothing(t *testing.T) {
 		return true
 	}
 	if !eventually(90*time.Second, settled) {
-		t.Fatal("not every payout reached its final status, with its refunds sent, within 90 s")
+		t.Fatal("not every payout reached its final status, with its refunds confirmed on chain, within 90 s")
 	}
 	// Each payout was handed over once: the provider made one payout per
 	// hand-over (a retry keyed by the payout id is answered the one it
@@ -391,6 +410,27 @@ func TestKillsLoseAndDoubleNothing(t *testing.T) {
 	}
 	if seen != len(ids) {
 		t.Errorf("%d payouts in the database, want %d", seen, len(ids))
+	}
+	// Every refund landed on chain once, through the kills: the refund
+	// address holds their sum, and the treasury sent one transfer each.
+	var sum string
+	var refunds int
+	if err := c.QueryRow(ctx, `SELECT COALESCE(sum(amount::numeric), 0)::text, count(*) FROM payout_refunds WHERE status = 'confirmed'`).Scan(&sum, &refunds); err != nil {
+		t.Fatal(err)
+	}
+	node, err := ethclient.Dial(s.ChainURLs[84532])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	if got := tokenBalance(t, node, baseUSDC, addr); got.Cmp(unitsOf(sum)) != 0 {
+		t.Errorf("the refund address holds %s USDC units, want %s: the %d refunds, each once", got, unitsOf(sum), refunds)
+	}
+	logs, err := node.FilterLogs(ctx, ethereum.FilterQuery{Addresses: []common.Address{common.HexToAddress(baseUSDC)},
+		Topics: [][]common.Hash{{crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))},
+			{common.BytesToHash(chaintest.Treasury.Address.Bytes())}, {common.BytesToHash(common.HexToAddress(addr).Bytes())}}})
+	if err != nil || len(logs) != refunds {
+		t.Errorf("the treasury sent %d transfers to the refund address (%v), want %d: one per refund", len(logs), err, refunds)
 	}
 }
 

@@ -39,6 +39,16 @@ func (c *Chain) Token(symbol string) (Token, bool) {
 	return Token{}, false
 }
 
+// TokenAt finds a token by its contract address, case-insensitively.
+func (c *Chain) TokenAt(address string) (Token, bool) {
+	for _, t := range c.Tokens {
+		if strings.EqualFold(t.Address, address) {
+			return t, true
+		}
+	}
+	return Token{}, false
+}
+
 // Network names the chain where the on-ramp settles stablecoins.
 type Network struct {
 	Chain int64  `json:"chain"`

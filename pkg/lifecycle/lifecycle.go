@@ -91,6 +91,7 @@ const (
 	RefundAwaitingAddress = "awaiting_address"
 	RefundPending         = "pending"
 	RefundSent            = "sent"
+	RefundConfirmed       = "confirmed"
 )
 
 // Why a refund is owed.
@@ -154,8 +155,9 @@ var all = []Resource{
 	}},
 	{"payoutRefund", "status", []Status{
 		{RefundAwaitingAddress, "A refund is owed, but the payout has no refund address yet: set one with POST /v1/bank/payout/refund-address.", false},
-		{RefundPending, "The refund is being sent to its address.", false},
-		{RefundSent, "The refund was sent (txHash, sentAt).", true},
+		{RefundPending, "The refund is being signed and sent to its address.", false},
+		{RefundSent, "A node took the refund's transaction (txHash, sentAt); it waits to be mined with the chain's confirmations. If it is not mined in time it is replaced at the same nonce with a higher fee, and txHash is the replacement's.", false},
+		{RefundConfirmed, "The chain mined the refund's transfer with its confirmations (txHash, confirmedAt): the stablecoins are at the refund address.", true},
 	}},
 	{"funding", "status", []Status{
 		{AwaitingDeposit, "No deposit has settled yet: the user's bank transfer has not arrived, or is being converted.", false},

@@ -10,7 +10,7 @@ import (
 func TestEventTypes(t *testing.T) {
 	t.Parallel()
 	types := EventTypes()
-	for _, want := range []string{"payout.awaiting_deposit", "payout.refund.sent", "order.completed", "fiat_account.active",
+	for _, want := range []string{"payout.awaiting_deposit", "payout.refund.sent", "payout.refund.confirmed", "order.completed", "fiat_account.active",
 		"virtual_account.active", "virtual_account.funding.funded", "fiat_deposit.funded", "consent.returned"} {
 		if !slices.Contains(types, want) {
 			t.Errorf("no event type %s", want)
@@ -21,7 +21,7 @@ func TestEventTypes(t *testing.T) {
 			t.Errorf("kind %s: no resource %s", k.Prefix, k.Resource)
 		}
 	}
-	if len(types) != 6+3+6+4+2+2+2+2 {
+	if len(types) != 6+4+6+4+2+2+2+2 {
 		t.Errorf("%d event types: %v", len(types), types)
 	}
 }

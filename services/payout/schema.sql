@@ -11,6 +11,21 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.payout_chain_sends_bound() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF (NEW.chain, NEW.sender, NEW.nonce, NEW.purpose, NEW.refund_id, NEW.token, NEW.recipient, NEW.units, NEW.created_at)
+       IS DISTINCT FROM (OLD.chain, OLD.sender, OLD.nonce, OLD.purpose, OLD.refund_id, OLD.token, OLD.recipient, OLD.units, OLD.created_at) THEN
+        RAISE EXCEPTION 'send %/%: what it sends, and where, never change', OLD.sender, OLD.nonce;
+    END IF;
+    IF NEW.state <> OLD.state AND (OLD.state, NEW.state) NOT IN (('signed', 'broadcast'), ('signed', 'dropped'), ('broadcast', 'confirmed'), ('broadcast', 'dropped')) THEN
+        RAISE EXCEPTION 'send %/%: state % cannot follow %', OLD.sender, OLD.nonce, NEW.state, OLD.state;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
 CREATE FUNCTION public.payout_refunds_bound() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -19,10 +34,13 @@ BEGIN
        IS DISTINCT FROM (OLD.id, OLD.payout_id, OLD.reason, OLD.amount, OLD.crypto_currency, OLD.chain, OLD.deposit_tx_hash, OLD.created_at)
        OR (OLD.address IS NOT NULL AND NEW.address IS DISTINCT FROM OLD.address)
        OR (OLD.pending_at IS NOT NULL AND NEW.pending_at IS DISTINCT FROM OLD.pending_at)
-       OR (OLD.tx_hash IS NOT NULL AND NEW.tx_hash IS DISTINCT FROM OLD.tx_hash) THEN
+       OR (OLD.sent_at IS NOT NULL AND NEW.sent_at IS DISTINCT FROM OLD.sent_at)
+       -- A sent refund's hash follows its transaction's replacements until
+       -- one is confirmed; then nothing changes.
+       OR (OLD.status = 'confirmed' AND (NEW.tx_hash, NEW.confirmed_at) IS DISTINCT FROM (OLD.tx_hash, OLD.confirmed_at)) THEN
         RAISE EXCEPTION 'refund %: what it returns, and where, never change', OLD.id;
     END IF;
-    IF NEW.status <> OLD.status AND (OLD.status, NEW.status) NOT IN (('awaiting_address', 'pending'), ('pending', 'sent')) THEN
+    IF NEW.status <> OLD.status AND (OLD.status, NEW.status) NOT IN (('awaiting_address', 'pending'), ('pending', 'sent'), ('sent', 'confirmed')) THEN
         RAISE EXCEPTION 'refund %: status % cannot follow %', OLD.id, NEW.status, OLD.status;
     END IF;
     RETURN NEW;
@@ -108,6 +126,58 @@ CREATE TABLE public.payout_chain_blocks (
     number bigint NOT NULL,
     hash text NOT NULL,
     CONSTRAINT payout_chain_blocks_hash_check CHECK ((hash ~ '^0x[0-9a-f]{64}$'::text))
+);
+
+CREATE TABLE public.payout_chain_nonces (
+    chain bigint NOT NULL,
+    sender text NOT NULL,
+    next bigint NOT NULL,
+    CONSTRAINT payout_chain_nonces_next_check CHECK ((next >= 0)),
+    CONSTRAINT payout_chain_nonces_sender_check CHECK ((sender ~ '^0x[0-9a-f]{40}$'::text))
+);
+
+CREATE TABLE public.payout_chain_send_versions (
+    hash text NOT NULL,
+    chain bigint NOT NULL,
+    sender text NOT NULL,
+    nonce bigint NOT NULL,
+    raw bytea NOT NULL,
+    gas bigint NOT NULL,
+    tip_cap numeric NOT NULL,
+    fee_cap numeric NOT NULL,
+    signed_at timestamp with time zone NOT NULL,
+    CONSTRAINT payout_chain_send_versions_check CHECK ((fee_cap >= tip_cap)),
+    CONSTRAINT payout_chain_send_versions_gas_check CHECK ((gas > 0)),
+    CONSTRAINT payout_chain_send_versions_hash_check CHECK ((hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT payout_chain_send_versions_tip_cap_check CHECK ((tip_cap >= (0)::numeric))
+);
+
+CREATE TABLE public.payout_chain_sends (
+    chain bigint NOT NULL,
+    sender text NOT NULL,
+    nonce bigint NOT NULL,
+    purpose text NOT NULL,
+    refund_id text,
+    token text NOT NULL,
+    recipient text NOT NULL,
+    units numeric NOT NULL,
+    state text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    broadcast_at timestamp with time zone,
+    mined_hash text,
+    mined_block bigint,
+    confirmed_at timestamp with time zone,
+    CONSTRAINT payout_chain_sends_broadcast CHECK (((state = ANY (ARRAY['signed'::text, 'dropped'::text])) OR (broadcast_at IS NOT NULL))),
+    CONSTRAINT payout_chain_sends_confirmed CHECK (((state = 'confirmed'::text) = ((mined_hash IS NOT NULL) AND (mined_block IS NOT NULL) AND (confirmed_at IS NOT NULL)))),
+    CONSTRAINT payout_chain_sends_mined_hash_check CHECK ((mined_hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT payout_chain_sends_nonce_check CHECK ((nonce >= 0)),
+    CONSTRAINT payout_chain_sends_purpose_check CHECK ((purpose = 'refund'::text)),
+    CONSTRAINT payout_chain_sends_recipient_check CHECK ((recipient ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT payout_chain_sends_refund CHECK (((purpose = 'refund'::text) = (refund_id IS NOT NULL))),
+    CONSTRAINT payout_chain_sends_sender_check CHECK ((sender ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT payout_chain_sends_state_check CHECK ((state = ANY (ARRAY['signed'::text, 'broadcast'::text, 'confirmed'::text, 'dropped'::text]))),
+    CONSTRAINT payout_chain_sends_token_check CHECK ((token ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT payout_chain_sends_units_check CHECK ((units > (0)::numeric))
 );
 
 CREATE TABLE public.payout_chain_watch (
@@ -227,13 +297,15 @@ CREATE TABLE public.payout_refunds (
     retry_at timestamp with time zone,
     failures integer DEFAULT 0 NOT NULL,
     deposit_log_index integer DEFAULT 0 NOT NULL,
+    confirmed_at timestamp with time zone,
     CONSTRAINT payout_refunds_address CHECK ((((status = 'awaiting_address'::text) = (address IS NULL)) AND ((address IS NULL) OR (address ~ '^0x[0-9a-fA-F]{40}$'::text)))),
     CONSTRAINT payout_refunds_amount CHECK ((amount ~ '^[0-9]+(\.[0-9]+)?$'::text)),
+    CONSTRAINT payout_refunds_confirmed CHECK (((status = 'confirmed'::text) = (confirmed_at IS NOT NULL))),
     CONSTRAINT payout_refunds_deposit_log_index_check CHECK ((deposit_log_index >= 0)),
     CONSTRAINT payout_refunds_pending_at CHECK (((status = 'awaiting_address'::text) = (pending_at IS NULL))),
     CONSTRAINT payout_refunds_reason CHECK ((reason = ANY (ARRAY['payout_failed'::text, 'payout_returned'::text, 'deposit_late'::text, 'deposit_short'::text, 'deposit_excess'::text, 'deposit_wrong_token'::text, 'deposit_unexpected'::text]))),
-    CONSTRAINT payout_refunds_sent CHECK (((status = 'sent'::text) = ((tx_hash IS NOT NULL) AND (sent_at IS NOT NULL)))),
-    CONSTRAINT payout_refunds_status CHECK ((status = ANY (ARRAY['awaiting_address'::text, 'pending'::text, 'sent'::text])))
+    CONSTRAINT payout_refunds_sent CHECK (((status = ANY (ARRAY['sent'::text, 'confirmed'::text])) = ((tx_hash IS NOT NULL) AND (sent_at IS NOT NULL)))),
+    CONSTRAINT payout_refunds_status CHECK ((status = ANY (ARRAY['awaiting_address'::text, 'pending'::text, 'sent'::text, 'confirmed'::text])))
 );
 
 CREATE TABLE public.payouts (
@@ -308,6 +380,15 @@ ALTER TABLE ONLY public.idempotency_keys
 ALTER TABLE ONLY public.payout_chain_blocks
     ADD CONSTRAINT payout_chain_blocks_pkey PRIMARY KEY (chain, number);
 
+ALTER TABLE ONLY public.payout_chain_nonces
+    ADD CONSTRAINT payout_chain_nonces_pkey PRIMARY KEY (chain, sender);
+
+ALTER TABLE ONLY public.payout_chain_send_versions
+    ADD CONSTRAINT payout_chain_send_versions_pkey PRIMARY KEY (hash);
+
+ALTER TABLE ONLY public.payout_chain_sends
+    ADD CONSTRAINT payout_chain_sends_pkey PRIMARY KEY (chain, sender, nonce);
+
 ALTER TABLE ONLY public.payout_chain_watch
     ADD CONSTRAINT payout_chain_watch_pkey PRIMARY KEY (chain);
 
@@ -358,6 +439,14 @@ ALTER TABLE ONLY public.payouts
 
 CREATE INDEX idempotency_keys_created_at ON public.idempotency_keys USING btree (created_at);
 
+CREATE INDEX payout_chain_send_versions_send ON public.payout_chain_send_versions USING btree (chain, sender, nonce, signed_at);
+
+CREATE INDEX payout_chain_sends_dropped ON public.payout_chain_sends USING btree (chain) WHERE (state = 'dropped'::text);
+
+CREATE UNIQUE INDEX payout_chain_sends_one_per_refund ON public.payout_chain_sends USING btree (refund_id) WHERE (state <> 'dropped'::text);
+
+CREATE INDEX payout_chain_sends_open ON public.payout_chain_sends USING btree (chain, sender, nonce) WHERE (state = ANY (ARRAY['signed'::text, 'broadcast'::text]));
+
 CREATE INDEX payout_deposits_payout ON public.payout_deposits USING btree (payout_id);
 
 CREATE UNIQUE INDEX payout_events_feed ON public.payout_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
@@ -369,6 +458,8 @@ CREATE INDEX payout_events_unsequenced ON public.payout_events USING btree (n) W
 CREATE INDEX payout_provider_changes_applied_at ON public.payout_provider_changes USING btree (applied_at);
 
 CREATE INDEX payout_quote_holds_held_at ON public.payout_quote_holds USING btree (held_at);
+
+CREATE INDEX payout_refunds_by_chain_to_send ON public.payout_refunds USING btree (chain, pending_at) WHERE (status = 'pending'::text);
 
 CREATE INDEX payout_refunds_owed ON public.payout_refunds USING btree (status) WHERE (status = ANY (ARRAY['awaiting_address'::text, 'pending'::text]));
 
@@ -394,6 +485,8 @@ CREATE INDEX payouts_reconcile_due ON public.payouts USING btree (reconcile_at) 
 
 CREATE TRIGGER idempotency_keys_finished_is_final BEFORE UPDATE ON public.idempotency_keys FOR EACH ROW WHEN ((old.finished_at IS NOT NULL)) EXECUTE FUNCTION public.idempotency_keys_finished_is_final();
 
+CREATE TRIGGER payout_chain_sends_bound BEFORE UPDATE ON public.payout_chain_sends FOR EACH ROW EXECUTE FUNCTION public.payout_chain_sends_bound();
+
 CREATE TRIGGER payout_refunds_bound BEFORE UPDATE ON public.payout_refunds FOR EACH ROW EXECUTE FUNCTION public.payout_refunds_bound();
 
 CREATE TRIGGER payouts_bound BEFORE UPDATE ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_bound();
@@ -401,6 +494,12 @@ CREATE TRIGGER payouts_bound BEFORE UPDATE ON public.payouts FOR EACH ROW EXECUT
 CREATE TRIGGER payouts_created_now BEFORE INSERT ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_created_now();
 
 CREATE TRIGGER payouts_history AFTER INSERT OR UPDATE OF status ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_history();
+
+ALTER TABLE ONLY public.payout_chain_send_versions
+    ADD CONSTRAINT payout_chain_send_versions_chain_sender_nonce_fkey FOREIGN KEY (chain, sender, nonce) REFERENCES public.payout_chain_sends(chain, sender, nonce);
+
+ALTER TABLE ONLY public.payout_chain_sends
+    ADD CONSTRAINT payout_chain_sends_refund_id_fkey FOREIGN KEY (refund_id) REFERENCES public.payout_refunds(id);
 
 ALTER TABLE ONLY public.payout_deposits
     ADD CONSTRAINT payout_deposits_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);

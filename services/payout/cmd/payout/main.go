@@ -137,6 +137,22 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 		watchers[id] = chain.NewWatcher(n, payouts, db.Now, w.WakeHandOver, chainMetrics, chainRows, s.Log, s.Kit.Registry)
 		go watchers[id].Run(ctx)
 	}
+	// A signer per chain sends the refunds from the treasury, each once.
+	if cfg.Chain.TreasuryKey == "" {
+		if len(nodes) > 0 {
+			s.Log.Warn("no TREASURY_KEY: refunds are not sent, and stay pending until the service has one")
+		}
+	} else {
+		signerMetrics := chain.NewSignerMetrics(s.Kit.Registry)
+		for _, n := range nodes {
+			sg, err := chain.NewSigner(n, string(cfg.Chain.TreasuryKey), payouts, db.Now,
+				chain.SignerOptions{ReplaceAfter: cfg.Chain.ReplaceAfter}, signerMetrics, s.Log, s.Kit.Registry)
+			if err != nil {
+				return err
+			}
+			go sg.Run(ctx)
+		}
+	}
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payouts, Payee: provider,
 		Mover: w, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Addresses: keys,
 		Indexes: chain.NewIndexes(payouts.NextIndexes, store.IndexBlock), Faucet: faucet,

@@ -59,6 +59,9 @@ func refundAnswers(rs []record.Refund) []RefundAnswer {
 		if r.SentAt != nil {
 			out[i].SentAt = r.SentAt.UTC().Format(time.RFC3339)
 		}
+		if r.ConfirmedAt != nil {
+			out[i].ConfirmedAt = r.ConfirmedAt.UTC().Format(time.RFC3339)
+		}
 	}
 	return out
 }
@@ -119,6 +122,7 @@ type RefundAnswer struct {
 	TxHash         string `json:"txHash,omitempty"`
 	CreatedAt      string `json:"createdAt"`
 	SentAt         string `json:"sentAt,omitempty"`
+	ConfirmedAt    string `json:"confirmedAt,omitempty"`
 }
 
 // Deposit says where the payout's stablecoins go: amount of token on chain

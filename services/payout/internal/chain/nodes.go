@@ -52,6 +52,14 @@ type Config struct {
 	// FaucetKey is the sandbox faucet wallet's private key (hex): POST
 	// /v1/sandbox/payouts/deposit sends from it. Sandbox only.
 	FaucetKey config.Secret `env:"SANDBOX_FAUCET_KEY"`
+	// TreasuryKey is the treasury wallet's private key (hex): the signer
+	// sends every refund from it, on every chain with a node (an EVM key
+	// is the same wallet on each). Without it no refund is sent: refunds
+	// stay pending, and the boot log says so.
+	TreasuryKey config.Secret `env:"TREASURY_KEY"`
+	// ReplaceAfter is how long a refund's broadcast transaction may go
+	// unmined before it is replaced at its nonce with a higher fee.
+	ReplaceAfter time.Duration `env:"CHAIN_REPLACE_AFTER, default=2m"`
 }
 
 // URLs is the configured RPC URL of each chain id.
@@ -77,6 +85,9 @@ func (c Config) Validate() error {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https" && p.Scheme != "ws" && p.Scheme != "wss") || p.Host == "" {
 			errs = append(errs, fmt.Errorf("CHAIN_RPC_URL_%d must be an http(s) or ws(s) URL", id))
 		}
+	}
+	if c.ReplaceAfter < time.Second {
+		errs = append(errs, errors.New("CHAIN_REPLACE_AFTER must be a second or more"))
 	}
 	for k, v := range c.Confirmations {
 		id, err := strconv.ParseInt(k, 10, 64)
@@ -111,6 +122,10 @@ type Client interface {
 	EstimateGas(ctx context.Context, call ethereum.CallMsg) (uint64, error)
 	SendTransaction(ctx context.Context, tx *types.Transaction) error
 	TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error)
+	TransactionByHash(ctx context.Context, hash common.Hash) (tx *types.Transaction, isPending bool, err error)
+	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
+	BalanceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (*big.Int, error)
+	CallContract(ctx context.Context, call ethereum.CallMsg, blockNumber *big.Int) ([]byte, error)
 }
 
 // Node is one chain's node, checked to be the chain it is configured as.

@@ -44,7 +44,6 @@ import (
 //     rail's settlement is asked about on its own, at a decaying rate, at
 //     most ReconcileChecks times in its life. Nothing polls a completed
 //     payout for returns.
-//   - refunds: a sandbox refund is sent one settle after it is pending.
 //
 // No transaction spans a provider call: a queue claims its due payouts in
 // one short statement that leases them, calls the provider with no lock
@@ -68,9 +67,8 @@ type Config struct {
 	// How often the provider's changes feed is read when nothing new came
 	// (a page that was full is followed at once).
 	FeedEvery time.Duration `env:"PAYOUT_FEED_EVERY, default=1s"`
-	// How long a sandbox refund takes to be sent once it is pending (the
-	// sandbox provider's settlement, SANDBOX_PAYOUT_SETTLE), and, in the
-	// sandbox, the settlement the reconciliation waits for.
+	// In the sandbox, the sandbox provider's settlement
+	// (SANDBOX_PAYOUT_SETTLE), which the reconciliation waits for.
 	SandboxSettle time.Duration `env:"SANDBOX_PAYOUT_SETTLE, default=3s"`
 }
 
@@ -107,7 +105,6 @@ const (
 	queueHandOver  = "handover"
 	queueExpiry    = "expiry"
 	queueReconcile = "reconcile"
-	queueRefunds   = "refunds"
 )
 
 // Parts are what a Worker is made of.
@@ -143,8 +140,8 @@ type Worker struct {
 	unlisted *prometheus.CounterVec
 	codes    *codeSet
 
-	handOver, expiry, reconcile, refunds, changes *worker.Loop
-	lastForget                                    time.Time
+	handOver, expiry, reconcile, changes *worker.Loop
+	lastForget                           time.Time
 }
 
 // New is the worker made of p; its metrics go to p.Registry.
@@ -166,11 +163,10 @@ func New(p Parts) *Worker {
 		codes: newCodeSet(32),
 	}
 	reg.MustRegister(w.missing, w.unlisted)
-	w.rows.Declare(queueChanges, queueHandOver, queueExpiry, queueReconcile, queueRefunds)
+	w.rows.Declare(queueChanges, queueHandOver, queueExpiry, queueReconcile)
 	w.handOver = worker.New("payout_handover", w.HandOverRound, log, reg)
 	w.expiry = worker.New("payout_expiry", w.ExpiryRound, log, reg)
 	w.reconcile = worker.New("payout_reconcile", w.ReconcileRound, log, reg).IdleEvery(time.Second)
-	w.refunds = worker.New("payout_refunds", w.RefundRound, log, reg).IdleEvery(time.Second)
 	w.changes = worker.New("payout_changes", w.ChangesRound, log, reg).IdleEvery(w.cfg.FeedEvery)
 	return w
 }
@@ -178,10 +174,10 @@ func New(p Parts) *Worker {
 // Run runs every queue until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
 	done := make(chan struct{})
-	for _, l := range []*worker.Loop{w.handOver, w.expiry, w.reconcile, w.refunds, w.changes} {
+	for _, l := range []*worker.Loop{w.handOver, w.expiry, w.reconcile, w.changes} {
 		go func() { l.Run(ctx); done <- struct{}{} }()
 	}
-	for range 5 {
+	for range 4 {
 		<-done
 	}
 }
@@ -191,7 +187,7 @@ func (w *Worker) Run(ctx context.Context) {
 // returns how many payouts and changes they claimed.
 func (w *Worker) Round(ctx context.Context) (int, error) {
 	total := 0
-	for _, round := range []func(context.Context) (int, error){w.ChangesRound, w.HandOverRound, w.ExpiryRound, w.ReconcileRound, w.RefundRound} {
+	for _, round := range []func(context.Context) (int, error){w.ChangesRound, w.HandOverRound, w.ExpiryRound, w.ReconcileRound} {
 		n, err := round(ctx)
 		total += n
 		if err != nil {
@@ -312,18 +308,6 @@ func (w *Worker) nextCheck(p record.StoredPayout, now time.Time) record.Change {
 	}
 	next := now.Add(min(reconcileFirst<<min(p.ReconcileChecks, 20), reconcileMost))
 	return record.Change{Reconcile: &next, Checked: true}
-}
-
-// RefundRound marks sent the sandbox refunds pending for a settle.
-// Nothing sends a refund outside the sandbox yet: production executes no
-// payouts while the payout provider is not connected (DESIGN §3).
-func (w *Worker) RefundRound(ctx context.Context) (int, error) {
-	if w.env != environment.Sandbox {
-		return 0, nil
-	}
-	now := w.clock()
-	return w.store.RefundsDue(ctx, worker.RoundSize, now.Add(-w.cfg.SandboxSettle), func(record.Refund) string { return record.TestnetHash() }, now,
-		func(id string, n int, err error) { w.failed(ctx, queueRefunds, id, n, err) })
 }
 
 // ChangesRound reads the next page of the provider's changes under the

@@ -44,12 +44,15 @@ func keyed(cfg Config) Config {
 // onChain is a local testnet (Base Sepolia's id), mined only when the test
 // says (Commit), with its node as the service reads it (one
 // confirmation), the sandbox's faucet on it, and a watcher that records
-// its deposits in payouts and wakes nothing (the tests run the rounds).
+// its deposits in payouts and wakes nothing (the tests run the rounds),
+// and a signer that sends the refunds from the testnet's treasury wallet
+// (a transaction not mined in a minute of the test's clock is replaced).
 type onChain struct {
 	chain   *chaintest.Chain
 	node    *chain.Node
 	faucet  *chain.Faucet
 	watcher *chain.Watcher
+	signer  *chain.Signer
 }
 
 func newOnChain(t testing.TB, payouts *store.Store, now func() time.Time, reg prometheus.Registerer) *onChain {
@@ -70,7 +73,12 @@ func newOnChain(t testing.TB, payouts *store.Store, now func() time.Time, reg pr
 	}
 	log := discard()
 	w := chain.NewWatcher(node, payouts, now, nil, chain.NewMetrics(reg), worker.NewRows("payout", log, reg), log, reg)
-	return &onChain{chain: ch, node: node, faucet: faucet, watcher: w}
+	s, err := chain.NewSigner(node, chaintest.Treasury.KeyHex(), payouts, now, chain.SignerOptions{ReplaceAfter: time.Minute},
+		chain.NewSignerMetrics(reg), log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &onChain{chain: ch, node: node, faucet: faucet, watcher: w, signer: s}
 }
 
 // seen mines what waits and has the watcher record every confirmed

@@ -82,6 +82,7 @@ func TestEveryChangeWritesItsEvent(t *testing.T) {
 		{"payout.refund.awaiting_address", "", "returned"},
 		{"payout.refund.pending", "awaiting_address", "returned"},
 		{"payout.refund.sent", "pending", "returned"},
+		{"payout.refund.confirmed", "sent", "returned"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("events:\n got %v\nwant %v", got, want)
@@ -94,7 +95,7 @@ func TestEveryChangeWritesItsEvent(t *testing.T) {
 	all := f.feed(t, acme.KeyID)
 	st := f.status(t, p.PayoutID)
 	body, _ := json.Marshal(st)
-	want2 := `{"object":{"environment":"sandbox",` + string(body[1:]) + `,"previousStatus":"pending","refundId":"` + st.Refunds[0].RefundID + `"}`
+	want2 := `{"object":{"environment":"sandbox",` + string(body[1:]) + `,"previousStatus":"sent","refundId":"` + st.Refunds[0].RefundID + `"}`
 	if last := all[len(all)-1]; string(last.Data) != want2 {
 		t.Errorf("the last event's data:\n got %s\nwant %s", last.Data, want2)
 	}

@@ -2,12 +2,15 @@ package payout
 
 import (
 	"context"
+	"math/big"
 	"reflect"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/partnerpay/api/services/payout/internal/quote"
 	"github.com/partnerpay/api/services/payout/internal/record"
 	"github.com/partnerpay/api/services/payout/internal/store"
+	"github.com/partnerpay/api/testkit/chaintest"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -85,21 +89,28 @@ func (f statusFixture) status(t *testing.T, id string) PayoutStatus {
 	return st
 }
 
-// work runs the worker's rounds at the fixture's clock until nothing is
-// due.
+// work mines what waits on the chain and runs the watcher's, the
+// worker's and the signer's rounds at the fixture's clock until nothing is
+// due (a refund signed and broadcast in one round is mined, and
+// confirmed, in the next).
 func (f statusFixture) work(t *testing.T) {
 	t.Helper()
-	f.chain.seen(t)
+	ctx := context.Background()
 	for range 20 {
-		n, err := f.worker.Round(context.Background())
+		f.chain.seen(t)
+		n, err := f.worker.Round(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
+		m, err := f.chain.signer.Round(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n+m == 0 {
 			return
 		}
 	}
-	t.Fatal("the worker still had payouts due after 20 rounds")
+	t.Fatal("the worker or the signer still had work after 20 rounds")
 }
 
 // advance moves the clock, and the chain's, on by d.
@@ -293,7 +304,7 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 	f.provider.says(excessFailed.PayoutID, bankprovider.Payout{Status: "failed", FailureReason: "account_closed"})
 	f.later(t, time.Second)
 	if st := f.status(t, excessFailed.PayoutID); st.Status != "failed" ||
-		!equal(refunds(st), strs("deposit_excess/pending/32.11/USDC/"+addr, "payout_failed/pending/1234567.89/USDC/"+addr)) {
+		!equal(refunds(st), strs("deposit_excess/confirmed/32.11/USDC/"+addr, "payout_failed/confirmed/1234567.89/USDC/"+addr)) {
 		t.Errorf("an excess, then a failure: %+v %v", st, refunds(st))
 	}
 	wrong := f.payout(t, "42")
@@ -332,16 +343,33 @@ func TestDepositMismatchesAreRefunded(t *testing.T) {
 		t.Errorf("another address: %v", err)
 	}
 
-	f.later(t, 2*time.Second)
-	if st := f.status(t, wrong.PayoutID); st.Refunds[0].Status != "pending" {
-		t.Errorf("a refund sent before its settle: %+v", st.Refunds)
-	}
-	f.later(t, 2*time.Second)
+	// Every refund leaves on chain from the treasury, once: confirmed with
+	// the mined transfer's hash, and the refund address holds exactly what
+	// was refunded to it, token by token.
+	f.work(t)
+	eurcToken, _ := f.chain.node.Chain.Token("EURC")
+	eurc := common.HexToAddress(eurcToken.Address)
+	owed := map[common.Address]*big.Int{usdc: new(big.Int), eurc: new(big.Int)}
 	for _, p := range []Payout{short, excess, excessFailed, wrong} {
 		for _, r := range f.status(t, p.PayoutID).Refunds {
-			if r.Status != "sent" || len(r.TxHash) != 66 || r.SentAt == "" || r.Address != addr {
-				t.Errorf("%s: a refund one settle after it was pending: %+v", p.PayoutID, r)
+			if r.Status != "confirmed" || len(r.TxHash) != 66 || r.SentAt == "" || r.ConfirmedAt == "" || r.Address != addr {
+				t.Errorf("%s: a refund once the signer ran: %+v", p.PayoutID, r)
+				continue
 			}
+			token := map[string]common.Address{"USDC": usdc, "EURC": eurc}[r.CryptoCurrency]
+			units := usdcUnits(t, r.Amount) // both have 6 decimals
+			owed[token].Add(owed[token], units)
+			rc, err := f.chain.chain.Client().TransactionReceipt(ctx, common.HexToHash(r.TxHash))
+			if err != nil || rc.Status != types.ReceiptStatusSuccessful || len(rc.Logs) != 1 || rc.Logs[0].Address != token ||
+				common.BytesToAddress(rc.Logs[0].Topics[1].Bytes()) != chaintest.Treasury.Address ||
+				common.BytesToAddress(rc.Logs[0].Topics[2].Bytes()) != common.HexToAddress(addr) || new(big.Int).SetBytes(rc.Logs[0].Data).Cmp(units) != 0 {
+				t.Errorf("%s: refund %s's transaction is not its transfer from the treasury: %+v %v", p.PayoutID, r.RefundID, rc, err)
+			}
+		}
+	}
+	for token, want := range owed {
+		if got := balance(t, f.chain.chain, token, common.HexToAddress(addr)); got.Cmp(want) != 0 {
+			t.Errorf("the refund address holds %s of %s, want %s (what was refunded)", got, token, want)
 		}
 	}
 }

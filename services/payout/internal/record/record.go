@@ -80,6 +80,7 @@ type Refund struct {
 	TxHash          string     `json:"tx_hash"`
 	CreatedAt       time.Time  `json:"created_at"`
 	SentAt          *time.Time `json:"sent_at"`
+	ConfirmedAt     *time.Time `json:"confirmed_at"`
 }
 
 // Record is a payout with what its answers show of it: every status it
@@ -133,13 +134,6 @@ type Change struct {
 // Queued reports whether c changes where the payout stands in a queue.
 func (c Change) Queued() bool {
 	return c.HandOver != nil || c.HandedOver || c.Reconcile != nil || c.Reconciled || c.Checked || c.Missing != nil
-}
-
-// TestnetHash is a sandbox transaction's hash (a deposit's, a refund's).
-func TestnetHash() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	return "0x" + hex.EncodeToString(b[:])
 }
 
 // NewRefundID is a new refund's id: rf_ and 32 hex digits.

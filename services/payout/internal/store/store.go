@@ -24,7 +24,6 @@ import (
 	"github.com/partnerpay/api/pkg/idempotency"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/listing"
-	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/answer"
 	"github.com/partnerpay/api/services/payout/internal/record"
 )
@@ -94,7 +93,7 @@ const recordColumns = payoutColumns + `,
 	ARRAY(SELECT h.at FROM payout_history h WHERE h.payout_id = p.id ORDER BY h.at, h.status),
 	(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'reason', r.reason, 'status', r.status, 'amount', r.amount,
 		'crypto_currency', r.crypto_currency, 'chain', r.chain, 'deposit_tx_hash', r.deposit_tx_hash, 'address', COALESCE(r.address, ''),
-		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at) ORDER BY r.created_at, r.id), '[]')
+		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at, 'confirmed_at', r.confirmed_at) ORDER BY r.created_at, r.id), '[]')
 		FROM payout_refunds r WHERE r.payout_id = p.id)`
 
 func payoutFields(p *record.StoredPayout, fields *string) []any {
@@ -521,52 +520,6 @@ func (s *Store) Update(ctx context.Context, id string, decide func(record.Record
 		s.counted(c)
 	}
 	return out, err
-}
-
-// RefundsDue marks sent at at (the database's clock) up to limit pending
-// refunds pending since before or earlier, each with the transaction hash
-// sent makes (skipping those another replica holds, and those backed off
-// after a failure), and returns how many it claimed. A refund that cannot
-// be written is backed off alone (failed is told of it); the others of
-// the round are sent.
-func (s *Store) RefundsDue(ctx context.Context, limit int, before time.Time, sent func(r record.Refund) string, at time.Time,
-	failed func(id string, n int, err error)) (int, error) {
-	n := 0
-	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		// The payout is locked with its refund: its events are written one
-		// change after another.
-		rows, err := tx.Query(ctx, `SELECT r.id, r.chain, r.payout_id, r.failures FROM payout_refunds r JOIN payouts p ON p.id = r.payout_id
-			WHERE r.status = 'pending' AND r.pending_at <= $1 AND (r.retry_at IS NULL OR r.retry_at <= $3)
-			ORDER BY r.pending_at LIMIT $2 FOR UPDATE OF r, p SKIP LOCKED`, before, limit, at)
-		if err != nil {
-			return err
-		}
-		type due struct {
-			record.Refund
-			payout   string
-			failures int
-		}
-		sending, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (due, error) {
-			var d due
-			return d, row.Scan(&d.ID, &d.Chain, &d.payout, &d.failures)
-		})
-		if err != nil {
-			return err
-		}
-		for _, d := range sending {
-			err := database.Alone(ctx, tx, func(tx pgx.Tx) error { return s.sent(ctx, tx, d.ID, d.payout, sent(d.Refund), at) })
-			if err != nil {
-				failed(d.ID, d.failures+1, err)
-				if _, err := tx.Exec(ctx, `UPDATE payout_refunds SET failures = failures + 1, retry_at = $2 WHERE id = $1`,
-					d.ID, at.Add(worker.Backoff(d.failures+1, time.Hour))); err != nil {
-					return err
-				}
-			}
-		}
-		n = len(sending)
-		return nil
-	})
-	return n, err
 }
 
 // sent marks refund id of payout sent with txHash at at, with its event.

@@ -8,5 +8,5 @@ SELECT p.id, p.quote_id, p.key_id, p.beneficiary_name, p.beneficiary, p.chain, p
 	ARRAY(SELECT h.at FROM payout_history h WHERE h.payout_id = p.id ORDER BY h.at, h.status),
 	(SELECT COALESCE(json_agg(json_build_object('id', r.id, 'reason', r.reason, 'status', r.status, 'amount', r.amount,
 		'crypto_currency', r.crypto_currency, 'chain', r.chain, 'deposit_tx_hash', r.deposit_tx_hash, 'address', COALESCE(r.address, ''),
-		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at) ORDER BY r.created_at, r.id), '[]')
+		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at, 'confirmed_at', r.confirmed_at) ORDER BY r.created_at, r.id), '[]')
 		FROM payout_refunds r WHERE r.payout_id = p.id) FROM payouts p WHERE key_id = $1 ORDER BY p.created_at DESC, p.id DESC LIMIT 101;

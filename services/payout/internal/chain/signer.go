@@ -1,0 +1,551 @@
+package chain
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/worker"
+	"github.com/partnerpay/api/services/payout/internal/store"
+)
+
+// Signer sends the refunds of one chain from the treasury wallet, each
+// exactly once (DESIGN §10). A round:
+//
+//   - signs the chain's pending refunds, each at the wallet's next nonce,
+//     and keeps every signed transaction in PostgreSQL, in the transaction
+//     that takes its nonce, before anything is broadcast (intent first);
+//     a refund the treasury cannot pay (short of the token, or of gas)
+//     waits, takes no nonce, and is counted;
+//   - broadcasts what is kept and not yet taken, the same bytes every
+//     time (a node that already has it counts as taking it): the refund is
+//     then sent, with its hash;
+//   - follows what was broadcast: mined with the chain's confirmations,
+//     the refund is confirmed with the mined version's hash; not mined in
+//     ReplaceAfter, it is signed again at the same nonce with a higher fee
+//     (kept first, then broadcast); forgotten by the node (a restart that
+//     emptied its pool, a reorganisation), it is broadcast again; its
+//     nonce spent without it (reverted, or another transaction of the
+//     wallet), it is dropped and its refund signed again at a new nonce.
+//
+// No lock is held over a call to the node: the nonce row is locked only
+// while the refunds are signed, which is local work. The wallet's key
+// never leaves this type: it is in no log, metric, answer or error.
+type Signer struct {
+	node    *Node
+	label   string
+	key     *ecdsa.PrivateKey
+	from    common.Address
+	sender  string // from, as the database keeps addresses
+	store   *store.Store
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *SignerMetrics
+	opts    SignerOptions
+	gas     map[common.Address]uint64 // a transfer's gas limit per token, estimated once
+	waiting int                       // refunds that waited for funds in the last round
+	read    time.Time                 // when the balances were last read
+	loop    *worker.Loop
+}
+
+// SignerOptions tune a signer.
+type SignerOptions struct {
+	// ReplaceAfter is how long a broadcast transaction may go unmined
+	// before it is replaced at its nonce with a higher fee.
+	ReplaceAfter time.Duration
+	// Batch is how many refunds a round signs, and how many sends it
+	// follows, at most.
+	Batch int
+}
+
+// SignerMetrics are the signers' gauges and counters: the treasury's
+// balances, what waits for funds, what waits to be mined.
+type SignerMetrics struct {
+	balance     *prometheus.GaugeVec
+	waiting     *prometheus.GaugeVec
+	unconfirmed *prometheus.GaugeVec
+	oldest      *prometheus.GaugeVec
+	sent        *prometheus.CounterVec
+	refunded    *prometheus.CounterVec
+	replaced    *prometheus.CounterVec
+	gasSpent    *prometheus.CounterVec
+	rpcErrors   *prometheus.CounterVec
+}
+
+// NewSignerMetrics registers the signers' metrics with reg.
+func NewSignerMetrics(reg prometheus.Registerer) *SignerMetrics {
+	m := &SignerMetrics{
+		balance: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "balance",
+			Help: "The treasury wallet's balance on a chain, in major units, by chain and token (gas: the chain's native coin, which pays the fees), as the node last said."},
+			[]string{"chain", "token"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "refunds_waiting_funds",
+			Help: "Refunds that waited in the signer's last round because the treasury is short of their token or of gas, by chain: they are sent once it is funded."}, []string{"chain"}),
+		unconfirmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "sends_unconfirmed",
+			Help: "The treasury's transactions signed and not yet mined with the chain's confirmations, by chain."}, []string{"chain"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "oldest_unconfirmed_seconds",
+			Help: "How long the oldest broadcast transaction of the treasury has waited to be mined with its confirmations, by chain (0: none waits)."}, []string{"chain"}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "refunds_sent_total",
+			Help: "Refunds a node took the treasury's transaction of (each counted once, when it is sent), by chain and token."}, []string{"chain", "token"}),
+		refunded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "refunded_total",
+			Help: "What the sent refunds took from the treasury, in major units, by chain and token: the rate the TreasuryLow alert measures the balance against."}, []string{"chain", "token"}),
+		replaced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "replacements_total",
+			Help: "Transactions signed again at their nonce with a higher fee because they were not mined in time, by chain."}, []string{"chain"}),
+		gasSpent: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "gas_spent_total",
+			Help: "What the treasury's confirmed transactions paid in fees, in the chain's native coin, by chain: the rate the TreasuryLow alert measures the gas balance against."}, []string{"chain"}),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "rpc_errors_total",
+			Help: "The signer's calls to a chain's node (JSON-RPC) that failed, by chain."}, []string{"chain"}),
+	}
+	reg.MustRegister(m.balance, m.waiting, m.unconfirmed, m.oldest, m.sent, m.refunded, m.replaced, m.gasSpent, m.rpcErrors)
+	return m
+}
+
+// NewSigner is the signer of node's chain, sending from the wallet whose
+// private key is hexKey.
+func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time, opts SignerOptions, m *SignerMetrics,
+	log *slog.Logger, reg prometheus.Registerer) (*Signer, error) {
+	k, err := crypto.HexToECDSA(strings.TrimPrefix(hexKey, "0x"))
+	if err != nil {
+		return nil, errors.New("TREASURY_KEY is not a private key (64 hex digits)")
+	}
+	if opts.ReplaceAfter <= 0 {
+		opts.ReplaceAfter = 2 * time.Minute
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 100
+	}
+	from := crypto.PubkeyToAddress(k.PublicKey)
+	s := &Signer{node: node, label: strconv.FormatInt(node.Chain.ID, 10), key: k, from: from, sender: strings.ToLower(from.Hex()),
+		store: st, now: now, log: log, metrics: m, opts: opts, gas: map[common.Address]uint64{}}
+	// (The balances are exported once read: a zero never read would look
+	// like an empty treasury.)
+	for _, t := range node.Chain.Tokens {
+		m.sent.WithLabelValues(s.label, t.Symbol)
+		m.refunded.WithLabelValues(s.label, t.Symbol)
+	}
+	m.gasSpent.WithLabelValues(s.label)
+	m.waiting.WithLabelValues(s.label)
+	m.unconfirmed.WithLabelValues(s.label)
+	m.oldest.WithLabelValues(s.label)
+	m.replaced.WithLabelValues(s.label)
+	m.rpcErrors.WithLabelValues(s.label)
+	s.loop = worker.New("treasury_"+s.label, s.Round, log, reg).IdleEvery(time.Second)
+	return s, nil
+}
+
+// Address is the treasury wallet's address.
+func (s *Signer) Address() common.Address { return s.from }
+
+// Run runs rounds until ctx ends.
+func (s *Signer) Run(ctx context.Context) { s.loop.Run(ctx) }
+
+// Wake runs a round now (a refund became pending).
+func (s *Signer) Wake() { s.loop.Wake() }
+
+func (s *Signer) rpc(err error) error {
+	s.metrics.rpcErrors.WithLabelValues(s.label).Inc()
+	return fmt.Errorf("chain %s: %w", s.label, err)
+}
+
+// Round signs, broadcasts and follows the chain's refunds once, and
+// returns how many changed.
+func (s *Signer) Round(ctx context.Context) (int, error) {
+	head, err := s.node.Client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return 0, s.rpc(err)
+	}
+	if head.BaseFee == nil {
+		return 0, fmt.Errorf("chain %s has no base fee (EIP-1559)", s.label)
+	}
+	if s.now().Sub(s.read) >= balancesEvery {
+		// Read every few seconds whatever is due: the TreasuryLow alert
+		// measures them.
+		if _, err := s.balances(ctx, nil); err != nil {
+			return 0, err
+		}
+	}
+	signed, err := s.sign(ctx, head)
+	if err != nil {
+		return signed, err
+	}
+	broadcast, err := s.broadcast(ctx)
+	if err != nil {
+		return signed + broadcast, err
+	}
+	followed, err := s.follow(ctx, head)
+	return signed + broadcast + followed, err
+}
+
+// balancesEvery is how often the treasury's balances are read when no
+// refund is being signed.
+const balancesEvery = 15 * time.Second
+
+// wallet is what the treasury holds, as the node says: each token's
+// units, and gas.
+type wallet struct {
+	units map[common.Address]*big.Int
+	gas   *big.Int
+}
+
+// balances reads the treasury's balance of gas and of every token of the
+// chain, and of the other tokens refunds owe (a wrong token's), and
+// reports them.
+func (s *Signer) balances(ctx context.Context, others []common.Address) (wallet, error) {
+	w := wallet{units: map[common.Address]*big.Int{}}
+	var err error
+	if w.gas, err = s.node.Client.BalanceAt(ctx, s.from, nil); err != nil {
+		return w, s.rpc(err)
+	}
+	s.metrics.balance.WithLabelValues(s.label, "gas").Set(major(w.gas, 18))
+	tokens := others
+	for _, t := range s.node.Chain.Tokens {
+		tokens = append(tokens, common.HexToAddress(t.Address))
+	}
+	for _, token := range tokens {
+		if _, ok := w.units[token]; ok {
+			continue
+		}
+		data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4:4], common.LeftPadBytes(s.from.Bytes(), 32)...)
+		out, err := s.node.Client.CallContract(ctx, ethereum.CallMsg{To: &token, Data: data}, nil)
+		if err != nil || len(out) != 32 {
+			if err == nil {
+				err = fmt.Errorf("balanceOf on %s answered %d bytes", token.Hex(), len(out))
+			}
+			return w, s.rpc(err)
+		}
+		w.units[token] = new(big.Int).SetBytes(out)
+		if t, ok := s.node.Chain.TokenAt(token.Hex()); ok {
+			s.metrics.balance.WithLabelValues(s.label, t.Symbol).Set(major(w.units[token], t.Decimals))
+		}
+	}
+	s.read = s.now()
+	return w, nil
+}
+
+// major is units of a token with decimals as a float (a gauge's value).
+func major(units *big.Int, decimals int) float64 {
+	f, _ := new(big.Rat).SetFrac(units, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(decimals)), nil)).Float64()
+	return f
+}
+
+// refundToken is the contract and the units of a refund: a catalogue
+// token's symbol and amount in major units, or (a token the catalogue
+// does not list, refunded as it came) its contract and amount in units.
+func (s *Signer) refundToken(r store.RefundToSign) (common.Address, *big.Int, error) {
+	if t, ok := s.node.Chain.Token(r.CryptoCurrency); ok {
+		units, err := Units(r.Amount, t.Decimals)
+		return common.HexToAddress(t.Address), units, err
+	}
+	if !common.IsHexAddress(r.CryptoCurrency) {
+		return common.Address{}, nil, fmt.Errorf("refund %s: token %q is neither the chain's nor a contract", r.ID, r.CryptoCurrency)
+	}
+	units, ok := new(big.Int).SetString(r.Amount, 10)
+	if !ok || units.Sign() <= 0 {
+		return common.Address{}, nil, fmt.Errorf("refund %s: amount %q of an unlisted token is not a whole number of units", r.ID, r.Amount)
+	}
+	return common.HexToAddress(r.CryptoCurrency), units, nil
+}
+
+// transferGas is the gas limit of a transfer of token: estimated once (a
+// transfer to a new holder, the dearer kind) with a fifth more for
+// margin; a token the treasury holds none of yet takes a generous fixed
+// limit until it does.
+func (s *Signer) transferGas(ctx context.Context, token common.Address) uint64 {
+	if g, ok := s.gas[token]; ok {
+		return g
+	}
+	fresh := common.BytesToAddress(crypto.Keccak256([]byte("a holder that holds nothing yet"))[:20])
+	g, err := s.node.Client.EstimateGas(ctx, ethereum.CallMsg{From: s.from, To: &token, Data: transferData(fresh, big.NewInt(1))})
+	if err != nil {
+		return 120_000
+	}
+	s.gas[token] = g + g/5
+	return s.gas[token]
+}
+
+// sign signs the chain's refunds to sign, as far as the treasury can pay
+// them, and keeps them (store.SignRefunds).
+func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
+	due, err := s.store.RefundsToSign(ctx, s.node.Chain.ID, s.opts.Batch)
+	if err != nil {
+		return 0, err
+	}
+	if len(due) == 0 {
+		s.setWaiting(0)
+		return 0, nil
+	}
+	var others []common.Address
+	gas := map[common.Address]uint64{}
+	for _, r := range due {
+		token, _, err := s.refundToken(r)
+		if err != nil {
+			continue // refused below, alone
+		}
+		if _, ok := s.node.Chain.TokenAt(token.Hex()); !ok {
+			others = append(others, token)
+		}
+		gas[token] = s.transferGas(ctx, token)
+	}
+	have, err := s.balances(ctx, others)
+	if err != nil {
+		return 0, err
+	}
+	nonce, err := s.node.Client.NonceAt(ctx, s.from, nil)
+	if err != nil {
+		return 0, s.rpc(err)
+	}
+	tip, err := s.node.Client.SuggestGasTipCap(ctx)
+	if err != nil {
+		return 0, s.rpc(err)
+	}
+	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
+	chainID := big.NewInt(s.node.Chain.ID)
+	signed, waiting, err := s.store.SignRefunds(ctx, s.node.Chain.ID, s.sender, nonce, s.opts.Batch,
+		func(r store.RefundToSign, nonce uint64, c store.Committed) (store.Send, store.Version, bool, error) {
+			token, units, err := s.refundToken(r)
+			if err != nil {
+				return store.Send{}, store.Version{}, false, err
+			}
+			limit, ok := gas[token]
+			held := have.units[token]
+			if !ok || held == nil {
+				return store.Send{}, store.Version{}, true, nil // came after the balances were read: the next round
+			}
+			free := new(big.Int).Sub(held, orZero(c.Units[strings.ToLower(token.Hex())]))
+			cost := new(big.Int).Mul(new(big.Int).SetUint64(limit), feeCap)
+			if free.Cmp(units) < 0 || new(big.Int).Sub(have.gas, c.Gas).Cmp(cost) < 0 {
+				return store.Send{}, store.Version{}, true, nil
+			}
+			to := common.HexToAddress(r.Address)
+			tx, err := types.SignNewTx(s.key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce,
+				GasTipCap: tip, GasFeeCap: feeCap, Gas: limit, To: &token, Data: transferData(to, units)})
+			if err != nil {
+				return store.Send{}, store.Version{}, false, err
+			}
+			raw, err := tx.MarshalBinary()
+			if err != nil {
+				return store.Send{}, store.Version{}, false, err
+			}
+			send := store.Send{Chain: s.node.Chain.ID, Sender: s.sender, Nonce: nonce, RefundID: r.ID,
+				Token: strings.ToLower(token.Hex()), Recipient: strings.ToLower(to.Hex()), Units: units}
+			return send, store.Version{Hash: strings.ToLower(tx.Hash().Hex()), Raw: raw, Gas: limit, TipCap: tip, FeeCap: feeCap,
+				SignedAt: s.now()}, false, nil
+		})
+	s.setWaiting(waiting)
+	return signed, err
+}
+
+func orZero(n *big.Int) *big.Int {
+	if n == nil {
+		return new(big.Int)
+	}
+	return n
+}
+
+// setWaiting reports the refunds that waited for funds, and logs when
+// that starts and ends.
+func (s *Signer) setWaiting(n int) {
+	s.metrics.waiting.WithLabelValues(s.label).Set(float64(n))
+	switch {
+	case n > 0 && s.waiting == 0:
+		s.log.Warn("refunds wait: the treasury is short of their token or of gas", "chain", s.label, "treasury", s.from.Hex(), "refunds", n)
+	case n == 0 && s.waiting > 0:
+		s.log.Info("the treasury pays the refunds again", "chain", s.label)
+	}
+	s.waiting = n
+}
+
+// broadcast hands the kept, untaken transactions to the node, lowest
+// nonce first; each taken marks its refund sent.
+func (s *Signer) broadcast(ctx context.Context) (int, error) {
+	sends, err := s.store.Sends(ctx, s.node.Chain.ID, s.sender, "signed", s.opts.Batch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, send := range sends {
+		v := send.Latest()
+		if err := s.send(ctx, v.Raw); err != nil && !spent(err) {
+			// Later nonces cannot be mined before this one: the next round.
+			return n, s.rpc(err)
+		}
+		// Taken (or its nonce spent already: the follow step finds which).
+		switch err := s.store.Broadcast(ctx, send, v.Hash, s.now()); {
+		case errors.Is(err, store.ErrSendMoved):
+			continue // another replica broadcast it first
+		case err != nil:
+			return n, err
+		}
+		n++
+		token := common.HexToAddress(send.Token)
+		if t, ok := s.node.Chain.TokenAt(token.Hex()); ok && send.Versions[0].Hash == v.Hash {
+			s.metrics.sent.WithLabelValues(s.label, t.Symbol).Inc()
+			s.metrics.refunded.WithLabelValues(s.label, t.Symbol).Add(major(send.Units, t.Decimals))
+		}
+	}
+	return n, nil
+}
+
+// send broadcasts a signed transaction; a node that has it already took
+// it.
+func (s *Signer) send(ctx context.Context, raw []byte) error {
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return err
+	}
+	err := s.node.Client.SendTransaction(ctx, &tx)
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "already known") {
+		return nil
+	}
+	return err
+}
+
+// spent is a node's refusal of a transaction whose nonce was used: by
+// a version of it (mined), or by another transaction.
+func spent(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "nonce too low")
+}
+
+// follow moves the broadcast sends on: confirmed, replaced, broadcast
+// again or dropped.
+func (s *Signer) follow(ctx context.Context, head *types.Header) (int, error) {
+	sends, err := s.store.Sends(ctx, s.node.Chain.ID, s.sender, "broadcast", s.opts.Batch)
+	if err != nil {
+		return 0, err
+	}
+	s.metrics.unconfirmed.WithLabelValues(s.label).Set(float64(len(sends)))
+	if len(sends) == 0 {
+		s.metrics.oldest.WithLabelValues(s.label).Set(0)
+		return 0, nil
+	}
+	if at := sends[0].BroadcastAt; at != nil {
+		s.metrics.oldest.WithLabelValues(s.label).Set(max(0, s.now().Sub(*at).Seconds()))
+	}
+	// The wallet's mined count, read before the receipts: a nonce below it
+	// with no receipt of ours was spent without us.
+	mined, err := s.node.Client.NonceAt(ctx, s.from, nil)
+	if err != nil {
+		return 0, s.rpc(err)
+	}
+	n := 0
+	for _, send := range sends {
+		moved, err := s.followOne(ctx, head, mined, send)
+		if errors.Is(err, store.ErrSendMoved) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if moved {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Signer) followOne(ctx context.Context, head *types.Header, mined uint64, send store.Send) (bool, error) {
+	for i := len(send.Versions) - 1; i >= 0; i-- {
+		v := send.Versions[i]
+		r, err := s.node.Client.TransactionReceipt(ctx, common.HexToHash(v.Hash))
+		if errors.Is(err, ethereum.NotFound) {
+			continue
+		}
+		if err != nil {
+			return false, s.rpc(err)
+		}
+		if head.Number.Uint64()+1 < r.BlockNumber.Uint64()+s.node.Confirmations {
+			return false, nil // mined; its confirmations are coming
+		}
+		if r.Status != types.ReceiptStatusSuccessful {
+			s.log.Error("a refund's transfer was mined and reverted: it is signed again at a new nonce", "chain", s.label,
+				"refund_id", send.RefundID, "tx_hash", v.Hash)
+			return true, s.store.Drop(ctx, send)
+		}
+		if err := s.store.Confirm(ctx, send, v.Hash, r.BlockNumber.Uint64(), s.now()); err != nil {
+			return false, err
+		}
+		if r.EffectiveGasPrice != nil {
+			s.metrics.gasSpent.WithLabelValues(s.label).Add(major(new(big.Int).Mul(r.EffectiveGasPrice, new(big.Int).SetUint64(r.GasUsed)), 18))
+		}
+		return true, nil
+	}
+	if mined > send.Nonce {
+		s.log.Error("the treasury's nonce was spent by a transaction that is not this refund's: the refund is signed again at a new nonce",
+			"chain", s.label, "refund_id", send.RefundID, "nonce", send.Nonce)
+		return true, s.store.Drop(ctx, send)
+	}
+	latest := send.Latest()
+	if s.now().Sub(latest.SignedAt) >= s.opts.ReplaceAfter {
+		return true, s.replace(ctx, head, send)
+	}
+	// Not mined yet: a node that forgot it (restarted empty, or the block
+	// it was in left the chain) is given it again.
+	if _, _, err := s.node.Client.TransactionByHash(ctx, common.HexToHash(latest.Hash)); errors.Is(err, ethereum.NotFound) {
+		if err := s.send(ctx, latest.Raw); err != nil && !spent(err) {
+			return false, s.rpc(err)
+		}
+	} else if err != nil {
+		return false, s.rpc(err)
+	}
+	return false, nil
+}
+
+// replace signs send again at its nonce with fees a fifth higher (at
+// least the chain's current ones), keeps the new version, then
+// broadcasts it: the refund carries its hash.
+func (s *Signer) replace(ctx context.Context, head *types.Header, send store.Send) error {
+	last := send.Latest()
+	var old types.Transaction
+	if err := old.UnmarshalBinary(last.Raw); err != nil {
+		return err
+	}
+	tip, err := s.node.Client.SuggestGasTipCap(ctx)
+	if err != nil {
+		return s.rpc(err)
+	}
+	bump := func(x *big.Int) *big.Int {
+		return new(big.Int).Add(x, new(big.Int).Add(new(big.Int).Div(x, big.NewInt(5)), big.NewInt(1)))
+	}
+	tip = bigMax(tip, bump(last.TipCap))
+	feeCap := bigMax(new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2))), bump(last.FeeCap))
+	chainID := big.NewInt(s.node.Chain.ID)
+	tx, err := types.SignNewTx(s.key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: send.Nonce,
+		GasTipCap: tip, GasFeeCap: feeCap, Gas: last.Gas, To: old.To(), Data: old.Data()})
+	if err != nil {
+		return err
+	}
+	raw, err := tx.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	v := store.Version{Hash: strings.ToLower(tx.Hash().Hex()), Raw: raw, Gas: last.Gas, TipCap: tip, FeeCap: feeCap, SignedAt: s.now()}
+	if err := s.store.Replace(ctx, send, last.Hash, v); err != nil {
+		return err
+	}
+	s.metrics.replaced.WithLabelValues(s.label).Inc()
+	s.log.Warn("a refund's transaction was not mined in time: replaced at its nonce with a higher fee", "chain", s.label,
+		"refund_id", send.RefundID, "nonce", send.Nonce, "tx_hash", v.Hash, "replaces", last.Hash)
+	if err := s.send(ctx, raw); err != nil && !spent(err) {
+		return s.rpc(err) // kept: broadcast again next round
+	}
+	return nil
+}
+
+func bigMax(a, b *big.Int) *big.Int {
+	if a.Cmp(b) >= 0 {
+		return a
+	}
+	return b
+}

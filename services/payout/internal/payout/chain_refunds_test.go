@@ -1,0 +1,495 @@
+package payout
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/services/payout/internal/chain"
+	"github.com/partnerpay/api/services/payout/internal/store"
+	"github.com/partnerpay/api/testkit/chaintest"
+	"github.com/partnerpay/api/testkit/pgtest"
+)
+
+// Refunds leave on chain from the treasury, exactly once (DESIGN §10):
+// signed and kept before the broadcast, broadcast again (the same bytes)
+// after a crash, replaced at their nonce when not mined in time, waiting
+// when the treasury cannot pay, and never two transfers for one refund.
+
+const refundTo = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+
+// owing is a payout whose short deposit (100 USDC) it owes back to
+// refundTo: its refund is pending, and no signer has run.
+func (f statusFixture) owing(t *testing.T, amount string) PayoutStatus {
+	t.Helper()
+	st, err := f.deposit(context.Background(), acme, DepositRequest{PayoutID: f.payout(t, amount, refundTo).PayoutID, Amount: strp("100")})
+	if err != nil || len(st.Refunds) != 1 || st.Refunds[0].Status != "pending" {
+		t.Fatalf("a short deposit: %+v %v", st, err)
+	}
+	return st
+}
+
+// signerOn is a signer of the fixture's chain through client, from the
+// wallet of key, as another replica or a restarted process makes it (a
+// transaction not mined in a minute is replaced), with its registry.
+func (f statusFixture) signerOn(t *testing.T, client chain.Client, key *ecdsa.PrivateKey, confirmations uint64) (*chain.Signer, *prometheus.Registry) {
+	t.Helper()
+	node, err := chain.NewNode(environment.Sandbox, 84532, client, confirmations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	s, err := chain.NewSigner(node, "0x"+common.Bytes2Hex(crypto.FromECDSA(key)), f.store(), f.clock.now,
+		chain.SignerOptions{ReplaceAfter: time.Minute}, chain.NewSignerMetrics(reg), discard(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, reg
+}
+
+// store is the fixture's store, as another process opens it.
+func (f statusFixture) store() *store.Store { return store.NewStore(f.db, environment.Sandbox) }
+
+// round runs one round of s.
+func round(t *testing.T, s *chain.Signer) (int, error) {
+	t.Helper()
+	return s.Round(context.Background())
+}
+
+// refundOf is payout id's only refund as it now stands.
+func (f statusFixture) refundOf(t *testing.T, id string) RefundAnswer {
+	t.Helper()
+	st := f.status(t, id)
+	if len(st.Refunds) != 1 {
+		t.Fatalf("%s owes %d refunds, want 1", id, len(st.Refunds))
+	}
+	return st.Refunds[0]
+}
+
+// transfers are the Transfer logs of token from from to to on c.
+func transfers(t *testing.T, c *chaintest.Chain, token, from, to common.Address) []types.Log {
+	t.Helper()
+	logs, err := c.Client().FilterLogs(context.Background(), ethereum.FilterQuery{Addresses: []common.Address{token},
+		Topics: [][]common.Hash{{crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))},
+			{common.BytesToHash(from.Bytes())}, {common.BytesToHash(to.Bytes())}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs
+}
+
+// landedOnce checks that the treasury sent refundTo want USDC units in n
+// transfers, and that refundTo holds exactly that.
+func landedOnce(t *testing.T, c *chaintest.Chain, n int, want *big.Int) {
+	t.Helper()
+	if got := transfers(t, c, usdc, chaintest.Treasury.Address, common.HexToAddress(refundTo)); len(got) != n {
+		t.Errorf("the treasury sent %d transfers to the refund address, want %d: one per refund", len(got), n)
+	}
+	if got := balance(t, c, usdc, common.HexToAddress(refundTo)); got.Cmp(want) != 0 {
+		t.Errorf("the refund address holds %s USDC units, want %s", got, want)
+	}
+}
+
+// faultyNode is a node whose broadcasts fail (refuse: nothing reaches it;
+// lose: it takes the transaction and the answer is lost), or that quotes
+// fees far below the chain's (lowball: a stale or lying node).
+type faultyNode struct {
+	chain.Client
+	mu                    sync.Mutex
+	refuse, lose, lowball bool
+}
+
+func (n *faultyNode) set(change func(n *faultyNode)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	change(n)
+}
+
+func (n *faultyNode) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	n.mu.Lock()
+	refuse, lose := n.refuse, n.lose
+	n.mu.Unlock()
+	if refuse {
+		return errors.New("dial tcp: connection refused")
+	}
+	if err := n.Client.SendTransaction(ctx, tx); err != nil || !lose {
+		return err
+	}
+	return errors.New("read tcp: connection reset by peer")
+}
+
+func (n *faultyNode) HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error) {
+	h, err := n.Client.HeaderByNumber(ctx, number)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil || !n.lowball {
+		return h, err
+	}
+	h = types.CopyHeader(h)
+	h.BaseFee = big.NewInt(1)
+	return h, nil
+}
+
+func (n *faultyNode) SuggestGasTipCap(ctx context.Context) (*big.Int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lowball {
+		return big.NewInt(1), nil
+	}
+	return n.Client.SuggestGasTipCap(ctx)
+}
+
+// A refund goes pending → sent → confirmed, its txHash the transfer the
+// chain mined, and the refund address holds it; a round after that sends
+// nothing more.
+func TestARefundLandsOnChainOnce(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	p := f.owing(t, "60")
+	s, reg := f.signerOn(t, f.chain.chain.Client(), chaintest.Treasury.Key, 1)
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	sent := f.refundOf(t, p.PayoutID)
+	if sent.Status != "sent" || len(sent.TxHash) != 66 || sent.SentAt == "" || sent.ConfirmedAt != "" {
+		t.Fatalf("broadcast, not yet mined: %+v", sent)
+	}
+	f.chain.chain.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	done := f.refundOf(t, p.PayoutID)
+	if done.Status != "confirmed" || done.TxHash != sent.TxHash || done.ConfirmedAt == "" || done.SentAt != sent.SentAt {
+		t.Fatalf("mined with its confirmation: %+v", done)
+	}
+	for range 3 {
+		f.chain.chain.Commit()
+		if n, err := round(t, s); err != nil || n != 0 {
+			t.Fatalf("a round with nothing to do: %d %v", n, err)
+		}
+	}
+	landedOnce(t, f.chain.chain, 1, usdcUnits(t, "100"))
+	if v := testutilValue(t, reg, "partnerapi_treasury_refunds_sent_total"); v != 1 {
+		t.Errorf("partnerapi_treasury_refunds_sent_total = %v, want 1", v)
+	}
+	if v := testutilValue(t, reg, "partnerapi_treasury_sends_unconfirmed"); v != 0 {
+		t.Errorf("partnerapi_treasury_sends_unconfirmed = %v, want 0", v)
+	}
+}
+
+// Killed between keeping the signed transaction and its broadcast, or
+// after the broadcast and before the refund was marked sent (the node's
+// answer lost): the next process broadcasts the same bytes, and the refund
+// lands once.
+func TestAKilledSignerBroadcastsTheSameTransactionAgain(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	for _, fault := range []string{"refused", "answer lost"} {
+		p := f.owing(t, "61")
+		node := &faultyNode{Client: f.chain.chain.Client(), refuse: fault == "refused", lose: fault == "answer lost"}
+		s, _ := f.signerOn(t, node, chaintest.Treasury.Key, 1)
+		if _, err := round(t, s); err == nil {
+			t.Fatalf("%s: the round's broadcast failed, and the round said nothing", fault)
+		}
+		var kept string
+		if err := f.db.QueryRow(context.Background(), `SELECT v.hash FROM payout_chain_sends s JOIN payout_chain_send_versions v
+			USING (chain, sender, nonce) WHERE s.refund_id = $1 AND s.state = 'signed'`, f.refundOf(t, p.PayoutID).RefundID).Scan(&kept); err != nil {
+			t.Fatalf("%s: the signed transaction is not kept: %v", fault, err)
+		}
+		if r := f.refundOf(t, p.PayoutID); r.Status != "pending" {
+			t.Fatalf("%s: a refund whose broadcast failed: %+v", fault, r)
+		}
+		// The process dies here; another starts.
+		again, _ := f.signerOn(t, f.chain.chain.Client(), chaintest.Treasury.Key, 1)
+		if _, err := round(t, again); err != nil {
+			t.Fatal(err)
+		}
+		if r := f.refundOf(t, p.PayoutID); r.Status != "sent" || r.TxHash != kept {
+			t.Fatalf("%s: after the restart: %+v, want sent as the kept transaction %s", fault, r, kept)
+		}
+		f.chain.chain.Commit()
+		if _, err := round(t, again); err != nil {
+			t.Fatal(err)
+		}
+		if r := f.refundOf(t, p.PayoutID); r.Status != "confirmed" || r.TxHash != kept {
+			t.Fatalf("%s: %+v, want confirmed as %s", fault, r, kept)
+		}
+	}
+	landedOnce(t, f.chain.chain, 2, usdcUnits(t, "200"))
+}
+
+// A node that forgot the transaction (restarted with an empty pool) is
+// given it again; one that took it into a block that then left the chain
+// (a reorganisation before its confirmations) gets it again too.
+func TestATransactionTheNodeForgotIsBroadcastAgain(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	p := f.owing(t, "62")
+	s, _ := f.signerOn(t, c.Client(), chaintest.Treasury.Key, 2)
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	c.Rollback() // the pool, emptied
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Client().HeaderByNumber(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Commit() // mined again: one confirmation of two
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.refundOf(t, p.PayoutID); r.Status != "sent" {
+		t.Fatalf("one confirmation of two: %+v", r)
+	}
+	if err := c.Fork(before.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	c.Rollback() // the block left the chain, and its transaction with it
+	c.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	c.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.refundOf(t, p.PayoutID); r.Status != "confirmed" {
+		t.Fatalf("after the node forgot it twice: %+v", r)
+	}
+	landedOnce(t, c, 1, usdcUnits(t, "100"))
+}
+
+// A transaction priced below the chain's fees (a node that quoted them
+// low) is not mined; after CHAIN_REPLACE_AFTER it is signed again at the
+// same nonce with higher fees, the refund carries the new hash, and only
+// the replacement is mined.
+func TestATransactionNotMinedInTimeIsReplacedAtItsNonce(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	p := f.owing(t, "63")
+	node := &faultyNode{Client: c.Client(), lowball: true}
+	s, reg := f.signerOn(t, node, chaintest.Treasury.Key, 1)
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	low := f.refundOf(t, p.PayoutID)
+	c.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.refundOf(t, p.PayoutID); r.Status != "sent" || r.TxHash != low.TxHash {
+		t.Fatalf("priced too low, before its time is up: %+v", r)
+	}
+	node.set(func(n *faultyNode) { n.lowball = false })
+	f.clock.add(time.Minute)
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	high := f.refundOf(t, p.PayoutID)
+	if high.Status != "sent" || high.TxHash == low.TxHash || len(high.TxHash) != 66 {
+		t.Fatalf("replaced: %+v, want sent with a new hash", high)
+	}
+	c.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.refundOf(t, p.PayoutID); r.Status != "confirmed" || r.TxHash != high.TxHash {
+		t.Fatalf("%+v, want confirmed as the replacement %s", r, high.TxHash)
+	}
+	if _, err := c.Client().TransactionReceipt(context.Background(), common.HexToHash(low.TxHash)); !errors.Is(err, ethereum.NotFound) {
+		t.Errorf("the replaced transaction was mined too: %v", err)
+	}
+	landedOnce(t, c, 1, usdcUnits(t, "100"))
+	if v := testutilValue(t, reg, "partnerapi_treasury_replacements_total"); v != 1 {
+		t.Errorf("partnerapi_treasury_replacements_total = %v, want 1", v)
+	}
+}
+
+// A treasury without the token (or gas) leaves its refunds waiting: no
+// nonce is taken, nothing is broadcast, and they are counted; once it is
+// funded they are sent, each once.
+func TestRefundsWaitForAnUnfundedTreasuryThenGo(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	ctx := context.Background()
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := crypto.PubkeyToAddress(key.PublicKey)
+	a, b := f.owing(t, "64"), f.owing(t, "65")
+	s, reg := f.signerOn(t, c.Client(), key, 1)
+	for range 2 {
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sends int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_chain_sends`).Scan(&sends); err != nil || sends != 0 {
+		t.Fatalf("an empty treasury kept %d sends (%v), want none: no nonce is taken for a refund it cannot pay", sends, err)
+	}
+	if v := testutilValue(t, reg, "partnerapi_treasury_refunds_waiting_funds"); v != 2 {
+		t.Errorf("partnerapi_treasury_refunds_waiting_funds = %v, want 2", v)
+	}
+	for _, p := range []PayoutStatus{a, b} {
+		if r := f.refundOf(t, p.PayoutID); r.Status != "pending" {
+			t.Fatalf("a refund the treasury cannot pay: %+v", r)
+		}
+	}
+	// Funded: gas, then the token.
+	sendGas(t, c, empty)
+	c.Commit()
+	if _, err := c.Transfer(ctx, chaintest.Partner, usdc, empty, usdcUnits(t, "150")); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	// 150 pays one refund of 100: the other waits.
+	confirmed := 0
+	for _, p := range []PayoutStatus{a, b} {
+		if f.refundOf(t, p.PayoutID).Status == "confirmed" {
+			confirmed++
+		}
+	}
+	if confirmed != 1 || testutilValue(t, reg, "partnerapi_treasury_refunds_waiting_funds") != 1 {
+		t.Fatalf("150 USDC for two refunds of 100: %d confirmed, %v waiting; want 1 and 1", confirmed,
+			testutilValue(t, reg, "partnerapi_treasury_refunds_waiting_funds"))
+	}
+	if _, err := c.Transfer(ctx, chaintest.Partner, usdc, empty, usdcUnits(t, "50")); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	for range 2 {
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []PayoutStatus{a, b} {
+		if r := f.refundOf(t, p.PayoutID); r.Status != "confirmed" {
+			t.Fatalf("funded: %+v", r)
+		}
+	}
+	if got := transfers(t, c, usdc, empty, common.HexToAddress(refundTo)); len(got) != 2 {
+		t.Errorf("the treasury sent %d transfers, want 2: one per refund", len(got))
+	}
+	if v := testutilValue(t, reg, "partnerapi_treasury_balance"); v <= 0 {
+		t.Errorf("partnerapi_treasury_balance = %v", v)
+	}
+}
+
+// Another transaction of the treasury wallet takes the nonce a refund's
+// kept transaction had (an operator's transfer): the refund's is dropped,
+// the refund is signed again at the next nonce and lands once, and the
+// nonces after it are not blocked.
+func TestANonceSpentElsewhereIsDroppedAndTheRefundSentAgain(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	ctx := context.Background()
+	p := f.owing(t, "66")
+	node := &faultyNode{Client: c.Client(), refuse: true}
+	s, _ := f.signerOn(t, node, chaintest.Treasury.Key, 1)
+	if _, err := round(t, s); err == nil {
+		t.Fatal("a refused broadcast, and the round said nothing")
+	}
+	// The operator's transfer takes the nonce.
+	elsewhere := common.HexToAddress("0x000000000000000000000000000000000000bEEF")
+	if _, err := c.Transfer(ctx, chaintest.Treasury, usdc, elsewhere, usdcUnits(t, "1")); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	node.set(func(n *faultyNode) { n.refuse = false })
+	q := f.owing(t, "67") // a refund due after it
+	for range 4 {
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{p.PayoutID, q.PayoutID} {
+		if r := f.refundOf(t, id); r.Status != "confirmed" {
+			t.Fatalf("%s: %+v, want confirmed", id, r)
+		}
+	}
+	landedOnce(t, c, 2, usdcUnits(t, "200"))
+	var dropped int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_chain_sends WHERE state = 'dropped'`).Scan(&dropped); err != nil || dropped != 1 {
+		t.Errorf("%d sends dropped (%v), want 1", dropped, err)
+	}
+}
+
+// Two replicas' signers work the same refunds at once: each refund is
+// sent once, at a nonce of its own, and the nonces run without a gap.
+func TestTwoSignersSendEachRefundOnce(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	const n = 12
+	var ids []string
+	for i := range n {
+		ids = append(ids, f.owing(t, "7"+string(rune('0'+i%10))+string(rune('0'+i/10))).PayoutID)
+	}
+	one, _ := f.signerOn(t, c.Client(), chaintest.Treasury.Key, 1)
+	two, _ := f.signerOn(t, c.Client(), chaintest.Treasury.Key, 1)
+	confirmed := func() int {
+		k := 0
+		for _, id := range ids {
+			if f.refundOf(t, id).Status == "confirmed" {
+				k++
+			}
+		}
+		return k
+	}
+	for i := 0; i < 20 && confirmed() < n; i++ {
+		var wg sync.WaitGroup
+		for _, s := range []*chain.Signer{one, two} {
+			wg.Go(func() {
+				if _, err := s.Round(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		c.Commit()
+	}
+	if k := confirmed(); k != n {
+		t.Fatalf("%d of %d refunds confirmed", k, n)
+	}
+	landedOnce(t, c, n, usdcUnits(t, "1200"))
+	var sends, lowest, highest int
+	if err := f.db.QueryRow(context.Background(), `SELECT count(*), min(nonce), max(nonce) FROM payout_chain_sends`).Scan(&sends, &lowest, &highest); err != nil ||
+		sends != n || highest-lowest != n-1 {
+		t.Errorf("%d sends at nonces %d..%d (%v), want %d without a gap", sends, lowest, highest, err, n)
+	}
+}
