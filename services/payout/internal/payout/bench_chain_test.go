@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"math/big"
 	"os"
 	"strconv"
 	"testing"
@@ -99,4 +100,74 @@ func leftPad(s string, n int) string {
 		s = "0" + s
 	}
 	return s
+}
+
+// BenchmarkRefunds has the signer send PAYOUT_BENCH_REFUNDS refunds (100
+// by default; the issue's figure is 1,000), all pending at once, from the
+// local testnet's treasury, and mines a block whenever one is broadcast,
+// until every refund is confirmed (one confirmation). It reports the rate,
+// the process's CPU per refund (the in-process chain's mining included),
+// the nonces used (exactly one per refund unless one was replaced) and the
+// replacements.
+//
+//	PAYOUT_BENCH_REFUNDS=1000 go test -run '^$' -bench Refunds -benchtime 1x ./internal/payout/
+func BenchmarkRefunds(b *testing.B) {
+	n := 100
+	if v, err := strconv.Atoi(os.Getenv("PAYOUT_BENCH_REFUNDS")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		b.StopTimer()
+		db := pgtest.Open(b, migrationSets...)
+		f := newStatusFixture(b, db)
+		if _, err := db.Exec(ctx, `INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain,
+				crypto_currency, fiat_currency, country, crypto_amount, rail, estimated_settlement, status, quote_expires_at, created_at,
+				deposit_address, deposit_expires_at, status_at, refund_address)
+			SELECT 'bpo_' || lpad(to_hex(g), 32, '0'), 'bpq_84532_' || lpad(to_hex(g), 32, '0'), 'acme', 'Ada',
+				'{"name":"Ada","iban":"DE89370400440532013000"}', 84532, 'USDC', 'EUR', 'DE', '100', 'sepa_instant', 'PT10S',
+				'awaiting_deposit', now() + interval '1 hour', now(), '0x' || lpad(g::text, 40, '0'), now() + interval '30 minutes', now(), $2
+			FROM generate_series(1, $1::int) AS g;`, n, refundTo); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO payout_refunds (id, payout_id, reason, status, amount, crypto_currency, chain,
+				deposit_tx_hash, address, created_at, pending_at)
+			SELECT 'rf_' || lpad(to_hex(g), 32, '0'), 'bpo_' || lpad(to_hex(g), 32, '0'), 'deposit_wrong_token', 'pending', '1.50', 'USDC',
+				84532, '0x' || lpad(to_hex(g), 64, '0'), $2, now(), now()
+			FROM generate_series(1, $1::int) AS g`, n, refundTo); err != nil {
+			b.Fatal(err)
+		}
+		s := f.chain.signer
+		cpu0 := cpu()
+		b.StartTimer()
+		start := time.Now()
+		confirmed := 0
+		for rounds := 0; confirmed < n; rounds++ {
+			if rounds > 50*n {
+				b.Fatalf("%d of %d refunds confirmed after %d rounds", confirmed, n, rounds)
+			}
+			if _, err := s.Round(ctx); err != nil {
+				b.Fatal(err)
+			}
+			f.chain.chain.Commit()
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM payout_refunds WHERE status = 'confirmed'`).Scan(&confirmed); err != nil {
+				b.Fatal(err)
+			}
+		}
+		took := time.Since(start)
+		b.StopTimer()
+		var nonces, versions int
+		if err := db.QueryRow(ctx, `SELECT (SELECT count(DISTINCT nonce) FROM payout_chain_sends), (SELECT count(*) FROM payout_chain_send_versions)`).
+			Scan(&nonces, &versions); err != nil {
+			b.Fatal(err)
+		}
+		if got := balance(b, f.chain.chain, usdc, common.HexToAddress(refundTo)); got.Cmp(new(big.Int).Mul(big.NewInt(int64(n)), usdcUnits(b, "1.5"))) != 0 {
+			b.Fatalf("the refund address holds %s units after %d refunds of 1.5", got, n)
+		}
+		b.ReportMetric(float64(n)/took.Seconds(), "refunds/s")
+		b.ReportMetric(float64((cpu()-cpu0).Microseconds())/1000/float64(n), "cpu-ms/refund")
+		b.ReportMetric(float64(nonces), "nonces")
+		b.ReportMetric(float64(versions-nonces), "replacements")
+		b.StartTimer()
+	}
 }

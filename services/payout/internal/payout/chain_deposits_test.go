@@ -123,7 +123,7 @@ func sendGas(t *testing.T, c *chaintest.Chain, to common.Address) {
 }
 
 // balance is an ERC-20 balance, read with eth_call.
-func balance(t *testing.T, c *chaintest.Chain, token, owner common.Address) *big.Int {
+func balance(t testing.TB, c *chaintest.Chain, token, owner common.Address) *big.Int {
 	t.Helper()
 	data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4], common.LeftPadBytes(owner.Bytes(), 32)...)
 	out, err := c.Client().CallContract(context.Background(), ethereum.CallMsg{To: &token, Data: data}, nil)
