@@ -5466,7 +5466,9 @@ type ClientInterface interface {
 	// `Retry-After`: retry the same request; it is never carried out twice.
 	//
 	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+	// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+	// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+	// to retry safely after a network failure.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5513,7 +5515,9 @@ type ClientInterface interface {
 	// `Retry-After`: retry the same request; it is never carried out twice.
 	//
 	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+	// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+	// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+	// to retry safely after a network failure.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6449,7 +6453,9 @@ func (c *Client) ProviderNotification(ctx context.Context, params *ProviderNotif
 // `Retry-After`: retry the same request; it is never carried out twice.
 //
 // **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+// to retry safely after a network failure.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6506,7 +6512,9 @@ func (c *Client) BankPayoutWithBody(ctx context.Context, params *BankPayoutParam
 // `Retry-After`: retry the same request; it is never carried out twice.
 //
 // **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+// to retry safely after a network failure.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9901,7 +9909,9 @@ type ClientWithResponsesInterface interface {
 	// `Retry-After`: retry the same request; it is never carried out twice.
 	//
 	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+	// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+	// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+	// to retry safely after a network failure.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9948,7 +9958,9 @@ type ClientWithResponsesInterface interface {
 	// `Retry-After`: retry the same request; it is never carried out twice.
 	//
 	// **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-	// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+	// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+	// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+	// to retry safely after a network failure.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16913,7 +16925,9 @@ func (c *ClientWithResponses) ProviderNotificationWithResponse(ctx context.Conte
 // `Retry-After`: retry the same request; it is never carried out twice.
 //
 // **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+// to retry safely after a network failure.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16966,7 +16980,9 @@ func (c *ClientWithResponses) BankPayoutWithBodyWithResponse(ctx context.Context
 // `Retry-After`: retry the same request; it is never carried out twice.
 //
 // **In production**, while the quote is a mock, payouts are not available: `503 payout_unavailable`, and
-// nothing is recorded. Send an `Idempotency-Key` to retry safely after a network failure.
+// nothing is recorded. The same answer refuses a new payout on a chain the deployment reaches no node of
+// (no deposit to it would be seen); a payout already made on it still answers. Send an `Idempotency-Key`
+// to retry safely after a network failure.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

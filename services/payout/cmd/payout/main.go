@@ -156,6 +156,7 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payouts, Payee: provider,
 		Mover: w, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Addresses: keys,
 		Indexes: chain.NewIndexes(payouts.NextIndexes, store.IndexBlock), Faucet: faucet,
+		Offered: func(id int64) bool { _, ok := nodes[id]; return ok },
 		Sent: func(id int64) {
 			if wt, ok := watchers[id]; ok {
 				wt.Wake()

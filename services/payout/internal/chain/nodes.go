@@ -29,8 +29,8 @@ import (
 
 // Config is where the chains are reached (the payout binary's
 // configuration embeds it): one JSON-RPC URL per chain of the catalogue,
-// CHAIN_RPC_URL_<chain id>. A chain without one is not watched, and its
-// deposits are not seen: the boot log says so.
+// CHAIN_RPC_URL_<chain id>. A chain without one is not offered: it is not
+// watched (the boot log says so), and no new payout starts on it.
 type Config struct {
 	BaseSepolia     string `env:"CHAIN_RPC_URL_84532"`
 	EthereumSepolia string `env:"CHAIN_RPC_URL_11155111"`

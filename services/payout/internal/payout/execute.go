@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"time"
 
 	"github.com/partnerpay/api/services/payout/internal/store"
@@ -69,6 +70,13 @@ var (
 	errUnavailable = envelope.New(envelope.CodePayoutUnavailable,
 		"Payouts are not yet available in production; integrate in sandbox. Nothing was recorded.")
 )
+
+// errChainUnavailable refuses a new payout on a chain this deployment
+// reaches no node of: no deposit to it would be seen.
+func errChainUnavailable(chain int64) error {
+	return envelope.New(envelope.CodePayoutUnavailable, "Payouts on chain "+strconv.FormatInt(chain, 10)+
+		" are not available in this deployment now; quote on another chain of GET /v1/config. Nothing was recorded.")
+}
 
 // Execute runs a quote's payout, once, to the beneficiary it was executed
 // for. Checks, in order (DESIGN §3): the body; the quote (unknown,
@@ -178,6 +186,10 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 		}
 		if !s.now().Before(a.quote.ExpiresAt) {
 			a.refusal = errQuoteExpired
+			break
+		}
+		if !s.offered(a.quote.Chain) {
+			a.refusal = errChainUnavailable(a.quote.Chain)
 			break
 		}
 		if a.payee, err = beneficiary.Check(a.quote.Rail, a.quote.Country, req.Beneficiary); err != nil {

@@ -553,3 +553,50 @@ func TestTheKeyedBindingSurvivesRedisLosingItsMark(t *testing.T) {
 		t.Fatalf("Bob's retry: %+v %v", p, err)
 	}
 }
+
+// A chain this deployment reaches no node of is not offered (DESIGN §10):
+// a new payout on it is 503 payout_unavailable and nothing is recorded (no
+// deposit to it would be seen), while a payout made before answers as it
+// was, and the other chains are served.
+func TestAChainWithoutANodeIsNotOffered(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Open(t, migrationSets...)
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	c := &clock{t: time.Now()}
+	var mu sync.Mutex
+	reached := map[int64]bool{84532: true, 11155111: true}
+	svc := NewService(keyed(Config{Env: environment.Sandbox, TTL: time.Hour, Book: quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now),
+		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789"),
+		Offered: func(id int64) bool { mu.Lock(); defer mu.Unlock(); return reached[id] }}))
+	ctx := context.Background()
+	both := partner.Caller{KeyID: "acme", Grants: partner.Grants{Products: []string{"bank"}, MaxExecutionUSD: "25000000",
+		Chains: partner.Chains{Source: []int64{84532, 11155111}}}}
+	quote := func(chain int64, amount string) string {
+		return quoteFor(t, svc, both, QuoteRequest{CryptoCurrency: "USDC", Chain: chain, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp(amount)})
+	}
+	before := quote(84532, "12")
+	made, err := svc.Execute(ctx, both, pay(before, "Ada Lovelace", goodIBAN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := quote(84532, "13")
+	mu.Lock()
+	delete(reached, 84532) // the node of 84532 is gone from the configuration
+	mu.Unlock()
+	_, err = svc.Execute(ctx, both, pay(pending, "Ada Lovelace", goodIBAN))
+	if code(err) != "payout_unavailable" || !strings.Contains(err.Error(), "chain 84532") {
+		t.Fatalf("a payout on a chain without a node: %v, want 503 payout_unavailable naming the chain", err)
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM payouts WHERE quote_id = $1`, pending).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d payouts recorded for the refused quote (%v)", n, err)
+	}
+	if again, err := svc.Execute(ctx, both, pay(before, "Ada Lovelace", goodIBAN)); err != nil || again.PayoutID != made.PayoutID {
+		t.Errorf("the payout made before, executed again: %+v %v", again, err)
+	}
+	if _, err := svc.Execute(ctx, both, pay(quote(11155111, "14"), "Ada Lovelace", goodIBAN)); err != nil {
+		t.Errorf("a chain with its node: %v", err)
+	}
+}

@@ -116,6 +116,7 @@ type service struct {
 	indexes *chain.Indexes
 	faucet  *chain.Faucet
 	sent    func(chain int64)
+	offered func(chain int64) bool
 	log     *slog.Logger
 }
 
@@ -153,6 +154,11 @@ type Config struct {
 	// Sent is told of each, so the chain's watcher reads it at once.
 	Faucet *chain.Faucet
 	Sent   func(chain int64)
+	// Offered says whether payouts on a chain may start: a chain this
+	// deployment reaches no node of is not offered, since no deposit to
+	// it would be seen (DESIGN §10). nil: every chain of the catalogue (a
+	// test without a chain).
+	Offered func(chain int64) bool
 	// Log receives what no request asked for (the worker's lines); nil
 	// discards them.
 	Log *slog.Logger
@@ -166,8 +172,11 @@ func NewService(cfg Config) Service {
 	if cfg.Sent == nil {
 		cfg.Sent = func(int64) {}
 	}
+	if cfg.Offered == nil {
+		cfg.Offered = func(int64) bool { return true }
+	}
 	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), view: answer.NewView(cfg.Env), ttl: cfg.TTL, book: cfg.Book,
-		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, keys: cfg.Addresses, indexes: cfg.Indexes, faucet: cfg.Faucet, sent: cfg.Sent, log: cfg.Log}
+		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, keys: cfg.Addresses, indexes: cfg.Indexes, faucet: cfg.Faucet, sent: cfg.Sent, offered: cfg.Offered, log: cfg.Log}
 }
 
 // clock is the database's clock now, to the microsecond it keeps.
