@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -297,5 +298,74 @@ func TestATransferMinedInTimeIsNotLateForItsConfirmations(t *testing.T) {
 	}
 	if st := f.status(t, p.PayoutID); st.Status != "processing" || len(st.Refunds) != 0 {
 		t.Fatalf("a transfer mined in time, confirmed after the window: %+v", st)
+	}
+}
+
+// batchingNode is a node whose every Transfer log comes with a twin in the
+// same transaction (the next log index, the same transfer): as a batch
+// payment (a disperse contract, a smart wallet's multicall) sends two
+// transfers in one transaction.
+type batchingNode struct{ chain.Client }
+
+func (n batchingNode) FilterLogs(ctx context.Context, q ethereum.FilterQuery) ([]types.Log, error) {
+	logs, err := n.Client.FilterLogs(ctx, q)
+	var out []types.Log
+	for _, l := range logs {
+		twin := l
+		twin.Index = l.Index + 1
+		out = append(out, l, twin)
+	}
+	return out, err
+}
+
+// Two transfers to a deposit address in one transaction are two deposits
+// (a deposit is a transfer log: its transaction and its log index): the
+// first pays the payout, the second is refunded as unexpected, and neither
+// is taken for the other.
+func TestTwoTransfersInOneTransactionAreTwoDeposits(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	node, err := chain.NewNode(environment.Sandbox, 84532, batchingNode{f.chain.chain.Client()}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	w := chain.NewWatcher(node, f.store(), f.clock.now, nil, chain.NewMetrics(reg), worker.NewRows("payout", discard(), reg), discard(), reg)
+	f.chain.chain.Commit()
+	watchAll(t, w)
+	p := f.payout(t, "25", refundTo)
+	d, err := f.svc.SandboxDeposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.chain.Commit()
+	watchAll(t, w)
+	if _, err := f.worker.HandOverRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := f.db.Query(ctx, `SELECT tx_hash, log_index FROM payout_deposits WHERE payout_id = $1 ORDER BY log_index`, p.PayoutID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var hash string
+		var index int
+		if err := rows.Scan(&hash, &index); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s/%d", hash, index))
+	}
+	if want := []string{d.TxHash + "/0", d.TxHash + "/1"}; !equal(got, want) {
+		t.Fatalf("deposits recorded %v, want %v: one per transfer log", got, want)
+	}
+	st := f.status(t, p.PayoutID)
+	if st.Status != "processing" || st.DepositTxHash != d.TxHash || !equal(refunds(st), strs("deposit_unexpected/pending/1234567.89/USDC/"+refundTo)) {
+		t.Fatalf("two transfers in one transaction: %+v %v", st, refunds(st))
+	}
+	var index int
+	if err := f.db.QueryRow(ctx, `SELECT deposit_log_index FROM payout_refunds WHERE payout_id = $1`, p.PayoutID).Scan(&index); err != nil || index != 1 {
+		t.Errorf("the refund returns the transfer at log index %d (%v), want 1", index, err)
 	}
 }
