@@ -459,3 +459,92 @@ func TestProviderNotificationsAreSignedAndFresh(t *testing.T) {
 		}
 	}
 }
+
+// Refunds land on chain exactly once through kills (DESIGN §10): 100
+// payouts each owe a refund (a short deposit), and the payout service is
+// SIGKILLed again and again while their deposits are seen and their
+// refunds are signed, kept, broadcast, mined and confirmed, so that kills
+// fall between each of those steps. Every refund ends confirmed, the
+// treasury sent exactly one transfer per refund, each at a nonce of its
+// own, and the refund address holds exactly their sum.
+func TestRefundsLandOnceThroughKills(t *testing.T) {
+	// Not parallel: a stack of its own, killed again and again (package e2e).
+	s := startStack(t)
+	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000000")
+	addr := "0x000000000000000000000000000000000000C0DE"
+	const n = 100
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = s.newPayout(key, fmt.Sprintf("%d.%02d", 50+i/100, i%100), addr)
+	}
+	deposit := func(id string) {
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+			r := s.do("POST", "/v1/sandbox/payouts/deposit", key, `{"payoutId":"`+id+`","amount":"1"}`, "Idempotency-Key", "refund-"+id)
+			if r.Status == 200 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("%s: no deposit answered within 60 s", id)
+	}
+	confirmed := func() int {
+		k := 0
+		for _, id := range ids {
+			st := s.payoutStatus(key, id)
+			if len(st.Refunds) == 1 && st.Refunds[0].Status == "confirmed" {
+				k++
+			}
+		}
+		return k
+	}
+	// Deposits ten at a time, the service killed as soon as the first of
+	// each ten is answered: the refunds before are being signed and sent.
+	for g := 0; g < n; g += 10 {
+		answered := make(chan struct{}, 10)
+		var wg sync.WaitGroup
+		for _, id := range ids[g : g+10] {
+			wg.Go(func() { deposit(id); answered <- struct{}{} })
+		}
+		<-answered
+		s.killAndRestart("payout")
+		wg.Wait()
+	}
+	// And while the last refunds are in flight.
+	for range 4 {
+		if confirmed() == n {
+			break
+		}
+		s.killAndRestart("payout")
+	}
+	if !eventually(120*time.Second, func() bool { return confirmed() == n }) {
+		t.Fatalf("%d of %d refunds confirmed within 120 s of the last kill", confirmed(), n)
+	}
+	ctx := context.Background()
+	node, err := ethclient.Dial(s.ChainURLs[84532])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	if got, want := tokenBalance(t, node, baseUSDC, addr), unitsOf("100"); got.Cmp(want) != 0 {
+		t.Errorf("the refund address holds %s USDC units, want %s: 100 refunds of 1.00, each once", got, want)
+	}
+	logs, err := node.FilterLogs(ctx, ethereum.FilterQuery{Addresses: []common.Address{common.HexToAddress(baseUSDC)},
+		Topics: [][]common.Hash{{crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))},
+			{common.BytesToHash(chaintest.Treasury.Address.Bytes())}, {common.BytesToHash(common.HexToAddress(addr).Bytes())}}})
+	if err != nil || len(logs) != n {
+		t.Errorf("the treasury sent %d transfers to the refund address (%v), want %d: one per refund", len(logs), err, n)
+	}
+	c, err := pgx.Connect(ctx, s.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var sends, nonces, dropped int
+	if err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state <> 'dropped'), count(DISTINCT nonce), count(*) FILTER (WHERE state = 'dropped')
+		FROM payout_chain_sends`).Scan(&sends, &nonces, &dropped); err != nil {
+		t.Fatal(err)
+	}
+	if sends != n || nonces != n || dropped != 0 {
+		t.Errorf("%d live sends at %d nonces, %d dropped; want %d, %d and none", sends, nonces, dropped, n, n)
+	}
+}
