@@ -248,16 +248,26 @@ func Dashboard() map[string]any {
 	b.series(18, 6, "Refunds owed", "Refunds not yet sent: awaiting the payout's refund address, or pending (being sent).", "none",
 		[2]string{`max by (status) (partnerapi_payout_refunds_owed{job="payout"})`, "{{status}}"})
 	b.row("workers (what moves payouts, funding and orders on the provider's word)")
-	b.series(0, 8, "Worker rounds by outcome", "Rounds of each replica's workers and queues: worked (it claimed records), idle (none was due), failed (the database failed it; WorkerStalled pages when a replica finishes none for 5 minutes).", "ops",
+	b.series(0, 8, "Worker rounds by outcome", "Rounds of each replica's workers and queues: worked (it claimed records), idle (none was due), failed (the database failed it; WorkerStalled pages when a replica finishes none for 4 minutes).", "ops",
 		[2]string{`sum by (job, worker, outcome) (rate(partnerapi_worker_rounds_total[$__rate_interval]))`, "{{job}} {{worker}} {{outcome}}"})
 	b.series(8, 8, "Records that failed alone", "Records a worker could not move, by queue and reason (refused: the database refused the write); each is backed off alone while the rest of its round moves.", "ops",
 		[2]string{`sum by (worker, queue, reason) (rate(partnerapi_worker_row_failures_total[$__rate_interval]))`, "{{worker}} {{queue}} {{reason}}"})
 	b.series(16, 8, "Payouts missing at the provider", "Payouts processing that the provider confirmed and no longer knows, now (PayoutMissingAtProvider pages): never re-sent, never moved on that word.", "none",
 		[2]string{`max by (job) (partnerapi_payout_provider_missing) or on() vector(0)`, "{{job}}"})
+	b.row("chains (deposits seen, refunds sent from the treasury)")
+	b.series(0, 6, "Watcher lag", "Confirmed blocks each chain's watcher has not read yet (ChainWatcherBehind pages when it stays behind).", "none",
+		[2]string{`max by (chain) (partnerapi_chain_lag_blocks{job="payout"})`, "{{chain}}"})
+	b.series(6, 6, "Treasury balance", "What the treasury holds on each chain, by token (gas: the native coin that pays the fees); TreasuryLow opens a ticket at a day of refunds left, pages at an hour.", "none",
+		[2]string{`max by (chain, token) (partnerapi_treasury_balance{job="payout"})`, "{{chain}} {{token}}"})
+	b.series(12, 6, "Refunds in flight", "The treasury's transactions not yet confirmed, and refunds waiting because the treasury is short (TreasuryLow pages when they wait five minutes).", "none",
+		[2]string{`max by (chain) (partnerapi_treasury_sends_unconfirmed{job="payout"})`, "{{chain}} unconfirmed"},
+		[2]string{`max by (chain) (partnerapi_treasury_refunds_waiting_funds{job="payout"})`, "{{chain}} waiting for funds"})
+	b.series(18, 6, "Oldest unconfirmed refund", "How long the treasury's oldest broadcast transaction has waited to be mined with its confirmations (RefundStuck pages past ten minutes).", "s",
+		[2]string{`max by (chain) (partnerapi_treasury_oldest_unconfirmed_seconds{job="payout"})`, "{{chain}}"})
 	return map[string]any{
 		"uid":           "partner-api",
 		"title":         "Partner API",
-		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider; the payouts; the workers.",
+		"description":   "Targets, alerts and builds; request rate, errors and latency per service; the gateway's rate limits, keys and upstreams; operations; the bank provider; the payouts; the workers; the chains and the treasury.",
 		"tags":          []string{"partner-api"},
 		"timezone":      "utc",
 		"editable":      false,
