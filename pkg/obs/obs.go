@@ -5,6 +5,7 @@ package obs
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/pprof"
 	"runtime/debug"
@@ -15,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/partnerpay/api/pkg/environment"
 )
@@ -148,6 +151,13 @@ func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 
 // Middleware measures next. The route label is the pattern the ServeMux
 // matched ("unmatched" when none did), so ids in paths never become labels.
+//
+// A call whose caller went away before it was answered (its connection
+// closed: the caller's timeout, or the gateway's) is code 499 whatever
+// the handler wrote below 500, and its server span an error: nobody got
+// the answer, so the service's own error rate agrees with its caller's.
+// (A creating call still ran to its end and committed its answer for the
+// retry; DESIGN §4.)
 func (m *HTTPMetrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -159,13 +169,22 @@ func (m *HTTPMetrics) Middleware(next http.Handler) http.Handler {
 			if route == "" {
 				route = "unmatched"
 			}
-			s := m.seriesOf(seriesKey{route, Method(r.Method), sw.Status()})
+			code := sw.Status()
+			if code < 500 && errors.Is(r.Context().Err(), context.Canceled) {
+				code = StatusCallerGone
+				trace.SpanFromContext(r.Context()).SetStatus(codes.Error, "the caller went away before the answer")
+			}
+			s := m.seriesOf(seriesKey{route, Method(r.Method), code})
 			s.requests.Inc()
 			s.duration.Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(sw, r)
 	})
 }
+
+// StatusCallerGone is the code a call is counted with when its caller
+// went away before it was answered (nginx's 499).
+const StatusCallerGone = 499
 
 // Method is the label (and log) form of a request method: one of the
 // standard methods, or "other". A client cannot make a series with it.

@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -276,4 +278,69 @@ func callsOnward(t *testing.T, tr *Tracing) (h http.Handler, onward *string) {
 		}
 	}), "test")
 	return h, onward
+}
+
+// A call whose caller leaves before the answer (its timeout, or the
+// gateway's) is a failure in the service's own metrics and spans: counted
+// 499, whatever the handler then wrote, and its span an error; a call
+// answered before its caller left is counted as written.
+func TestACallTheCallerLeftIsAFailure(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tr := NewTracingWith(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	reg := prometheus.NewPedanticRegistry()
+	m := NewHTTPMetrics(reg)
+	left := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/slow", func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // the caller is gone; the work goes on, and "succeeds"
+		close(left)
+		w.Write([]byte(`{}`))
+	})
+	mux.HandleFunc("POST /v1/fast", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) })
+	srv := httptest.NewServer(tr.Handler(m.Middleware(mux), "test"))
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/slow", nil)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	// The caller gives up once the call is in (in flight).
+	for testutil.ToFloat64(m.inFlight) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the caller that left got an answer")
+	}
+	<-left
+	if resp, err := http.Post(srv.URL+"/v1/fast", "application/json", nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	// The metric and the span are written as the handler returns.
+	var gone, ok float64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		gone = testutil.ToFloat64(m.requests.WithLabelValues("POST /v1/slow", "POST", "499"))
+		ok = testutil.ToFloat64(m.requests.WithLabelValues("POST /v1/fast", "POST", "200"))
+		if gone == 1 && len(rec.Ended()) == 2 {
+			break
+		}
+	}
+	if gone != 1 || ok != 1 || testutil.ToFloat64(m.requests.WithLabelValues("POST /v1/slow", "POST", "200")) != 0 {
+		t.Errorf("counted: left %v as 499, fast %v as 200; want 1 and 1, and no 200 for the call whose caller left", gone, ok)
+	}
+	for _, s := range rec.Ended() {
+		wantError := s.Name() == "POST /v1/slow"
+		if (s.Status().Code == codes.Error) != wantError {
+			t.Errorf("span %s: status %v, want an error %v", s.Name(), s.Status(), wantError)
+		}
+	}
 }

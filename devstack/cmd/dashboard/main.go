@@ -171,8 +171,8 @@ func Dashboard() map[string]any {
 		b.row(svc)
 		b.series(0, 8, "Requests per second by route", "Answered requests, by route template.", "reqps",
 			[2]string{`sum by (route) (rate(partnerapi_http_requests_total` + sel(svc, "") + `[$__rate_interval]))`, "{{route}}"})
-		b.series(8, 8, "Error ratio (5xx)", "Share of the answers the service was responsible for (all but 4xx) that were server errors. The availability SLO (99.9%) is measured at the gateway.", "percentunit",
-			[2]string{`(sum(rate(partnerapi_http_requests_total` + sel(svc, `code=~"5.."`) + `[$__rate_interval])) or on() vector(0)) / sum(rate(partnerapi_http_requests_total` + sel(svc, `code!~"4.."`) + `[$__rate_interval]))`, "5xx ratio"})
+		b.series(8, 8, "Error ratio (5xx and 499)", "Share of the answers the service was responsible for (all but 4xx) that were server errors or never reached their caller (499: the caller, the gateway at its route timeout, went away first), so it agrees with the gateway's. The availability SLO (99.9%) is measured at the gateway.", "percentunit",
+			[2]string{`(sum(rate(partnerapi_http_requests_total` + sel(svc, `code=~"5..|499"`) + `[$__rate_interval])) or on() vector(0)) / sum(rate(partnerapi_http_requests_total` + sel(svc, `code!~"4([0-8].|9[0-8])"`) + `[$__rate_interval]))`, "error ratio"})
 		var quantiles [][2]string
 		for _, q := range []struct{ q, legend string }{{"0.5", "p50"}, {"0.95", "p95"}, {"0.99", "p99"}} {
 			quantiles = append(quantiles, [2]string{`histogram_quantile(` + q.q + `, sum by (le) (rate(partnerapi_http_request_duration_seconds_bucket` + sel(svc, "") + `[$__rate_interval])))`, q.legend})
