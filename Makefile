@@ -185,6 +185,8 @@ env:
 	@grep -q '^DEPOSIT_SEED=' .env || { echo "DEPOSIT_SEED=$$(od -An -N32 -tx1 /dev/urandom | tr -d " \n")" >> .env; echo "added DEPOSIT_SEED to .env"; }
 	@grep -q '^DEPOSIT_XPUB=' .env || { echo "DEPOSIT_XPUB=$$(cd devstack && $(GO) run ./cmd/devstack deposit-key $$(grep '^DEPOSIT_SEED=' ../.env | cut -d= -f2))" >> .env; \
 		echo "added DEPOSIT_XPUB (the deposit wallet's public key, from DEPOSIT_SEED) to .env"; }
+	@grep -q '^DEPOSIT_XPRV=' .env || { echo "DEPOSIT_XPRV=$$(cd devstack && $(GO) run ./cmd/devstack deposit-private-key $$(grep '^DEPOSIT_SEED=' ../.env | cut -d= -f2))" >> .env; \
+		echo "added DEPOSIT_XPRV (its private side: the signer sweeps deposits home with it) to .env"; }
 	@sed -i '/^VERSION=\|^REVISION=/d' .env; echo "VERSION=$(VERSION)" >> .env; echo "REVISION=$(REVISION)" >> .env
 
 # A sandbox key for the docker compose stack, printed here once (never logged).

@@ -94,15 +94,29 @@ func (s *Stack) stopChains() {
 // DepositXPub is the extended public key (m/44'/60'/0'/0) of the deposit
 // wallet of seed (hex).
 func DepositXPub(seed string) (string, error) {
-	raw, err := hex.DecodeString(seed)
-	if err != nil {
-		return "", fmt.Errorf("DEPOSIT_SEED: %w", err)
-	}
-	keys, err := chaintest.NewDepositKeys(raw)
+	keys, err := depositKeys(seed)
 	if err != nil {
 		return "", err
 	}
 	return keys.XPub(), nil
+}
+
+// DepositXPrv is the private side of DepositXPub(seed): the signer sweeps
+// deposits home with it.
+func DepositXPrv(seed string) (string, error) {
+	keys, err := depositKeys(seed)
+	if err != nil {
+		return "", err
+	}
+	return keys.XPrv(), nil
+}
+
+func depositKeys(seed string) (*chaintest.DepositKeys, error) {
+	raw, err := hex.DecodeString(seed)
+	if err != nil {
+		return nil, fmt.Errorf("DEPOSIT_SEED: %w", err)
+	}
+	return chaintest.NewDepositKeys(raw)
 }
 
 // chainEnv is what the payout service is told of the chains: their URLs,
@@ -114,7 +128,11 @@ func chainEnv(urls map[int64]string, seed string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := map[string]string{"DEPOSIT_XPUB": xpub, "SANDBOX_FAUCET_KEY": chaintest.Faucet.KeyHex(), "TREASURY_KEY": chaintest.Treasury.KeyHex()}
+	xprv, err := DepositXPrv(seed)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{"DEPOSIT_XPUB": xpub, "DEPOSIT_XPRV": xprv, "SANDBOX_FAUCET_KEY": chaintest.Faucet.KeyHex(), "TREASURY_KEY": chaintest.Treasury.KeyHex()}
 	for id, u := range urls {
 		env["CHAIN_RPC_URL_"+strconv.FormatInt(id, 10)] = u
 	}

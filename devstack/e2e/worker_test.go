@@ -36,8 +36,11 @@ type payoutStatus struct {
 	ReturnReason  string `json:"returnReason"`
 	ReturnCode    string `json:"returnCode"`
 	DepositTxHash string `json:"depositTxHash"`
-	TxHash        string `json:"txHash"` // the faucet's transfer
-	History       []struct {
+	Deposit       struct {
+		Address string `json:"address"`
+	} `json:"deposit"`
+	TxHash  string `json:"txHash"` // the faucet's transfer
+	History []struct {
 		Status string `json:"status"`
 	} `json:"history"`
 	Refunds []struct {
@@ -505,13 +508,22 @@ func TestProviderNotificationsAreSignedAndFresh(t *testing.T) {
 // refunds are signed, kept, broadcast, mined and confirmed, so that kills
 // fall between each of those steps. Every refund ends confirmed, the
 // treasury sent exactly one transfer per refund, each at a nonce of its
-// own, and the refund address holds exactly their sum.
+// own, and the refund address holds exactly their sum. The deposits, final
+// once their refunds are confirmed, are swept home: every deposit address
+// ends empty, and the treasury holds what it held (100 swept in, 100
+// refunded out).
 func TestRefundsLandOnceThroughKills(t *testing.T) {
 	// Not parallel: a stack of its own, killed again and again (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000", "--max-execution-usd", "1000000000")
 	addr := "0x000000000000000000000000000000000000C0DE"
 	const n = 100
+	node, err := ethclient.Dial(s.ChainURLs[84532])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	treasury := tokenBalance(t, node, baseUSDC, chaintest.Treasury.Address.Hex())
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = s.newPayout(key, fmt.Sprintf("%d.%02d", 50+i/100, i%100), addr)
@@ -559,11 +571,20 @@ func TestRefundsLandOnceThroughKills(t *testing.T) {
 		t.Fatalf("%d of %d refunds confirmed within 120 s of the last kill", confirmed(), n)
 	}
 	ctx := context.Background()
-	node, err := ethclient.Dial(s.ChainURLs[84532])
-	if err != nil {
-		t.Fatal(err)
+	emptied := func() bool {
+		for _, id := range ids {
+			if tokenBalance(t, node, baseUSDC, s.payoutStatus(key, id).Deposit.Address).Sign() != 0 {
+				return false
+			}
+		}
+		return true
 	}
-	defer node.Close()
+	if !eventually(60*time.Second, emptied) {
+		t.Error("not every deposit address was swept empty within 60 s of the last refund")
+	}
+	if got := tokenBalance(t, node, baseUSDC, chaintest.Treasury.Address.Hex()); got.Cmp(treasury) != 0 {
+		t.Errorf("the treasury holds %s USDC units, want %s: what it held, plus 100 swept, minus 100 refunded", got, treasury)
+	}
 	if got, want := tokenBalance(t, node, baseUSDC, addr), unitsOf("100"); got.Cmp(want) != 0 {
 		t.Errorf("the refund address holds %s USDC units, want %s: 100 refunds of 1.00, each once", got, want)
 	}
@@ -580,7 +601,7 @@ func TestRefundsLandOnceThroughKills(t *testing.T) {
 	defer c.Close(ctx)
 	var sends, nonces, dropped int
 	if err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state <> 'dropped'), count(DISTINCT nonce), count(*) FILTER (WHERE state = 'dropped')
-		FROM payout_chain_sends`).Scan(&sends, &nonces, &dropped); err != nil {
+		FROM payout_chain_sends WHERE purpose = 'refund'`).Scan(&sends, &nonces, &dropped); err != nil {
 		t.Fatal(err)
 	}
 	if sends != n || nonces != n || dropped != 0 {

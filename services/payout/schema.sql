@@ -15,8 +15,8 @@ CREATE FUNCTION public.payout_chain_sends_bound() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    IF (NEW.chain, NEW.sender, NEW.nonce, NEW.purpose, NEW.refund_id, NEW.token, NEW.recipient, NEW.units, NEW.created_at)
-       IS DISTINCT FROM (OLD.chain, OLD.sender, OLD.nonce, OLD.purpose, OLD.refund_id, OLD.token, OLD.recipient, OLD.units, OLD.created_at) THEN
+    IF (NEW.chain, NEW.sender, NEW.nonce, NEW.purpose, NEW.refund_id, NEW.sweep_id, NEW.token, NEW.recipient, NEW.units, NEW.created_at)
+       IS DISTINCT FROM (OLD.chain, OLD.sender, OLD.nonce, OLD.purpose, OLD.refund_id, OLD.sweep_id, OLD.token, OLD.recipient, OLD.units, OLD.created_at) THEN
         RAISE EXCEPTION 'send %/%: what it sends, and where, never change', OLD.sender, OLD.nonce;
     END IF;
     IF NEW.state <> OLD.state AND (OLD.state, NEW.state) NOT IN (('signed', 'broadcast'), ('signed', 'dropped'), ('broadcast', 'confirmed'), ('broadcast', 'dropped')) THEN
@@ -167,15 +167,17 @@ CREATE TABLE public.payout_chain_sends (
     mined_hash text,
     mined_block bigint,
     confirmed_at timestamp with time zone,
+    sweep_id bigint,
     CONSTRAINT payout_chain_sends_broadcast CHECK (((state = ANY (ARRAY['signed'::text, 'dropped'::text])) OR (broadcast_at IS NOT NULL))),
     CONSTRAINT payout_chain_sends_confirmed CHECK (((state = 'confirmed'::text) = ((mined_hash IS NOT NULL) AND (mined_block IS NOT NULL) AND (confirmed_at IS NOT NULL)))),
     CONSTRAINT payout_chain_sends_mined_hash_check CHECK ((mined_hash ~ '^0x[0-9a-f]{64}$'::text)),
     CONSTRAINT payout_chain_sends_nonce_check CHECK ((nonce >= 0)),
-    CONSTRAINT payout_chain_sends_purpose_check CHECK ((purpose = 'refund'::text)),
+    CONSTRAINT payout_chain_sends_purpose_check CHECK ((purpose = ANY (ARRAY['refund'::text, 'gas'::text]))),
     CONSTRAINT payout_chain_sends_recipient_check CHECK ((recipient ~ '^0x[0-9a-f]{40}$'::text)),
     CONSTRAINT payout_chain_sends_refund CHECK (((purpose = 'refund'::text) = (refund_id IS NOT NULL))),
     CONSTRAINT payout_chain_sends_sender_check CHECK ((sender ~ '^0x[0-9a-f]{40}$'::text)),
     CONSTRAINT payout_chain_sends_state_check CHECK ((state = ANY (ARRAY['signed'::text, 'broadcast'::text, 'confirmed'::text, 'dropped'::text]))),
+    CONSTRAINT payout_chain_sends_sweep CHECK (((purpose = 'gas'::text) = (sweep_id IS NOT NULL))),
     CONSTRAINT payout_chain_sends_token_check CHECK ((token ~ '^0x[0-9a-f]{40}$'::text)),
     CONSTRAINT payout_chain_sends_units_check CHECK ((units > (0)::numeric))
 );
@@ -208,6 +210,7 @@ CREATE TABLE public.payout_deposits (
     block_number bigint NOT NULL,
     block_hash text NOT NULL,
     recorded_at timestamp with time zone NOT NULL,
+    sweep_id bigint,
     CONSTRAINT payout_deposits_amount_check CHECK ((amount > (0)::numeric)),
     CONSTRAINT payout_deposits_log_index_check CHECK ((log_index >= 0)),
     CONSTRAINT payout_deposits_token_check CHECK ((token ~ '^0x[0-9a-fA-F]{40}$'::text)),
@@ -308,6 +311,40 @@ CREATE TABLE public.payout_refunds (
     CONSTRAINT payout_refunds_status CHECK ((status = ANY (ARRAY['awaiting_address'::text, 'pending'::text, 'sent'::text, 'confirmed'::text])))
 );
 
+CREATE TABLE public.payout_sweeps (
+    id bigint NOT NULL,
+    chain bigint NOT NULL,
+    address text NOT NULL,
+    deposit_index bigint NOT NULL,
+    token text NOT NULL,
+    units numeric NOT NULL,
+    state text NOT NULL,
+    gas bigint,
+    raw bytea,
+    tx_hash text,
+    created_at timestamp with time zone NOT NULL,
+    swept_at timestamp with time zone,
+    CONSTRAINT payout_sweeps_address_check CHECK ((address ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT payout_sweeps_deposit_index_check CHECK ((deposit_index >= 0)),
+    CONSTRAINT payout_sweeps_funded CHECK (((state = 'funding'::text) OR (gas IS NOT NULL))),
+    CONSTRAINT payout_sweeps_gas_check CHECK ((gas > 0)),
+    CONSTRAINT payout_sweeps_signed CHECK (((state = ANY (ARRAY['sweeping'::text, 'swept'::text])) = ((raw IS NOT NULL) AND (tx_hash IS NOT NULL)))),
+    CONSTRAINT payout_sweeps_state_check CHECK ((state = ANY (ARRAY['funding'::text, 'funded'::text, 'sweeping'::text, 'swept'::text]))),
+    CONSTRAINT payout_sweeps_swept CHECK (((state = 'swept'::text) = (swept_at IS NOT NULL))),
+    CONSTRAINT payout_sweeps_token_check CHECK ((token ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT payout_sweeps_tx_hash_check CHECK ((tx_hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT payout_sweeps_units_check CHECK ((units > (0)::numeric))
+);
+
+CREATE SEQUENCE public.payout_sweeps_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.payout_sweeps_id_seq OWNED BY public.payout_sweeps.id;
+
 CREATE TABLE public.payouts (
     id text NOT NULL,
     quote_id text NOT NULL,
@@ -374,6 +411,8 @@ END),
     CONSTRAINT payouts_status CHECK ((status = ANY (ARRAY['awaiting_deposit'::text, 'processing'::text, 'completed'::text, 'returned'::text, 'expired'::text, 'failed'::text])))
 );
 
+ALTER TABLE ONLY public.payout_sweeps ALTER COLUMN id SET DEFAULT nextval('public.payout_sweeps_id_seq'::regclass);
+
 ALTER TABLE ONLY public.idempotency_keys
     ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (key_id, key_hash);
 
@@ -425,6 +464,9 @@ ALTER TABLE ONLY public.payout_refunds
 ALTER TABLE ONLY public.payout_refunds
     ADD CONSTRAINT payout_refunds_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.payout_sweeps
+    ADD CONSTRAINT payout_sweeps_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_deposit_address_unique UNIQUE (deposit_address);
 
@@ -445,9 +487,13 @@ CREATE INDEX payout_chain_sends_dropped ON public.payout_chain_sends USING btree
 
 CREATE UNIQUE INDEX payout_chain_sends_one_per_refund ON public.payout_chain_sends USING btree (refund_id) WHERE (state <> 'dropped'::text);
 
+CREATE UNIQUE INDEX payout_chain_sends_one_per_sweep ON public.payout_chain_sends USING btree (sweep_id) WHERE (state <> 'dropped'::text);
+
 CREATE INDEX payout_chain_sends_open ON public.payout_chain_sends USING btree (chain, sender, nonce) WHERE (state = ANY (ARRAY['signed'::text, 'broadcast'::text]));
 
 CREATE INDEX payout_deposits_payout ON public.payout_deposits USING btree (payout_id);
+
+CREATE INDEX payout_deposits_unswept ON public.payout_deposits USING btree (chain, recorded_at) WHERE (sweep_id IS NULL);
 
 CREATE UNIQUE INDEX payout_events_feed ON public.payout_events USING btree (key_id, seq) WHERE (seq IS NOT NULL);
 
@@ -466,6 +512,10 @@ CREATE INDEX payout_refunds_owed ON public.payout_refunds USING btree (status) W
 CREATE INDEX payout_refunds_payout ON public.payout_refunds USING btree (payout_id);
 
 CREATE INDEX payout_refunds_to_send ON public.payout_refunds USING btree (pending_at) WHERE (status = 'pending'::text);
+
+CREATE UNIQUE INDEX payout_sweeps_one_open_per_address ON public.payout_sweeps USING btree (chain, address) WHERE (state <> 'swept'::text);
+
+CREATE INDEX payout_sweeps_open ON public.payout_sweeps USING btree (chain, state, id) WHERE (state <> 'swept'::text);
 
 CREATE INDEX payouts_expiring ON public.payouts USING btree (deposit_expires_at) WHERE ((status = 'awaiting_deposit'::text) AND (handover_at IS NULL));
 
@@ -501,8 +551,14 @@ ALTER TABLE ONLY public.payout_chain_send_versions
 ALTER TABLE ONLY public.payout_chain_sends
     ADD CONSTRAINT payout_chain_sends_refund_id_fkey FOREIGN KEY (refund_id) REFERENCES public.payout_refunds(id);
 
+ALTER TABLE ONLY public.payout_chain_sends
+    ADD CONSTRAINT payout_chain_sends_sweep_id_fkey FOREIGN KEY (sweep_id) REFERENCES public.payout_sweeps(id);
+
 ALTER TABLE ONLY public.payout_deposits
     ADD CONSTRAINT payout_deposits_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
+
+ALTER TABLE ONLY public.payout_deposits
+    ADD CONSTRAINT payout_deposits_sweep_id_fkey FOREIGN KEY (sweep_id) REFERENCES public.payout_sweeps(id);
 
 ALTER TABLE ONLY public.payout_history
     ADD CONSTRAINT payout_history_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);

@@ -19,9 +19,14 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "deposit-key" {
-		// make env: the deposit wallet's public key of a seed, for compose.
-		xpub, err := devstack.DepositXPub(os.Args[2])
+	if len(os.Args) == 3 && (os.Args[1] == "deposit-key" || os.Args[1] == "deposit-private-key") {
+		// make env: the deposit wallet's public key of a seed (or its
+		// private side, for the signer that sweeps), for compose.
+		derive := devstack.DepositXPub
+		if os.Args[1] == "deposit-private-key" {
+			derive = devstack.DepositXPrv
+		}
+		xpub, err := derive(os.Args[2])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "devstack:", err)
 			os.Exit(1)

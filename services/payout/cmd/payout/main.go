@@ -144,9 +144,17 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 		}
 	} else {
 		signerMetrics := chain.NewSignerMetrics(s.Kit.Registry)
+		opts := chain.SignerOptions{ReplaceAfter: cfg.Chain.ReplaceAfter}
+		if cfg.Chain.DepositXPrv != "" {
+			// Final deposits are swept home to the treasury.
+			if opts.Sweep, err = chain.NewSweepKeys(string(cfg.Chain.DepositXPrv), keys); err != nil {
+				return err
+			}
+		} else if len(nodes) > 0 {
+			s.Log.Warn("no DEPOSIT_XPRV: deposits are not swept to the treasury, which pays the refunds from what it holds")
+		}
 		for _, n := range nodes {
-			sg, err := chain.NewSigner(n, string(cfg.Chain.TreasuryKey), payouts, db.Now,
-				chain.SignerOptions{ReplaceAfter: cfg.Chain.ReplaceAfter}, signerMetrics, s.Log, s.Kit.Registry)
+			sg, err := chain.NewSigner(n, string(cfg.Chain.TreasuryKey), payouts, db.Now, opts, signerMetrics, s.Log, s.Kit.Registry)
 			if err != nil {
 				return err
 			}

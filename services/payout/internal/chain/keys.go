@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"sync"
@@ -86,4 +87,55 @@ func (x *Indexes) Next(ctx context.Context) (int64, error) {
 	i := x.next
 	x.next++
 	return i, nil
+}
+
+// SweepKeys derive the private key of each deposit address from the
+// deposit wallet's extended private key (DEPOSIT_XPRV): only the signer
+// holds it, to sweep deposits home.
+type SweepKeys struct {
+	branch *hdkeychain.ExtendedKey
+}
+
+// NewSweepKeys reads an extended private key (xprv…) and checks it is the
+// private side of addresses (DEPOSIT_XPUB): a key of another wallet would
+// sign for addresses that hold nothing.
+func NewSweepKeys(xprv string, addresses *Addresses) (*SweepKeys, error) {
+	k, err := hdkeychain.NewKeyFromString(xprv)
+	if err != nil || !k.IsPrivate() {
+		return nil, errors.New("DEPOSIT_XPRV is not an extended private key (xprv…)")
+	}
+	s := &SweepKeys{branch: k}
+	if addresses == nil {
+		return nil, errors.New("DEPOSIT_XPRV needs DEPOSIT_XPUB, its public side")
+	}
+	for _, i := range []int64{0, 1, MaxIndex} {
+		want, err := addresses.At(i)
+		if err != nil {
+			return nil, err
+		}
+		key, err := s.Key(i)
+		if err != nil {
+			return nil, err
+		}
+		if crypto.PubkeyToAddress(key.PublicKey).Hex() != want {
+			return nil, errors.New("DEPOSIT_XPRV is not the private side of DEPOSIT_XPUB")
+		}
+	}
+	return s, nil
+}
+
+// Key is the private key of the deposit address at index.
+func (s *SweepKeys) Key(index int64) (*ecdsa.PrivateKey, error) {
+	if index < 0 || index > MaxIndex {
+		return nil, fmt.Errorf("deposit index %d is out of range", index)
+	}
+	child, err := s.branch.Derive(uint32(index))
+	if err != nil {
+		return nil, err
+	}
+	priv, err := child.ECPrivKey()
+	if err != nil {
+		return nil, err
+	}
+	return crypto.ToECDSA(priv.Serialize())
 }

@@ -52,6 +52,10 @@ type Config struct {
 	// FaucetKey is the sandbox faucet wallet's private key (hex): POST
 	// /v1/sandbox/payouts/deposit sends from it. Sandbox only.
 	FaucetKey config.Secret `env:"SANDBOX_FAUCET_KEY"`
+	// DepositXPrv is the deposit wallet's extended private key (xprv…, the
+	// private side of DepositXPub): the signer sweeps final deposits home
+	// to the treasury with it. Without it nothing is swept.
+	DepositXPrv config.Secret `env:"DEPOSIT_XPRV"`
 	// TreasuryKey is the treasury wallet's private key (hex): the signer
 	// sends every refund from it, on every chain with a node (an EVM key
 	// is the same wallet on each). Without it no refund is sent: refunds

@@ -75,3 +75,39 @@ func TestAnExtendedPrivateKeyIsRefused(t *testing.T) {
 		t.Errorf("an extended private key: %v, want ErrPrivateKey", err)
 	}
 }
+
+// The signer's sweep keys are the private side of the service's deposit
+// addresses: each address's key is the one the seed gives it, and a key of
+// another wallet, or a public one, is refused at boot.
+func TestSweepKeysAreThePrivateSideOfTheAddresses(t *testing.T) {
+	t.Parallel()
+	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addresses, err := NewAddresses(keys.XPub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep, err := NewSweepKeys(keys.XPrv(), addresses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int64{0, 7, 4096} {
+		k, err := sweep.Key(i)
+		want, _ := keys.Key(uint32(i))
+		if err != nil || !k.Equal(want) {
+			t.Errorf("the key of index %d is not the seed's (%v)", i, err)
+		}
+	}
+	other, err := chaintest.NewDepositKeys([]byte("another seed, of another wallet, 32+ bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSweepKeys(other.XPrv(), addresses); err == nil || strings.Contains(err.Error(), other.XPrv()) {
+		t.Errorf("another wallet's private key: %v, want refused (and the key in no error)", err)
+	}
+	if _, err := NewSweepKeys(keys.XPub(), addresses); err == nil {
+		t.Error("a public key taken as DEPOSIT_XPRV")
+	}
+}

@@ -69,6 +69,9 @@ type SignerOptions struct {
 	// Batch is how many refunds a round signs, and how many sends it
 	// follows, at most.
 	Batch int
+	// Sweep, when set, sweeps final deposits home to the treasury (the
+	// deposit wallet's private side); nil: nothing is swept.
+	Sweep *SweepKeys
 }
 
 // SignerMetrics are the signers' gauges and counters: the treasury's
@@ -82,6 +85,7 @@ type SignerMetrics struct {
 	refunded    *prometheus.CounterVec
 	replaced    *prometheus.CounterVec
 	gasSpent    *prometheus.CounterVec
+	swept       *prometheus.CounterVec
 	rpcErrors   *prometheus.CounterVec
 }
 
@@ -105,10 +109,12 @@ func NewSignerMetrics(reg prometheus.Registerer) *SignerMetrics {
 			Help: "Transactions signed again at their nonce with a higher fee because they were not mined in time, by chain."}, []string{"chain"}),
 		gasSpent: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "gas_spent_total",
 			Help: "What the treasury's confirmed transactions paid in fees, in the chain's native coin, by chain: the rate the TreasuryLow alert measures the gas balance against."}, []string{"chain"}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "sweeps_total",
+			Help: "Final deposits' funds moved home from their deposit address to the treasury (each sweep once, when confirmed), by chain."}, []string{"chain"}),
 		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "rpc_errors_total",
 			Help: "The signer's calls to a chain's node (JSON-RPC) that failed, by chain."}, []string{"chain"}),
 	}
-	reg.MustRegister(m.balance, m.waiting, m.unconfirmed, m.oldest, m.sent, m.refunded, m.replaced, m.gasSpent, m.rpcErrors)
+	reg.MustRegister(m.balance, m.waiting, m.unconfirmed, m.oldest, m.sent, m.refunded, m.replaced, m.gasSpent, m.swept, m.rpcErrors)
 	return m
 }
 
@@ -136,6 +142,7 @@ func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time,
 		m.refunded.WithLabelValues(s.label, t.Symbol)
 	}
 	m.gasSpent.WithLabelValues(s.label)
+	m.swept.WithLabelValues(s.label)
 	m.waiting.WithLabelValues(s.label)
 	m.unconfirmed.WithLabelValues(s.label)
 	m.oldest.WithLabelValues(s.label)
@@ -185,7 +192,11 @@ func (s *Signer) Round(ctx context.Context) (int, error) {
 		return signed + broadcast, err
 	}
 	followed, err := s.follow(ctx, head)
-	return signed + broadcast + followed, err
+	if err != nil || s.opts.Sweep == nil {
+		return signed + broadcast + followed, err
+	}
+	swept, err := s.sweep(ctx, head)
+	return signed + broadcast + followed + swept, err
 }
 
 // balancesEvery is how often the treasury's balances are read when no
@@ -476,9 +487,14 @@ func (s *Signer) followOne(ctx context.Context, head *types.Header, mined uint64
 		if err := s.store.Confirm(ctx, send, v.Hash, r.BlockNumber.Uint64(), s.now()); err != nil {
 			return false, err
 		}
+		spent := new(big.Int)
 		if r.EffectiveGasPrice != nil {
-			s.metrics.gasSpent.WithLabelValues(s.label).Add(major(new(big.Int).Mul(r.EffectiveGasPrice, new(big.Int).SetUint64(r.GasUsed)), 18))
+			spent.Mul(r.EffectiveGasPrice, new(big.Int).SetUint64(r.GasUsed))
 		}
+		if send.Purpose == store.PurposeGas {
+			spent.Add(spent, send.Units) // the sweep's gas, spent at its address
+		}
+		s.metrics.gasSpent.WithLabelValues(s.label).Add(major(spent, 18))
 		return true, nil
 	}
 	if mined > send.Nonce {

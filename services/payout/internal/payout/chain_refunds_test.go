@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/services/payout/internal/chain"
 	"github.com/partnerpay/api/services/payout/internal/store"
@@ -491,5 +492,74 @@ func TestTwoSignersSendEachRefundOnce(t *testing.T) {
 	if err := f.db.QueryRow(context.Background(), `SELECT count(*), min(nonce), max(nonce) FROM payout_chain_sends`).Scan(&sends, &lowest, &highest); err != nil ||
 		sends != n || highest-lowest != n-1 {
 		t.Errorf("%d sends at nonces %d..%d (%v), want %d without a gap", sends, lowest, highest, err, n)
+	}
+}
+
+// Final deposits are swept home (DESIGN §10): the treasury tops each
+// deposit address up with gas, and the address sends what its final
+// deposits brought to the treasury, once. A deposit not yet final (its
+// payout processing) stays where it landed; once final, it goes too. In
+// the end every swept address holds no token, and the treasury holds its
+// start plus what was swept minus the refunds it sent.
+func TestFinalDepositsAreSweptHomeOnce(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	c := f.chain.chain
+	start := balance(t, c, usdc, chaintest.Treasury.Address)
+	completed := f.payout(t, "81", refundTo)
+	short := f.owing(t, "82") // failed: 100 refunded from the treasury
+	processing := f.payout(t, "83", refundTo)
+	for _, p := range []Payout{completed, processing} {
+		if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.provider.says(completed.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
+	f.later(t, time.Second)
+	f.work(t)
+	if st := f.status(t, processing.PayoutID); st.Status != "processing" {
+		t.Fatalf("the payout that stays processing: %s", st.Status)
+	}
+	owed := usdcUnits(t, "1234567.89")
+	if got := balance(t, c, usdc, common.HexToAddress(completed.Deposit.Address)); got.Sign() != 0 {
+		t.Errorf("a completed payout's deposit address holds %s USDC units after the sweep, want 0", got)
+	}
+	if got := balance(t, c, usdc, common.HexToAddress(short.Deposit.Address)); got.Sign() != 0 {
+		t.Errorf("a short deposit's address, its refund confirmed, holds %s USDC units, want 0", got)
+	}
+	if got := balance(t, c, usdc, common.HexToAddress(processing.Deposit.Address)); got.Cmp(owed) != 0 {
+		t.Errorf("a processing payout's deposit address holds %s USDC units, want its deposit (%s): not final, not swept", got, owed)
+	}
+	// treasury = start + swept (the completed deposit, the short one) - refunds (the short one's 100)
+	want := new(big.Int).Add(start, owed)
+	if got := balance(t, c, usdc, chaintest.Treasury.Address); got.Cmp(want) != 0 {
+		t.Errorf("the treasury holds %s USDC units, want %s: its start, plus what was swept, minus the refunds", got, want)
+	}
+	// Final now: swept too, once.
+	f.provider.says(processing.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:09Z"})
+	f.later(t, time.Second)
+	f.work(t)
+	if got := balance(t, c, usdc, common.HexToAddress(processing.Deposit.Address)); got.Sign() != 0 {
+		t.Errorf("once completed, its deposit address holds %s USDC units, want 0", got)
+	}
+	want.Add(want, owed)
+	if got := balance(t, c, usdc, chaintest.Treasury.Address); got.Cmp(want) != 0 {
+		t.Errorf("the treasury holds %s USDC units, want %s", got, want)
+	}
+	var sweeps, swept, deposits int
+	if err := f.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM payout_sweeps), (SELECT count(*) FROM payout_sweeps WHERE state = 'swept'),
+		(SELECT count(*) FROM payout_deposits WHERE sweep_id IS NOT NULL)`).Scan(&sweeps, &swept, &deposits); err != nil {
+		t.Fatal(err)
+	}
+	if sweeps != 3 || swept != 3 || deposits != 3 {
+		t.Errorf("%d sweeps, %d swept, %d deposits swept; want 3, 3 and 3: each deposit once", sweeps, swept, deposits)
+	}
+	for range 3 {
+		f.later(t, time.Second)
+	}
+	var again int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_sweeps`).Scan(&again); err != nil || again != 3 {
+		t.Errorf("%d sweeps after more rounds (%v), want 3: nothing swept twice", again, err)
 	}
 }

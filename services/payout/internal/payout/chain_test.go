@@ -28,6 +28,19 @@ var testKeys = func() *chaintest.DepositKeys {
 	return k
 }()
 
+// sweepKeys are testKeys' private side, as the signer holds it.
+var sweepKeys = func() *chain.SweepKeys {
+	a, err := chain.NewAddresses(testKeys.XPub())
+	if err != nil {
+		panic(err)
+	}
+	k, err := chain.NewSweepKeys(testKeys.XPrv(), a)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // keyed is cfg with deposit addresses from testKeys, at indexes from its
 // store's sequence.
 func keyed(cfg Config) Config {
@@ -73,7 +86,7 @@ func newOnChain(t testing.TB, payouts *store.Store, now func() time.Time, reg pr
 	}
 	log := discard()
 	w := chain.NewWatcher(node, payouts, now, nil, chain.NewMetrics(reg), worker.NewRows("payout", log, reg), log, reg)
-	s, err := chain.NewSigner(node, chaintest.Treasury.KeyHex(), payouts, now, chain.SignerOptions{ReplaceAfter: time.Minute},
+	s, err := chain.NewSigner(node, chaintest.Treasury.KeyHex(), payouts, now, chain.SignerOptions{ReplaceAfter: time.Minute, Sweep: sweepKeys},
 		chain.NewSignerMetrics(reg), log, reg)
 	if err != nil {
 		t.Fatal(err)

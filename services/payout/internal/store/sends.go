@@ -18,18 +18,30 @@ import (
 // broadcast (intent first), and each of its versions (a replacement at the
 // same nonce with a higher fee).
 
-// A Send is one nonce of one of our wallets, taken for one refund.
+// A Send is one nonce of one of our wallets, taken for one refund, or for
+// the gas of one sweep.
 type Send struct {
 	Chain       int64
 	Sender      string // 0x and 40 lower-case hex digits, as every address here
 	Nonce       uint64
+	Purpose     string // PurposeRefund or PurposeGas
 	RefundID    string
+	SweepID     int64
 	Token       string
 	Recipient   string
 	Units       *big.Int
 	BroadcastAt *time.Time
 	Versions    []Version // oldest first; the last is the one to broadcast
 }
+
+// What a send is for.
+const (
+	PurposeRefund = "refund" // a refund's transfer of its token
+	PurposeGas    = "gas"    // the chain's native coin to a deposit address, for its sweep
+)
+
+// NativeCoin is the token of a gas send: the zero address.
+const NativeCoin = "0x0000000000000000000000000000000000000000"
 
 // Latest is the send's newest version.
 func (s Send) Latest() Version { return s.Versions[len(s.Versions)-1] }
@@ -175,6 +187,9 @@ func committedOf(ctx context.Context, tx pgx.Tx, chain int64, sender string) (Co
 		if !ok1 || !ok2 {
 			return c, fmt.Errorf("send of %s: units %q, fee cap %q", sender, units, feeCap)
 		}
+		if token == NativeCoin {
+			c.Gas.Add(c.Gas, u) // a sweep's gas leaves with it
+		}
 		if prev := c.Units[token]; prev != nil {
 			u.Add(u, prev)
 		}
@@ -185,9 +200,15 @@ func committedOf(ctx context.Context, tx pgx.Tx, chain int64, sender string) (Co
 }
 
 func insertSend(ctx context.Context, tx pgx.Tx, s Send, v Version) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO payout_chain_sends (chain, sender, nonce, purpose, refund_id, token, recipient, units, state, created_at)
-		VALUES ($1, $2, $3, 'refund', $4, $5, $6, $7::numeric, 'signed', $8)`,
-		s.Chain, s.Sender, s.Nonce, s.RefundID, s.Token, s.Recipient, s.Units.String(), v.SignedAt); err != nil {
+	var refund, sweep any
+	if s.Purpose == PurposeGas {
+		sweep = s.SweepID
+	} else {
+		s.Purpose, refund = PurposeRefund, s.RefundID
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO payout_chain_sends (chain, sender, nonce, purpose, refund_id, sweep_id, token, recipient, units, state, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, 'signed', $10)`,
+		s.Chain, s.Sender, s.Nonce, s.Purpose, refund, sweep, s.Token, s.Recipient, s.Units.String(), v.SignedAt); err != nil {
 		return fmt.Errorf("send %s/%d: %w", s.Sender, s.Nonce, err)
 	}
 	return insertVersion(ctx, tx, s, v)
@@ -207,7 +228,7 @@ func insertVersion(ctx context.Context, tx pgx.Tx, s Send, v Version) error {
 // by a node; "broadcast": taken, not yet confirmed), lowest nonce first,
 // limit at most, each with its versions.
 func (s *Store) Sends(ctx context.Context, chain int64, sender, state string, limit int) ([]Send, error) {
-	rows, err := s.db.Query(ctx, `SELECT s.nonce, s.refund_id, s.token, s.recipient, s.units::text, s.broadcast_at,
+	rows, err := s.db.Query(ctx, `SELECT s.nonce, s.purpose, COALESCE(s.refund_id, ''), COALESCE(s.sweep_id, 0), s.token, s.recipient, s.units::text, s.broadcast_at,
 			v.hash, v.raw, v.gas, v.tip_cap::text, v.fee_cap::text, v.signed_at
 		FROM (SELECT * FROM payout_chain_sends WHERE chain = $1 AND sender = $2 AND state = $3 ORDER BY nonce LIMIT $4) s
 		JOIN payout_chain_send_versions v ON (v.chain, v.sender, v.nonce) = (s.chain, s.sender, s.nonce)
@@ -223,7 +244,7 @@ func (s *Store) Sends(ctx context.Context, chain int64, sender, state string, li
 			v                     Version
 			units, tipCap, feeCap string
 		)
-		if err := rows.Scan(&send.Nonce, &send.RefundID, &send.Token, &send.Recipient, &units, &send.BroadcastAt,
+		if err := rows.Scan(&send.Nonce, &send.Purpose, &send.RefundID, &send.SweepID, &send.Token, &send.Recipient, &units, &send.BroadcastAt,
 			&v.Hash, &v.Raw, &v.Gas, &tipCap, &feeCap, &v.SignedAt); err != nil {
 			return nil, err
 		}
@@ -259,6 +280,9 @@ func (s *Store) Broadcast(ctx context.Context, send Send, hash string, at time.T
 		}
 		if tag.RowsAffected() == 0 {
 			return ErrSendMoved
+		}
+		if send.Purpose == PurposeGas {
+			return nil
 		}
 		payout, status, err := lockRefund(ctx, tx, send.RefundID)
 		if err != nil {
@@ -319,6 +343,11 @@ func (s *Store) Confirm(ctx context.Context, send Send, hash string, block uint6
 		}
 		if tag.RowsAffected() == 0 {
 			return ErrSendMoved
+		}
+		if send.Purpose == PurposeGas {
+			// The address has its gas: its sweep may sign its transfer.
+			_, err := tx.Exec(ctx, `UPDATE payout_sweeps SET state = 'funded' WHERE id = $1 AND state = 'funding'`, send.SweepID)
+			return err
 		}
 		payout, _, err := lockRefund(ctx, tx, send.RefundID)
 		if err != nil {
