@@ -1689,8 +1689,10 @@ type BankPayoutList struct {
 type BankPayoutListItem struct {
 	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
 	Beneficiary MaskedBeneficiary `json:"beneficiary"`
-	CompletedAt *time.Time        `json:"completedAt,omitempty"`
-	CreatedAt   time.Time         `json:"createdAt"`
+
+	// CompletedAt When the beneficiary's bank was credited, as the bank provider says (its clock). The history's `completed` entry is when we recorded that word (ours, on the database's clock): it follows, a moment later.
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
 
 	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
 	Deposit       PayoutDeposit `json:"deposit"`
@@ -1857,8 +1859,10 @@ type BankPayoutRequest_Beneficiary struct {
 type BankPayoutStatus struct {
 	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
 	Beneficiary MaskedBeneficiary `json:"beneficiary"`
-	CompletedAt *time.Time        `json:"completedAt,omitempty"`
-	CreatedAt   time.Time         `json:"createdAt"`
+
+	// CompletedAt When the beneficiary's bank was credited, as the bank provider says (its clock). The history's `completed` entry is when we recorded that word (ours, on the database's clock): it follows, a moment later.
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
 
 	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
 	Deposit       PayoutDeposit `json:"deposit"`
@@ -3201,8 +3205,10 @@ type SandboxPayinRequest1 = interface{}
 type SandboxPayoutDeposit struct {
 	// Beneficiary The beneficiary as answers show it: the name, and the last four characters of the account identifier (IBAN, account number, CLABE or PIX key). The whole of it never leaves.
 	Beneficiary MaskedBeneficiary `json:"beneficiary"`
-	CompletedAt *time.Time        `json:"completedAt,omitempty"`
-	CreatedAt   time.Time         `json:"createdAt"`
+
+	// CompletedAt When the beneficiary's bank was credited, as the bank provider says (its clock). The history's `completed` entry is when we recorded that word (ours, on the database's clock): it follows, a moment later.
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
 
 	// Deposit Where the stablecoins go: send `amount` of `token` on `chain` to `address` (this payout's own) before `expiresAt`. `amount` is the quote's cryptoAmount (the placeholder while the quote is a mock).
 	Deposit       PayoutDeposit `json:"deposit"`
@@ -5605,7 +5611,8 @@ type ClientInterface interface {
 	// BankPayoutStatusWithBody A payout's status, polled
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+	// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -5631,7 +5638,8 @@ type ClientInterface interface {
 	// BankPayoutStatus A payout's status, polled
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+	// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -6652,7 +6660,8 @@ func (c *Client) BankPayoutRefundAddress(ctx context.Context, body BankPayoutRef
 // BankPayoutStatusWithBody A payout's status, polled
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 // `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 // `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -6688,7 +6697,8 @@ func (c *Client) BankPayoutStatusWithBody(ctx context.Context, contentType strin
 // BankPayoutStatus A payout's status, polled
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 // `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 // `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -10048,7 +10058,8 @@ type ClientWithResponsesInterface interface {
 	// BankPayoutStatusWithBodyWithResponse A payout's status, polled
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+	// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -10074,7 +10085,8 @@ type ClientWithResponsesInterface interface {
 	// BankPayoutStatusWithResponse A payout's status, polled
 	//
 	// A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+	// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+	// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 	// `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 	// `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 	// `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -17100,7 +17112,8 @@ func (c *ClientWithResponses) BankPayoutRefundAddressWithResponse(ctx context.Co
 // BankPayoutStatusWithBodyWithResponse A payout's status, polled
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 // `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 // `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
@@ -17132,7 +17145,8 @@ func (c *ClientWithResponses) BankPayoutStatusWithBodyWithResponse(ctx context.C
 // BankPayoutStatusWithResponse A payout's status, polled
 //
 // A payout as it stands, with every status it has been in (`history`, oldest first) and, as they happen,
-// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited),
+// `depositTxHash` (the stablecoins arrived), `completedAt` (the beneficiary's bank was credited, on the
+// bank's clock; the history's `completed` entry is when we recorded it, on ours, a moment later),
 // `failureReason`, `returnReason` and `returnCode` (the rail's code for the return: ACH `R02`, `R15`,
 // `R23`; SEPA and SWIFT `AC04`, `MD07`, `MS02`). Statuses move only along these arrows: `awaiting_deposit` →
 // `processing` → `completed` → `returned`; `awaiting_deposit` → `expired` (no deposit by
