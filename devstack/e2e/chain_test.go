@@ -119,14 +119,24 @@ func TestAKilledWatcherCountsEveryTransferOnce(t *testing.T) {
 		to[i] = common.HexToAddress(p.Deposit.Address)
 	}
 	units := new(big.Int).Mul(big.NewInt(123456789), big.NewInt(10_000)) // 1234567.89 USDC
+	// The wallet's nonces are counted here, from its first: a node's
+	// pending nonce can lag the transactions just sent to it, and a second
+	// transaction at a taken nonce is refused as an underpriced
+	// replacement.
+	nonce, err := node.PendingNonceAt(ctx, devstack.TestWallet.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 0; i < n; i += batch {
-			if _, err := sendBatch(ctx, node, devstack.TestWallet.Key, common.HexToAddress(baseUSDC), to[i:min(i+batch, n)], units); err != nil {
+			dests := to[i:min(i+batch, n)]
+			if _, err := sendBatch(ctx, node, devstack.TestWallet.Key, nonce, common.HexToAddress(baseUSDC), dests, units); err != nil {
 				t.Errorf("transfers %d: %v", i, err)
 				return
 			}
+			nonce += uint64(len(dests))
 			time.Sleep(100 * time.Millisecond) // about a block each, over ten seconds of kills
 		}
 	}()
@@ -164,13 +174,8 @@ func TestAKilledWatcherCountsEveryTransferOnce(t *testing.T) {
 }
 
 // sendBatch sends value of token from key to each of to at consecutive
-// nonces.
-func sendBatch(ctx context.Context, node *ethclient.Client, key *ecdsa.PrivateKey, token common.Address, to []common.Address, value *big.Int) ([]common.Hash, error) {
-	from := crypto.PubkeyToAddress(key.PublicKey)
-	nonce, err := node.PendingNonceAt(ctx, from)
-	if err != nil {
-		return nil, err
-	}
+// nonces from nonce.
+func sendBatch(ctx context.Context, node *ethclient.Client, key *ecdsa.PrivateKey, nonce uint64, token common.Address, to []common.Address, value *big.Int) ([]common.Hash, error) {
 	head, err := node.HeaderByNumber(ctx, nil)
 	if err != nil {
 		return nil, err

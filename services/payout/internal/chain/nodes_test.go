@@ -111,3 +111,14 @@ func TestSweepKeysAreThePrivateSideOfTheAddresses(t *testing.T) {
 		t.Error("a public key taken as DEPOSIT_XPRV")
 	}
 }
+
+// A treasury key that is not one is refused without being repeated: the
+// key is in no error (nor log: the boot prints the error).
+func TestABadTreasuryKeyIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	bad := "0x" + strings.Repeat("5de4111afa1a4b94", 4)[:63] + "z"
+	_, err := NewSigner(nil, bad, nil, nil, SignerOptions{}, nil, nil, nil)
+	if err == nil || strings.Contains(err.Error(), bad[2:20]) {
+		t.Errorf("a malformed treasury key: %v, want refused without the key", err)
+	}
+}

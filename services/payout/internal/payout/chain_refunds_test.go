@@ -499,14 +499,20 @@ func TestTwoSignersSendEachRefundOnce(t *testing.T) {
 // deposit address up with gas, and the address sends what its final
 // deposits brought to the treasury, once. A deposit not yet final (its
 // payout processing) stays where it landed; once final, it goes too. In
-// the end every swept address holds no token, and the treasury holds its
-// start plus what was swept minus the refunds it sent.
+// the end every swept address holds no token, the treasury holds its
+// start plus what was swept minus the refunds it sent, and of gas, its
+// start minus what it sent the addresses and the fees of its own
+// transactions.
 func TestFinalDepositsAreSweptHomeOnce(t *testing.T) {
 	t.Parallel()
 	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 	c := f.chain.chain
 	start := balance(t, c, usdc, chaintest.Treasury.Address)
+	gasStart, err := c.Client().BalanceAt(ctx, chaintest.Treasury.Address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	completed := f.payout(t, "81", refundTo)
 	short := f.owing(t, "82") // failed: 100 refunded from the treasury
 	processing := f.payout(t, "83", refundTo)
@@ -561,5 +567,32 @@ func TestFinalDepositsAreSweptHomeOnce(t *testing.T) {
 	var again int
 	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_sweeps`).Scan(&again); err != nil || again != 3 {
 		t.Errorf("%d sweeps after more rounds (%v), want 3: nothing swept twice", again, err)
+	}
+	// Gas: the treasury's start, minus the gas it sent the addresses, minus
+	// the fees of every transaction it sent (refunds and gas sends).
+	rows, err := f.db.Query(ctx, `SELECT mined_hash, purpose, units::text FROM payout_chain_sends WHERE state = 'confirmed'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = new(big.Int).Set(gasStart)
+	sends := 0
+	for rows.Next() {
+		var hash, purpose, units string
+		if err := rows.Scan(&hash, &purpose, &units); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Client().TransactionReceipt(ctx, common.HexToHash(hash))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Sub(want, new(big.Int).Mul(r.EffectiveGasPrice, new(big.Int).SetUint64(r.GasUsed)))
+		if purpose == "gas" {
+			u, _ := new(big.Int).SetString(units, 10)
+			want.Sub(want, u)
+		}
+		sends++
+	}
+	if got, err := c.Client().BalanceAt(ctx, chaintest.Treasury.Address, nil); err != nil || got.Cmp(want) != 0 || sends != 4 {
+		t.Errorf("the treasury holds %s wei of gas after %d transactions (%v), want %s: its start minus the gas it sent and its fees", got, sends, err, want)
 	}
 }
