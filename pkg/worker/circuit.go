@@ -107,7 +107,8 @@ const (
 	ReasonDatabase = "database"
 	// ReasonProvider: the provider failed the call (down, 5xx, timeout).
 	ReasonProvider = "provider"
-	// ReasonUnreadable: the provider answered something we cannot read.
+	// ReasonUnreadable: the provider answered something we cannot read, or
+	// the record itself cannot be read (a refund's token or amount).
 	ReasonUnreadable = "unreadable"
 )
 
@@ -133,7 +134,7 @@ const maxStreaks = 10000
 func NewRows(name string, log *slog.Logger, reg prometheus.Registerer) *Rows {
 	r := &Rows{worker: name, log: log, streak: map[string]int{},
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "worker", Name: "row_failures_total",
-			Help: "Records a worker could not move in a round, by queue and reason (refused: the database refused the write; database: it failed otherwise; provider: the provider failed the call; unreadable: its answer could not be read). Each is backed off alone; the rest of the round moves."},
+			Help: "Records a worker could not move in a round, by queue and reason (refused: the database refused the write; database: it failed otherwise; provider: the provider failed the call; unreadable: its answer, or the record itself, could not be read). Each is backed off alone; the rest of the round moves."},
 			[]string{"worker", "queue", "reason"}),
 	}
 	if err := reg.Register(r.failures); err != nil {

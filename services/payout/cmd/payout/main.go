@@ -137,29 +137,14 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 		watchers[id] = chain.NewWatcher(n, payouts, db.Now, w.WakeHandOver, chainMetrics, chainRows, s.Log, s.Kit.Registry)
 		go watchers[id].Run(ctx)
 	}
-	// A signer per chain sends the refunds from the treasury, each once.
-	if cfg.Chain.TreasuryKey == "" {
-		if len(nodes) > 0 {
-			s.Log.Warn("no TREASURY_KEY: refunds are not sent, and stay pending until the service has one")
-		}
-	} else {
-		signerMetrics := chain.NewSignerMetrics(s.Kit.Registry)
-		opts := chain.SignerOptions{ReplaceAfter: cfg.Chain.ReplaceAfter}
-		if cfg.Chain.DepositXPrv != "" {
-			// Final deposits are swept home to the treasury.
-			if opts.Sweep, err = chain.NewSweepKeys(string(cfg.Chain.DepositXPrv), keys); err != nil {
-				return err
-			}
-		} else if len(nodes) > 0 {
-			s.Log.Warn("no DEPOSIT_XPRV: deposits are not swept to the treasury, which pays the refunds from what it holds")
-		}
-		for _, n := range nodes {
-			sg, err := chain.NewSigner(n, string(cfg.Chain.TreasuryKey), payouts, db.Now, opts, signerMetrics, s.Log, s.Kit.Registry)
-			if err != nil {
-				return err
-			}
-			go sg.Run(ctx)
-		}
+	// A signer per chain sends the refunds from the treasury, each once,
+	// and sweeps final deposits home.
+	signers, err := chain.Signers(cfg.Chain, nodes, keys, payouts, db.Now, s.Log, s.Kit.Registry)
+	if err != nil {
+		return err
+	}
+	for _, sg := range signers {
+		go sg.Run(ctx)
 	}
 	svc := payout.NewService(payout.Config{Env: s.Env, TTL: cfg.QuoteTTL, Book: book, Payouts: payouts, Payee: provider,
 		Mover: w, Now: db.Now, Secret: []byte(cfg.QuoteSecret), Addresses: keys,

@@ -1,13 +1,20 @@
 package chain
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/testkit/chaintest"
 )
@@ -120,5 +127,96 @@ func TestABadTreasuryKeyIsNotRepeated(t *testing.T) {
 	_, err := NewSigner(nil, bad, nil, nil, SignerOptions{}, nil, nil, nil)
 	if err == nil || strings.Contains(err.Error(), bad[2:20]) {
 		t.Errorf("a malformed treasury key: %v, want refused without the key", err)
+	}
+}
+
+// The boot says what this deployment does not do (DESIGN §10): the chains
+// without a node (their deposits are not seen), refunds without a treasury
+// key (not sent), deposits without DEPOSIT_XPRV (not swept); and with
+// neither missing, it says nothing of the kind.
+func TestTheBootSaysWhatItDoesNotDo(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := chaintest.Start(chaintest.Options{ChainID: 84532, Addr: addr, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addresses, err := NewAddresses(keys.XPub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// lines are the log's lines, each as "LEVEL msg key=value …" of the
+	// attributes named.
+	boot := func(cfg Config, attrs ...string) (signers int, lines []string) {
+		t.Helper()
+		var buf bytes.Buffer
+		log := slog.New(slog.NewJSONHandler(&buf, nil))
+		nodes, err := Dial(ctx, cfg, environment.Sandbox, time.Second, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer Close(nodes)
+		s, err := Signers(cfg, nodes, addresses, nil, time.Now, log, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("a log line that is not JSON: %q", l)
+			}
+			line := fmt.Sprint(m["level"], " ", m["msg"])
+			for _, a := range attrs {
+				if v, ok := m[a]; ok {
+					line += fmt.Sprint(" ", a, "=", v)
+				}
+			}
+			lines = append(lines, line)
+		}
+		return len(s), lines
+	}
+	treasury := Config{BaseSepolia: c.URL, TreasuryKey: config.Secret(chaintest.Treasury.KeyHex())}
+	whole := treasury
+	whole.DepositXPrv = config.Secret(keys.XPrv())
+	for _, tt := range []struct {
+		name    string
+		cfg     Config
+		signers int
+		want    []string
+	}{
+		{"a node, no treasury key", Config{BaseSepolia: c.URL}, 0, []string{
+			"WARN chains without CHAIN_RPC_URL_<id>: their deposits are not seen chains=11155111 (Ethereum Sepolia)",
+			"INFO chains watched=84532 (Base Sepolia), 2 confirmations",
+			"WARN no TREASURY_KEY: refunds are not sent, and stay pending until the service has one",
+		}},
+		{"a treasury key, no DEPOSIT_XPRV", treasury, 1, []string{
+			"WARN chains without CHAIN_RPC_URL_<id>: their deposits are not seen chains=11155111 (Ethereum Sepolia)",
+			"INFO chains watched=84532 (Base Sepolia), 2 confirmations",
+			"WARN no DEPOSIT_XPRV: deposits are not swept to the treasury, which pays the refunds from what it holds",
+		}},
+		{"both", whole, 1, []string{
+			"WARN chains without CHAIN_RPC_URL_<id>: their deposits are not seen chains=11155111 (Ethereum Sepolia)",
+			"INFO chains watched=84532 (Base Sepolia), 2 confirmations",
+		}},
+		{"no node at all", Config{TreasuryKey: treasury.TreasuryKey}, 0, []string{
+			"WARN chains without CHAIN_RPC_URL_<id>: their deposits are not seen chains=11155111 (Ethereum Sepolia); 84532 (Base Sepolia)",
+		}},
+	} {
+		signers, lines := boot(tt.cfg, "chains", "watched")
+		if signers != tt.signers || !slices.Equal(lines, tt.want) {
+			t.Errorf("%s: %d signers, the log:\n%s\nwant %d signers, the log:\n%s", tt.name, signers, strings.Join(lines, "\n"),
+				tt.signers, strings.Join(tt.want, "\n"))
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/store"
@@ -44,6 +47,15 @@ import (
 // No lock is held over a call to the node: the nonce row is locked only
 // while the refunds are signed, which is local work. The wallet's key
 // never leaves this type: it is in no log, metric, answer or error.
+//
+// Rows fail alone (DESIGN §3): a refund the signer cannot read, or whose
+// send the database refuses, takes no nonce and is held back alone; a
+// send or a sweep the database fails to move is left for the next round
+// while the others move. Each is counted in
+// partnerapi_worker_row_failures_total (queue treasury_<chain>) and
+// logged on its first failure in a row. A node that fails a call ends the
+// round: the next calls would fail too, and a later nonce cannot be mined
+// before the one the node did not take.
 type Signer struct {
 	node    *Node
 	label   string
@@ -58,8 +70,17 @@ type Signer struct {
 	gas     map[common.Address]uint64 // a transfer's gas limit per token, estimated once
 	waiting int                       // refunds that waited for funds in the last round
 	read    time.Time                 // when the balances were last read
+	rows    *worker.Rows
+	held    map[string]time.Time // refunds held back (unreadable, or refused), until when
 	loop    *worker.Loop
 }
+
+// holdMost is the longest a refund the signer could not sign is held
+// back before it is tried again; maxHeld bounds the refunds held.
+const (
+	holdMost = 10 * time.Minute
+	maxHeld  = 10000
+)
 
 // SignerOptions tune a signer.
 type SignerOptions struct {
@@ -134,7 +155,9 @@ func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time,
 	}
 	from := crypto.PubkeyToAddress(k.PublicKey)
 	s := &Signer{node: node, label: strconv.FormatInt(node.Chain.ID, 10), key: k, from: from, sender: strings.ToLower(from.Hex()),
-		store: st, now: now, log: log, metrics: m, opts: opts, gas: map[common.Address]uint64{}}
+		store: st, now: now, log: log, metrics: m, opts: opts, gas: map[common.Address]uint64{}, held: map[string]time.Time{},
+		rows: worker.NewRows("payout", log, reg)}
+	s.rows.Declare(s.queue())
 	// (The balances are exported once read: a zero never read would look
 	// like an empty treasury.)
 	for _, t := range node.Chain.Tokens {
@@ -152,6 +175,41 @@ func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time,
 	return s, nil
 }
 
+// Signers are the signers of nodes' chains (DESIGN §10), sending from
+// cfg's treasury key and sweeping final deposits home with the keys of
+// DEPOSIT_XPRV, checked against addresses (the deposit wallet's public
+// side). Without a treasury key there are none, and the refunds stay
+// pending; without DEPOSIT_XPRV nothing is swept. The log says so at boot.
+func Signers(cfg Config, nodes map[int64]*Node, addresses *Addresses, st *store.Store, now func() time.Time, log *slog.Logger,
+	reg prometheus.Registerer) ([]*Signer, error) {
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	if cfg.TreasuryKey == "" {
+		log.Warn("no TREASURY_KEY: refunds are not sent, and stay pending until the service has one")
+		return nil, nil
+	}
+	opts := SignerOptions{ReplaceAfter: cfg.ReplaceAfter}
+	if cfg.DepositXPrv != "" {
+		var err error
+		if opts.Sweep, err = NewSweepKeys(string(cfg.DepositXPrv), addresses); err != nil {
+			return nil, err
+		}
+	} else {
+		log.Warn("no DEPOSIT_XPRV: deposits are not swept to the treasury, which pays the refunds from what it holds")
+	}
+	m := NewSignerMetrics(reg)
+	var signers []*Signer
+	for _, id := range slices.Sorted(maps.Keys(nodes)) {
+		sg, err := NewSigner(nodes[id], string(cfg.TreasuryKey), st, now, opts, m, log, reg)
+		if err != nil {
+			return nil, err
+		}
+		signers = append(signers, sg)
+	}
+	return signers, nil
+}
+
 // Address is the treasury wallet's address.
 func (s *Signer) Address() common.Address { return s.from }
 
@@ -161,13 +219,76 @@ func (s *Signer) Run(ctx context.Context) { s.loop.Run(ctx) }
 // Wake runs a round now (a refund became pending).
 func (s *Signer) Wake() { s.loop.Wake() }
 
+// queue is the signer's queue in partnerapi_worker_row_failures_total.
+func (s *Signer) queue() string { return "treasury_" + s.label }
+
+// rpcError is a node's failure: it ends the round.
+type rpcError struct{ error }
+
+func (e rpcError) Unwrap() error { return e.error }
+
 func (s *Signer) rpc(err error) error {
 	s.metrics.rpcErrors.WithLabelValues(s.label).Inc()
-	return fmt.Errorf("chain %s: %w", s.label, err)
+	return rpcError{fmt.Errorf("chain %s: %w", s.label, err)}
+}
+
+// isRPC reports whether err is a node's failure.
+func isRPC(err error) bool {
+	var e rpcError
+	return errors.As(err, &e)
+}
+
+// alone records that the row id (a refund, a send or a sweep) could not
+// move this round, for reason: counted, logged on its first failure in a
+// row; it returns err, for the round's errors.
+func (s *Signer) alone(ctx context.Context, id, reason string, err error) error {
+	s.rows.Failed(ctx, s.queue(), id, reason, s.rows.Streak(id), err)
+	return err
+}
+
+// stored records a store's failure to move the row id: alone (a database
+// that refuses it or fails) unless another replica moved it first.
+func (s *Signer) stored(ctx context.Context, id string, err error) error {
+	if err == nil || errors.Is(err, store.ErrSendMoved) {
+		s.rows.Moved(id)
+		return nil
+	}
+	return s.alone(ctx, id, worker.DatabaseReason(err, database.IsRuleViolation), err)
+}
+
+// hold holds the refund id back alone, for a wait that doubles with its
+// failures in a row.
+func (s *Signer) hold(ctx context.Context, id, reason string, err error) {
+	key := "refund " + id
+	n := s.rows.Streak(key)
+	s.rows.Failed(ctx, s.queue(), id, reason, n, err)
+	if len(s.held) < maxHeld {
+		s.held[id] = s.now().Add(worker.Backoff(n, holdMost))
+	}
+}
+
+// holding is the refunds held back now.
+func (s *Signer) holding() []string {
+	var ids []string
+	now := s.now()
+	for id, until := range s.held {
+		if now.Before(until) {
+			ids = append(ids, id)
+		} else {
+			delete(s.held, id)
+		}
+	}
+	return ids
+}
+
+// sendID names a send in a log line and the failure count.
+func sendID(send store.Send) string {
+	return "send " + strconv.FormatInt(send.Chain, 10) + "/" + strconv.FormatUint(send.Nonce, 10)
 }
 
 // Round signs, broadcasts and follows the chain's refunds once, and
-// returns how many changed.
+// sweeps, and returns how many changed. A step that fails in the database
+// does not keep the next from running; a node that fails ends the round.
 func (s *Signer) Round(ctx context.Context) (int, error) {
 	head, err := s.node.Client.HeaderByNumber(ctx, nil)
 	if err != nil {
@@ -183,20 +304,22 @@ func (s *Signer) Round(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	signed, err := s.sign(ctx, head)
-	if err != nil {
-		return signed, err
+	steps := []func(context.Context, *types.Header) (int, error){s.sign, s.broadcast, s.follow}
+	if s.opts.Sweep != nil {
+		steps = append(steps, s.sweep)
 	}
-	broadcast, err := s.broadcast(ctx)
-	if err != nil {
-		return signed + broadcast, err
+	moved, errs := 0, []error(nil)
+	for _, step := range steps {
+		n, err := step(ctx, head)
+		moved += n
+		if err != nil {
+			errs = append(errs, err)
+			if isRPC(err) || ctx.Err() != nil {
+				break
+			}
+		}
 	}
-	followed, err := s.follow(ctx, head)
-	if err != nil || s.opts.Sweep == nil {
-		return signed + broadcast + followed, err
-	}
-	swept, err := s.sweep(ctx, head)
-	return signed + broadcast + followed + swept, err
+	return moved, errors.Join(errs...)
 }
 
 // balancesEvery is how often the treasury's balances are read when no
@@ -289,7 +412,8 @@ func (s *Signer) transferGas(ctx context.Context, token common.Address) uint64 {
 // sign signs the chain's refunds to sign, as far as the treasury can pay
 // them, and keeps them (store.SignRefunds).
 func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
-	due, err := s.store.RefundsToSign(ctx, s.node.Chain.ID, s.opts.Batch)
+	held := s.holding()
+	due, err := s.store.RefundsToSign(ctx, s.node.Chain.ID, held, s.opts.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -299,15 +423,23 @@ func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
 	}
 	var others []common.Address
 	gas := map[common.Address]uint64{}
+	var readable int
 	for _, r := range due {
 		token, _, err := s.refundToken(r)
 		if err != nil {
-			continue // refused below, alone
+			s.hold(ctx, r.ID, worker.ReasonUnreadable, err)
+			held = append(held, r.ID)
+			continue
 		}
+		readable++
 		if _, ok := s.node.Chain.TokenAt(token.Hex()); !ok {
 			others = append(others, token)
 		}
 		gas[token] = s.transferGas(ctx, token)
+	}
+	if readable == 0 {
+		s.setWaiting(0)
+		return 0, nil
 	}
 	have, err := s.balances(ctx, others)
 	if err != nil {
@@ -323,11 +455,14 @@ func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
 	}
 	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
 	chainID := big.NewInt(s.node.Chain.ID)
-	signed, waiting, err := s.store.SignRefunds(ctx, s.node.Chain.ID, s.sender, nonce, s.opts.Batch,
+	var unreadable, refused map[string]error
+	signed, waiting, err := s.store.SignRefunds(ctx, s.node.Chain.ID, s.sender, nonce, held, s.opts.Batch,
 		func(r store.RefundToSign, nonce uint64, c store.Committed) (store.Send, store.Version, bool, error) {
 			token, units, err := s.refundToken(r)
 			if err != nil {
-				return store.Send{}, store.Version{}, false, err
+				// (Came after the refunds were read.)
+				unreadable = setOf(unreadable, r.ID, err)
+				return store.Send{}, store.Version{}, false, fmt.Errorf("%w: %w", store.ErrSkip, err)
 			}
 			limit, ok := gas[token]
 			held := have.units[token]
@@ -353,9 +488,30 @@ func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
 				Token: strings.ToLower(token.Hex()), Recipient: strings.ToLower(to.Hex()), Units: units}
 			return send, store.Version{Hash: strings.ToLower(tx.Hash().Hex()), Raw: raw, Gas: limit, TipCap: tip, FeeCap: feeCap,
 				SignedAt: s.now()}, false, nil
-		})
+		}, func(r store.RefundToSign, err error) { refused = setOf(refused, r.ID, err) })
+	if err != nil {
+		return 0, err // nothing was kept: the refunds are read again next round
+	}
+	// Held back once the signing is kept (a signing undone and done again
+	// would count them twice).
+	for id, err := range unreadable {
+		s.hold(ctx, id, worker.ReasonUnreadable, err)
+	}
+	for id, err := range refused {
+		s.hold(ctx, id, worker.DatabaseReason(err, database.IsRuleViolation), err)
+	}
 	s.setWaiting(waiting)
-	return signed, err
+	return signed, nil
+}
+
+// setOf is m with id's err, made when nil (the signing's closures may run
+// again when it is retried: a map keeps each refund once).
+func setOf(m map[string]error, id string, err error) map[string]error {
+	if m == nil {
+		m = map[string]error{}
+	}
+	m[id] = err
+	return m
 }
 
 func orZero(n *big.Int) *big.Int {
@@ -379,26 +535,30 @@ func (s *Signer) setWaiting(n int) {
 }
 
 // broadcast hands the kept, untaken transactions to the node, lowest
-// nonce first; each taken marks its refund sent.
-func (s *Signer) broadcast(ctx context.Context) (int, error) {
+// nonce first; each taken marks its refund sent. One the node took but
+// the database did not mark is broadcast again next round (the node has
+// it already), while the others go on.
+func (s *Signer) broadcast(ctx context.Context, _ *types.Header) (int, error) {
 	sends, err := s.store.Sends(ctx, s.node.Chain.ID, s.sender, "signed", s.opts.Batch)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	n, errs := 0, []error(nil)
 	for _, send := range sends {
 		v := send.Latest()
 		if err := s.send(ctx, v.Raw); err != nil && !spent(err) {
 			// Later nonces cannot be mined before this one: the next round.
-			return n, s.rpc(err)
+			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
 		// Taken (or its nonce spent already: the follow step finds which).
 		switch err := s.store.Broadcast(ctx, send, v.Hash, s.now()); {
 		case errors.Is(err, store.ErrSendMoved):
 			continue // another replica broadcast it first
 		case err != nil:
-			return n, err
+			errs = append(errs, s.stored(ctx, sendID(send), err))
+			continue
 		}
+		s.rows.Moved(sendID(send))
 		n++
 		token := common.HexToAddress(send.Token)
 		if t, ok := s.node.Chain.TokenAt(token.Hex()); ok && send.Versions[0].Hash == v.Hash {
@@ -406,7 +566,7 @@ func (s *Signer) broadcast(ctx context.Context) (int, error) {
 			s.metrics.refunded.WithLabelValues(s.label, t.Symbol).Add(major(send.Units, t.Decimals))
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // send broadcasts a signed transaction; a node that has it already took
@@ -450,20 +610,21 @@ func (s *Signer) follow(ctx context.Context, head *types.Header) (int, error) {
 	if err != nil {
 		return 0, s.rpc(err)
 	}
-	n := 0
+	n, errs := 0, []error(nil)
 	for _, send := range sends {
 		moved, err := s.followOne(ctx, head, mined, send)
-		if errors.Is(err, store.ErrSendMoved) {
-			continue
+		if isRPC(err) {
+			return n, errors.Join(append(errs, err)...)
 		}
-		if err != nil {
-			return n, err
+		if err := s.stored(ctx, sendID(send), err); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		if moved {
 			n++
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 func (s *Signer) followOne(ctx context.Context, head *types.Header, mined uint64, send store.Send) (bool, error) {

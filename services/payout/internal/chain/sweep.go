@@ -3,13 +3,17 @@ package chain
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/store"
 )
 
@@ -18,7 +22,8 @@ import (
 // token at one address, each taken once), funded (the treasury tops the
 // address up with gas for its transfer, a send of its own, kept before
 // its broadcast like a refund's), signed and kept before its broadcast,
-// then confirmed. It returns how many sweeps moved.
+// then confirmed. It returns how many sweeps moved. A sweep the database
+// fails to move, or whose transfer the node says would fail, waits alone.
 func (s *Signer) sweep(ctx context.Context, head *types.Header) (int, error) {
 	chain := s.node.Chain.ID
 	n, err := s.store.PlanSweeps(ctx, chain, s.opts.Batch, s.now())
@@ -32,17 +37,20 @@ func (s *Signer) sweep(ctx context.Context, head *types.Header) (int, error) {
 	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
 	funded, err := s.fund(ctx, tip, feeCap)
 	n += funded
-	if err != nil {
+	if isRPC(err) {
 		return n, err
 	}
-	signed, err := s.signSweeps(ctx, head, tip, feeCap)
+	signed, err2 := s.signSweeps(ctx, head, tip, feeCap)
 	n += signed
-	if err != nil {
-		return n, err
+	if isRPC(err2) {
+		return n, errors.Join(err, err2)
 	}
-	done, err := s.followSweeps(ctx, head)
-	return n + done, err
+	done, err3 := s.followSweeps(ctx, head)
+	return n + done, errors.Join(err, err2, err3)
 }
+
+// sweepID names a sweep in a log line and the failure count.
+func sweepID(w store.Sweep) string { return "sweep " + strconv.FormatInt(w.ID, 10) }
 
 // fund gives each sweep still funding the gas its transfer needs: one
 // that holds enough is funded at once; the others get a gas send from the
@@ -57,25 +65,32 @@ func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
 	if err != nil {
 		return 0, s.rpc(err)
 	}
-	n := 0
+	n, errs := 0, []error(nil)
 	var needy []store.Sweep
 	gas, value := map[int64]uint64{}, map[int64]*big.Int{}
 	for _, w := range sweeps {
 		address, token := common.HexToAddress(w.Address), common.HexToAddress(w.Token)
 		g, err := s.node.Client.EstimateGas(ctx, ethereum.CallMsg{From: address, To: &token, Data: transferData(s.from, w.Units)})
-		if err != nil {
-			s.log.Error("a sweep's transfer would fail: it waits", "chain", s.label, "sweep", w.ID, "error", err.Error())
+		var answer rpc.Error
+		if errors.As(err, &answer) {
+			// The node answered that the transfer would fail: this sweep
+			// waits, alone.
+			errs = append(errs, s.alone(ctx, sweepID(w), worker.ReasonProvider, fmt.Errorf("a sweep's transfer would fail: %w", err)))
 			continue
+		}
+		if err != nil {
+			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
 		limit := g + g/5
 		need := new(big.Int).Mul(new(big.Int).SetUint64(limit), feeCap)
 		held, err := s.node.Client.BalanceAt(ctx, address, nil)
 		if err != nil {
-			return n, s.rpc(err)
+			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
 		if held.Cmp(need) >= 0 {
-			if err := s.store.Funded(ctx, w.ID, limit); err != nil && !errors.Is(err, store.ErrSendMoved) {
-				return n, err
+			if err := s.stored(ctx, sweepID(w), s.store.Funded(ctx, w.ID, limit)); err != nil {
+				errs = append(errs, err)
+				continue
 			}
 			n++
 			continue
@@ -90,11 +105,11 @@ func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
 		gas[w.ID], value[w.ID] = limit, top
 	}
 	if len(needy) == 0 {
-		return n, nil
+		return n, errors.Join(errs...)
 	}
 	nonce, err := s.node.Client.NonceAt(ctx, s.from, nil)
 	if err != nil {
-		return n, s.rpc(err)
+		return n, errors.Join(append(errs, s.rpc(err))...)
 	}
 	chainID := big.NewInt(s.node.Chain.ID)
 	signed, err := s.store.SignGas(ctx, s.node.Chain.ID, s.sender, nonce, needy, gas, func(w store.Sweep, nonce uint64) (store.Send, store.Version, error) {
@@ -111,7 +126,7 @@ func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
 		return store.Send{Chain: s.node.Chain.ID, Sender: s.sender, Nonce: nonce, Token: store.NativeCoin, Recipient: w.Address, Units: value[w.ID]},
 			store.Version{Hash: strings.ToLower(tx.Hash().Hex()), Raw: raw, Gas: 21_000, TipCap: tip, FeeCap: feeCap, SignedAt: s.now()}, nil
 	})
-	return n + signed, err
+	return n + signed, errors.Join(append(errs, err)...)
 }
 
 // signSweeps signs each funded sweep's transfer home from its deposit
@@ -123,20 +138,21 @@ func (s *Signer) signSweeps(ctx context.Context, head *types.Header, tip, feeCap
 		return 0, err
 	}
 	chainID := big.NewInt(s.node.Chain.ID)
-	n := 0
+	n, errs := 0, []error(nil)
 	for _, w := range sweeps {
 		key, err := s.opts.Sweep.Key(w.DepositIndex)
 		if err != nil {
-			return n, err
+			errs = append(errs, s.alone(ctx, sweepID(w), worker.ReasonUnreadable, err))
+			continue
 		}
 		address, token := common.HexToAddress(w.Address), common.HexToAddress(w.Token)
 		nonce, err := s.node.Client.NonceAt(ctx, address, nil)
 		if err != nil {
-			return n, s.rpc(err)
+			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
 		held, err := s.node.Client.BalanceAt(ctx, address, nil)
 		if err != nil {
-			return n, s.rpc(err)
+			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
 		// What the address can pay per gas, at most today's fee cap.
 		most := new(big.Int).Div(held, new(big.Int).SetUint64(w.Gas))
@@ -148,24 +164,25 @@ func (s *Signer) signSweeps(ctx context.Context, head *types.Header, tip, feeCap
 		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce,
 			GasTipCap: tc, GasFeeCap: fc, Gas: w.Gas, To: &token, Data: transferData(s.from, w.Units)})
 		if err != nil {
-			return n, err
+			return n, errors.Join(append(errs, err)...)
 		}
 		raw, err := tx.MarshalBinary()
 		if err != nil {
-			return n, err
+			return n, errors.Join(append(errs, err)...)
 		}
 		switch err := s.store.KeepSweep(ctx, w.ID, raw, tx.Hash().Hex()); {
 		case errors.Is(err, store.ErrSendMoved):
 			continue
 		case err != nil:
-			return n, err
+			errs = append(errs, s.stored(ctx, sweepID(w), err))
+			continue
 		}
 		n++
 		if err := s.send(ctx, raw); err != nil && !spent(err) {
-			return n, s.rpc(err) // kept: broadcast again when followed
+			return n, errors.Join(append(errs, s.rpc(err))...) // kept: broadcast again when followed
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // followSweeps confirms the sweeps whose transfer was mined with the
@@ -176,20 +193,20 @@ func (s *Signer) followSweeps(ctx context.Context, head *types.Header) (int, err
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	n, errs := 0, []error(nil)
 	for _, w := range sweeps {
 		hash := common.HexToHash(w.TxHash)
 		r, err := s.node.Client.TransactionReceipt(ctx, hash)
 		if errors.Is(err, ethereum.NotFound) {
 			if _, _, err := s.node.Client.TransactionByHash(ctx, hash); errors.Is(err, ethereum.NotFound) {
 				if err := s.send(ctx, w.Raw); err != nil && !spent(err) {
-					return n, s.rpc(err)
+					return n, errors.Join(append(errs, s.rpc(err))...)
 				}
 			}
 			continue
 		}
 		if err != nil {
-			return n, s.rpc(err)
+			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
 		if head.Number.Uint64()+1 < r.BlockNumber.Uint64()+s.node.Confirmations {
 			continue
@@ -203,12 +220,13 @@ func (s *Signer) followSweeps(ctx context.Context, head *types.Header) (int, err
 				s.metrics.swept.WithLabelValues(s.label).Inc()
 			}
 		}
-		if err != nil && !errors.Is(err, store.ErrSendMoved) {
-			return n, err
+		if err := s.stored(ctx, sweepID(w), err); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		n++
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 func bigMin(a, b *big.Int) *big.Int {

@@ -5,6 +5,8 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"math/big"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -594,5 +597,126 @@ func TestFinalDepositsAreSweptHomeOnce(t *testing.T) {
 	}
 	if got, err := c.Client().BalanceAt(ctx, chaintest.Treasury.Address, nil); err != nil || got.Cmp(want) != 0 || sends != 4 {
 		t.Errorf("the treasury holds %s wei of gas after %d transactions (%v), want %s: its start minus the gas it sent and its fees", got, sends, err, want)
+	}
+}
+
+// One refund the signer cannot sign does not hold the others (DESIGN §3,
+// "Rows fail alone"): of four pending refunds, one whose token the signer
+// cannot read and one whose send the database refuses are held back
+// alone, take no nonce and are counted once, however many rounds pass;
+// the two others are sent at consecutive nonces in the same round. A send
+// the database fails to confirm does not keep the next from being
+// confirmed. Once mended, the held ones go, and the wallet's nonces run
+// without a gap: four transfers, four nonces.
+func TestOneBadRefundDoesNotHoldTheOthers(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	ctx := context.Background()
+	a, b, d, e := f.owing(t, "81"), f.owing(t, "82"), f.owing(t, "83"), f.owing(t, "84")
+	refundID := func(p PayoutStatus) string { return p.Refunds[0].RefundID }
+	// b's token: a value no refund can have (planted past the rules, as
+	// a bug or a restore might leave it).
+	plant := func(currency string) {
+		t.Helper()
+		if err := f.db.Tx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE payout_refunds SET crypto_currency = $2 WHERE id = $1`, refundID(b), currency)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plant("XYZ")
+	// d's send: refused by the database (a trigger of the test's own), and
+	// a's confirmation too.
+	lift := refuseSend(t, f, `TG_OP = 'INSERT' AND NEW.refund_id = '`+refundID(d)+`'`)
+	liftConfirm := refuseSend(t, f, `TG_OP = 'UPDATE' AND NEW.state = 'confirmed' AND NEW.refund_id = '`+refundID(a)+`'`)
+	start, err := c.Client().NonceAt(ctx, chaintest.Treasury.Address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, reg := f.signerOn(t, c.Client(), chaintest.Treasury.Key, 1)
+	failures := func(reason string) float64 {
+		return metricIn(t, reg, "partnerapi_worker_row_failures_total", "queue", "treasury_84532", "reason", reason)
+	}
+	if _, err := round(t, s); err != nil {
+		t.Fatalf("a round with two bad refunds beside two good ones: %v", err)
+	}
+	for _, p := range []PayoutStatus{a, e} {
+		if r := f.refundOf(t, p.PayoutID); r.Status != "sent" {
+			t.Errorf("%s beside the bad refunds: %s, want sent", p.PayoutID, r.Status)
+		}
+	}
+	for _, p := range []PayoutStatus{b, d} {
+		if r := f.refundOf(t, p.PayoutID); r.Status != "pending" {
+			t.Errorf("%s, held back: %s, want pending", p.PayoutID, r.Status)
+		}
+	}
+	if got, err := c.Client().PendingNonceAt(ctx, chaintest.Treasury.Address); err != nil || got != start+2 {
+		t.Errorf("the treasury's pending nonce is %d (%v), want %d: the held refunds take none", got, err, start+2)
+	}
+	c.Commit()
+	for range 3 {
+		if _, err := round(t, s); err == nil {
+			t.Error("a round that could not confirm a mined send said nothing")
+		}
+	}
+	if r := f.refundOf(t, e.PayoutID); r.Status != "confirmed" {
+		t.Errorf("the send after one the database did not confirm: %s, want confirmed", r.Status)
+	}
+	if r := f.refundOf(t, a.PayoutID); r.Status != "sent" {
+		t.Errorf("the send the database did not confirm: %s", r.Status)
+	}
+	if n := failures("unreadable"); n != 1 {
+		t.Errorf("row failures {treasury_84532, unreadable} = %v, want 1: held back, not read every round", n)
+	}
+	if n := failures("refused"); n != 1+3 {
+		t.Errorf("row failures {treasury_84532, refused} = %v, want 4: the send once (held back), the confirmation each round", n)
+	}
+	// Mended: the held refunds go once their hold is over.
+	lift()
+	liftConfirm()
+	plant("USDC")
+	f.advance(t, 10*time.Minute)
+	for range 3 {
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	if _, err := round(t, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []PayoutStatus{a, b, d, e} {
+		if r := f.refundOf(t, p.PayoutID); r.Status != "confirmed" {
+			t.Errorf("%s once mended: %s, want confirmed", p.PayoutID, r.Status)
+		}
+	}
+	landedOnce(t, c, 4, usdcUnits(t, "400"))
+	if got, err := c.Client().NonceAt(ctx, chaintest.Treasury.Address, nil); err != nil || got != start+4 {
+		t.Errorf("the treasury's nonce is %d (%v), want %d: four transfers, no gap", got, err, start+4)
+	}
+}
+
+// refuseSend has the database refuse a write of payout_chain_sends where
+// cond holds (a trigger of the test's own).
+func refuseSend(t *testing.T, f statusFixture, cond string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	fn := "refuse_send_" + strconv.FormatUint(rand.Uint64(), 36)
+	if _, err := f.db.Exec(ctx, `CREATE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF `+cond+` THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(ctx, `CREATE TRIGGER `+fn+` BEFORE INSERT OR UPDATE ON payout_chain_sends FOR EACH ROW EXECUTE FUNCTION `+fn+`()`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := f.db.Exec(ctx, `DROP TRIGGER `+fn+` ON payout_chain_sends`); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

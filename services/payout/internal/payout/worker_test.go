@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -36,7 +37,13 @@ func (f statusFixture) failures(t testing.TB, queue, reason string) float64 {
 // has no such series.
 func (f statusFixture) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	families, err := f.reg.Gather()
+	return metricIn(t, f.reg, name, labels...)
+}
+
+// metricIn is metric's value in reg.
+func metricIn(t testing.TB, reg prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

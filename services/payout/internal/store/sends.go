@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/pkg/lifecycle"
 )
@@ -76,15 +77,22 @@ type Committed struct {
 }
 
 // Signing decides, for a refund, the send at nonce: signed (its first
-// version), or wait (the wallet is short: nothing is taken).
+// version), or wait (the wallet is short: nothing is taken). An error
+// wrapping ErrSkip passes over that refund alone (it cannot be signed:
+// nothing is taken, the others are signed); any other error undoes the
+// whole signing.
 type Signing func(r RefundToSign, nonce uint64, committed Committed) (s Send, v Version, wait bool, err error)
 
+// ErrSkip, from a Signing, passes over its refund alone.
+var ErrSkip = errors.New("the refund cannot be signed")
+
 // RefundsToSign are up to limit of the chain's refunds waiting to be
-// signed (pending, or whose send was dropped), read without a lock: the
-// signer reads the chain's balances only when there is something to sign,
-// and only of the tokens these owe.
-func (s *Store) RefundsToSign(ctx context.Context, chain int64, limit int) ([]RefundToSign, error) {
-	rows, err := s.db.Query(ctx, refundsToSignSQL+` LIMIT $2`, chain, limit)
+// signed (pending, or whose send was dropped), but those of held (refunds
+// the signer holds back: it could not read them), read without a lock:
+// the signer reads the chain's balances only when there is something to
+// sign, and only of the tokens these owe.
+func (s *Store) RefundsToSign(ctx context.Context, chain int64, held []string, limit int) ([]RefundToSign, error) {
+	rows, err := s.db.Query(ctx, refundsToSignSQL+` LIMIT $2`, chain, limit, orNone(held))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +111,17 @@ const refundsToSignSQL = `SELECT r.id, r.address, r.amount, r.crypto_currency FR
 	WHERE r.chain = $1 AND (r.status = 'pending' OR (r.status = 'sent' AND EXISTS (
 		SELECT 1 FROM payout_chain_sends d WHERE d.refund_id = r.id AND d.state = 'dropped')))
 	AND NOT EXISTS (SELECT 1 FROM payout_chain_sends s WHERE s.refund_id = r.id AND s.state <> 'dropped')
+	AND r.id <> ALL($3::text[])
 	ORDER BY r.pending_at, r.id`
+
+// orNone is ids, or an empty list for none (a nil slice is SQL's NULL,
+// and x <> ALL(NULL) is never true).
+func orNone(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
 
 // SignRefunds signs up to limit of the chain's refunds to sign from
 // sender, each at the wallet's next nonce, and keeps every send with its
@@ -112,8 +130,14 @@ const refundsToSignSQL = `SELECT r.id, r.address, r.amount, r.crypto_currency FR
 // locked for it (one signer per wallet at a time, whatever the replicas);
 // chainNonce, the chain's count of the wallet's mined transactions, moves
 // the next nonce past any the wallet spent elsewhere. sign is local work
-// (no call to a node is made while the lock is held).
-func (s *Store) SignRefunds(ctx context.Context, chain int64, sender string, chainNonce uint64, limit int, sign Signing) (signed, waiting int, err error) {
+// (no call to a node is made while the lock is held). The refunds of held
+// are passed over, as RefundsToSign passes them.
+//
+// A refund whose send the database refuses is passed over alone (a
+// savepoint: no nonce is taken, the others are kept) and handed to
+// refused.
+func (s *Store) SignRefunds(ctx context.Context, chain int64, sender string, chainNonce uint64, held []string, limit int,
+	sign Signing, refused func(r RefundToSign, err error)) (signed, waiting int, err error) {
 	err = s.db.Tx(ctx, func(tx pgx.Tx) error {
 		signed, waiting = 0, 0
 		var next uint64
@@ -122,7 +146,7 @@ func (s *Store) SignRefunds(ctx context.Context, chain int64, sender string, cha
 			chain, sender, chainNonce).Scan(&next); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, refundsToSignSQL+` LIMIT $2 FOR UPDATE OF r SKIP LOCKED`, chain, limit)
+		rows, err := tx.Query(ctx, refundsToSignSQL+` LIMIT $2 FOR UPDATE OF r SKIP LOCKED`, chain, limit, orNone(held))
 		if err != nil {
 			return err
 		}
@@ -137,6 +161,9 @@ func (s *Store) SignRefunds(ctx context.Context, chain int64, sender string, cha
 		at := next
 		for _, r := range refunds {
 			send, v, wait, err := sign(r, next, committed)
+			if errors.Is(err, ErrSkip) {
+				continue // this refund alone: no nonce is taken
+			}
 			if err != nil {
 				return err
 			}
@@ -144,8 +171,9 @@ func (s *Store) SignRefunds(ctx context.Context, chain int64, sender string, cha
 				waiting++
 				continue
 			}
-			if err := insertSend(ctx, tx, send, v); err != nil {
-				return err
+			if err := database.Alone(ctx, tx, func(tx pgx.Tx) error { return insertSend(ctx, tx, send, v) }); err != nil {
+				refused(r, err) // (a dead connection fails the next statement, and so the signing)
+				continue
 			}
 			prev := committed.Units[send.Token]
 			if prev == nil {
