@@ -217,6 +217,24 @@ CREATE TABLE public.payout_deposits (
     CONSTRAINT payout_deposits_tx_hash_check CHECK ((tx_hash ~ '^0x[0-9a-f]{64}$'::text))
 );
 
+CREATE TABLE public.payout_deposits_held (
+    chain bigint NOT NULL,
+    tx_hash text NOT NULL,
+    log_index integer NOT NULL,
+    address text NOT NULL,
+    token text NOT NULL,
+    units text NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash text NOT NULL,
+    block_time timestamp with time zone NOT NULL,
+    failures integer NOT NULL,
+    held_at timestamp with time zone NOT NULL,
+    retry_at timestamp with time zone NOT NULL,
+    CONSTRAINT payout_deposits_held_failures_check CHECK ((failures > 0)),
+    CONSTRAINT payout_deposits_held_log_index_check CHECK ((log_index >= 0)),
+    CONSTRAINT payout_deposits_held_tx_hash_check CHECK ((tx_hash ~ '^0x[0-9a-f]{64}$'::text))
+);
+
 CREATE TABLE public.payout_event_horizons (
     key_id text NOT NULL,
     deleted_through bigint NOT NULL
@@ -431,6 +449,9 @@ ALTER TABLE ONLY public.payout_chain_sends
 ALTER TABLE ONLY public.payout_chain_watch
     ADD CONSTRAINT payout_chain_watch_pkey PRIMARY KEY (chain);
 
+ALTER TABLE ONLY public.payout_deposits_held
+    ADD CONSTRAINT payout_deposits_held_pkey PRIMARY KEY (chain, tx_hash, log_index);
+
 ALTER TABLE ONLY public.payout_deposits
     ADD CONSTRAINT payout_deposits_pkey PRIMARY KEY (chain, tx_hash, log_index);
 
@@ -490,6 +511,8 @@ CREATE UNIQUE INDEX payout_chain_sends_one_per_refund ON public.payout_chain_sen
 CREATE UNIQUE INDEX payout_chain_sends_one_per_sweep ON public.payout_chain_sends USING btree (sweep_id) WHERE (state <> 'dropped'::text);
 
 CREATE INDEX payout_chain_sends_open ON public.payout_chain_sends USING btree (chain, sender, nonce) WHERE (state = ANY (ARRAY['signed'::text, 'broadcast'::text]));
+
+CREATE INDEX payout_deposits_held_due ON public.payout_deposits_held USING btree (chain, retry_at);
 
 CREATE INDEX payout_deposits_payout ON public.payout_deposits USING btree (payout_id);
 

@@ -255,8 +255,9 @@ func Dashboard() map[string]any {
 	b.series(16, 8, "Payouts missing at the provider", "Payouts processing that the provider confirmed and no longer knows, now (PayoutMissingAtProvider pages): never re-sent, never moved on that word.", "none",
 		[2]string{`max by (job) (partnerapi_payout_provider_missing) or on() vector(0)`, "{{job}}"})
 	b.row("chains (deposits seen, refunds sent from the treasury)")
-	b.series(0, 6, "Watcher lag", "Confirmed blocks each chain's watcher has not read yet (ChainWatcherBehind pages when it stays behind).", "none",
-		[2]string{`max by (chain) (partnerapi_chain_lag_blocks{job="payout"})`, "{{chain}}"})
+	b.series(0, 6, "Watcher lag", "Confirmed blocks each chain's watcher has not read yet (ChainWatcherBehind pages when it stays behind), and confirmed deposits the database refused, held and tried again alone while the watcher moves on (the runbook's ChainWatcherBehind section says how to find them).", "none",
+		[2]string{`max by (chain) (partnerapi_chain_lag_blocks{job="payout"})`, "{{chain}}"},
+		[2]string{`max by (chain) (partnerapi_chain_deposits_held{job="payout"})`, "{{chain}} deposits held"})
 	b.series(6, 6, "Treasury balance", "What the treasury holds on each chain, by token (gas: the native coin that pays the fees); TreasuryLow opens a ticket at a day of refunds left, pages at an hour.", "none",
 		[2]string{`max by (chain, token) (partnerapi_treasury_balance{job="payout"})`, "{{chain}} {{token}}"})
 	b.series(12, 6, "Refunds in flight", "The treasury's transactions not yet confirmed, and refunds waiting because the treasury is short (TreasuryLow pages when they wait five minutes).", "none",

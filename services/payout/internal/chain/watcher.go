@@ -73,6 +73,7 @@ type Metrics struct {
 	rpcErrors   *prometheus.CounterVec
 	recorded    *prometheus.CounterVec
 	reorgs      *prometheus.CounterVec
+	held        *prometheus.GaugeVec
 }
 
 // NewMetrics registers the watchers' figures in reg.
@@ -88,8 +89,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Confirmed transfers to deposit addresses recorded (each once), by chain."}, []string{"chain"}),
 		reorgs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "chain", Name: "reorgs_total",
 			Help: "Reorganisations the chain watcher rewound its place for, by chain."}, []string{"chain"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "chain", Name: "deposits_held",
+			Help: "Confirmed transfers to deposit addresses the database refused to record with their payout, held and tried again alone while the watcher moves on, by chain (0: none), as the watcher last counted them."}, []string{"chain"}),
 	}
-	reg.MustRegister(m.lag, m.unconfirmed, m.rpcErrors, m.recorded, m.reorgs)
+	reg.MustRegister(m.lag, m.unconfirmed, m.rpcErrors, m.recorded, m.reorgs, m.held)
 	return m
 }
 
@@ -108,7 +111,12 @@ type Watcher struct {
 	// recorded (the mover's hand-over queue).
 	arrived func()
 	placed  bool // the chain's place exists: no start block to find
-	loop    *worker.Loop
+	// held is the chain's held deposits as the last recording left them
+	// (unknown until one ran): they are tried again when due, new blocks
+	// or none.
+	held      store.Held
+	heldKnown bool
+	loop      *worker.Loop
 }
 
 // NewWatcher is the watcher of node's chain on st; arrived is called when
@@ -127,6 +135,7 @@ func NewWatcher(node *Node, st *store.Store, now func() time.Time, arrived func(
 	m.rpcErrors.WithLabelValues(w.label)
 	m.recorded.WithLabelValues(w.label)
 	m.reorgs.WithLabelValues(w.label)
+	m.held.WithLabelValues(w.label)
 	rows.Declare(w.queue())
 	w.loop = worker.New("chain_"+w.label, w.Round, log, reg).IdleEvery(250 * time.Millisecond)
 	return w
@@ -150,9 +159,11 @@ func (w *Watcher) rpc(err error) error {
 }
 
 // Round is one round of the watcher: it records the deposits of up to
-// rangeMost confirmed blocks after its place, and answers how many blocks
-// it passed while more confirmed ones wait (0: it caught up, or another
-// replica watches the chain).
+// rangeMost confirmed blocks after its place, and tries again the held
+// deposits that are due (one the database refused is held alone, and the
+// place moves on), and answers how many blocks it passed while more
+// confirmed ones wait (0: it caught up, or another replica watches the
+// chain).
 func (w *Watcher) Round(ctx context.Context) (int, error) {
 	c := w.node.Client
 	head, err := c.BlockNumber(ctx)
@@ -183,6 +194,7 @@ func (w *Watcher) Round(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if !ok {
+		w.heldKnown = false // its held deposits are read again when this replica watches again
 		// Another replica watches: the lag is still the database's.
 		if p, found, err := w.store.ChainPlace(ctx, w.node.Chain.ID); err == nil && found {
 			w.setLag(confirmed, p.Number)
@@ -198,16 +210,20 @@ func (w *Watcher) Round(ctx context.Context) (int, error) {
 	}
 	w.setLag(confirmed, place.Number)
 	w.countUnconfirmed(ctx, confirmed, head)
-	if place.Number >= confirmed {
+	heldDue := !w.heldKnown || (w.held.Count > 0 && !now.Before(w.held.Next))
+	if place.Number >= confirmed && !heldDue {
 		return 0, nil
 	}
-	to := min(confirmed, place.Number+rangeMost)
-	deposits, through, err := w.transfers(ctx, place.Number+1, to)
-	if err != nil {
-		return 0, err
+	var deposits []store.ChainDeposit
+	through := place
+	if place.Number < confirmed {
+		to := min(confirmed, place.Number+rangeMost)
+		if deposits, through, err = w.transfers(ctx, place.Number+1, to); err != nil {
+			return 0, err
+		}
 	}
 	recordedAt := w.now()
-	moved, reached, err := w.store.RecordDeposits(ctx, w.node.Chain.ID, w.owner, place, through, deposits, recordedAt,
+	moved, held, err := w.store.RecordDeposits(ctx, w.node.Chain.ID, w.owner, through, deposits, recordedAt,
 		func(r record.Record, d store.ChainDeposit) (record.Change, error) {
 			return Arrival(r.StoredPayout, w.deposit(d), recordedAt), nil
 		},
@@ -217,7 +233,9 @@ func (w *Watcher) Round(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	w.setLag(confirmed, reached.Number)
+	w.setLag(confirmed, through.Number)
+	w.held, w.heldKnown = held, true
+	w.metrics.held.WithLabelValues(w.label).Set(float64(held.Count))
 	handOver := false
 	for _, c := range moved {
 		handOver = handOver || c.HandOver != nil
@@ -228,8 +246,11 @@ func (w *Watcher) Round(ctx context.Context) (int, error) {
 	if handOver && w.arrived != nil {
 		w.arrived()
 	}
-	if reached.Number > place.Number && reached.Number < confirmed {
-		return int(reached.Number - place.Number), nil // more wait: at once
+	if through.Number < confirmed {
+		return int(through.Number - place.Number), nil // more wait: at once
+	}
+	if len(moved) > 0 && through.Number == place.Number {
+		return len(moved), nil // held deposits recorded
 	}
 	return 0, nil
 }
@@ -344,9 +365,10 @@ func (w *Watcher) transfers(ctx context.Context, from, to uint64) (deposits []st
 
 // recipient is the address an ERC-20 Transfer log sends to (EIP-55), when
 // the log has an ERC-20 Transfer's shape (from and to indexed, the value
-// in its data).
+// in its data) and moved something: a transfer of nothing (which anyone
+// may send to any address) is no deposit, and owes no refund.
 func recipient(l types.Log) (string, bool) {
-	if l.Removed || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 {
+	if l.Removed || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 || new(big.Int).SetBytes(l.Data).Sign() == 0 {
 		return "", false
 	}
 	return common.BytesToAddress(l.Topics[2].Bytes()).Hex(), true

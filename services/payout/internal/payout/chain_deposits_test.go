@@ -369,3 +369,100 @@ func TestTwoTransfersInOneTransactionAreTwoDeposits(t *testing.T) {
 		t.Errorf("the refund returns the transfer at log index %d (%v), want 1", index, err)
 	}
 }
+
+// A transfer of nothing (anyone may send one to any address, from any
+// token contract) is no deposit: it owes no refund, is not held, and the
+// payout takes the transfer that pays it.
+func TestATransferOfNothingIsNoDeposit(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	p := f.payout(t, "26", refundTo)
+	to := common.HexToAddress(p.Deposit.Address)
+	if _, err := f.chain.chain.Transfer(ctx, chaintest.Partner, usdc, to, new(big.Int)); err != nil {
+		t.Fatal(err)
+	}
+	f.work(t)
+	paid, err := f.chain.chain.Transfer(ctx, chaintest.Partner, usdc, to, usdcUnits(t, p.Deposit.Amount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.work(t)
+	st := f.status(t, p.PayoutID)
+	if st.Status != "processing" || st.DepositTxHash != paid.Hash().Hex() || len(st.Refunds) != 0 {
+		t.Fatalf("a transfer of nothing, then the payment: %+v %v", st, refunds(st))
+	}
+	var deposits, held int
+	if err := f.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM payout_deposits), (SELECT count(*) FROM payout_deposits_held)`).Scan(&deposits,
+		&held); err != nil || deposits != 1 || held != 0 {
+		t.Errorf("%d deposits and %d held (%v), want 1 and 0", deposits, held, err)
+	}
+	if n := f.failures(t, "chain_84532", "refused"); n != 0 {
+		t.Errorf("row failures {chain_84532, refused} = %v, want 0: a transfer of nothing is no deposit to refuse", n)
+	}
+	if n := f.metric(t, "partnerapi_chain_lag_blocks", "chain", "84532"); n != 0 {
+		t.Errorf("partnerapi_chain_lag_blocks = %v, want 0", n)
+	}
+}
+
+// A deposit the database refuses does not hold the watcher (DESIGN §3,
+// "Rows fail alone"): it is held alone, counted and logged once, and the
+// watcher moves on, so a deposit in a later block pays its payout at once.
+// The held one is tried again after its wait, with no new block needed,
+// and once the database takes it, it pays its payout, recorded once.
+func TestARefusedDepositDoesNotHoldTheWatcher(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	c := f.chain.chain
+	a, b := f.payout(t, "27", refundTo), f.payout(t, "28", refundTo)
+	lift := refuseWrite(t, f, "payout_deposits", `NEW.payout_id = '`+a.PayoutID+`'`)
+	first, err := c.Transfer(ctx, chaintest.Partner, usdc, common.HexToAddress(a.Deposit.Address), usdcUnits(t, a.Deposit.Amount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.work(t)
+	second, err := c.Transfer(ctx, chaintest.Partner, usdc, common.HexToAddress(b.Deposit.Address), usdcUnits(t, b.Deposit.Amount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.work(t)
+	if st := f.status(t, b.PayoutID); st.Status != "processing" || st.DepositTxHash != second.Hash().Hex() {
+		t.Fatalf("the deposit in a block after a refused one: %s %s, want processing with its transfer", st.Status, st.DepositTxHash)
+	}
+	if st := f.status(t, a.PayoutID); st.Status != "awaiting_deposit" {
+		t.Fatalf("the refused deposit's payout: %s", st.Status)
+	}
+	if n := f.metric(t, "partnerapi_chain_deposits_held", "chain", "84532"); n != 1 {
+		t.Errorf("partnerapi_chain_deposits_held = %v, want 1", n)
+	}
+	if n := f.metric(t, "partnerapi_chain_lag_blocks", "chain", "84532"); n != 0 {
+		t.Errorf("partnerapi_chain_lag_blocks = %v, want 0: the watcher moved on", n)
+	}
+	for range 5 {
+		if _, err := f.chain.watcher.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.failures(t, "chain_84532", "refused"); n != 1 {
+		t.Errorf("row failures {chain_84532, refused} = %v, want 1: tried again only after its wait", n)
+	}
+	lift()
+	f.advance(t, time.Second)
+	if _, err := f.chain.watcher.Round(ctx); err != nil { // no new block
+		t.Fatal(err)
+	}
+	if _, err := f.worker.HandOverRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(t, a.PayoutID); st.Status != "processing" || st.DepositTxHash != first.Hash().Hex() || len(st.Refunds) != 0 {
+		t.Fatalf("the held deposit once the database takes it: %+v %v", st, refunds(st))
+	}
+	if n := f.metric(t, "partnerapi_chain_deposits_held", "chain", "84532"); n != 0 {
+		t.Errorf("partnerapi_chain_deposits_held = %v, want 0", n)
+	}
+	var deposits int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_deposits`).Scan(&deposits); err != nil || deposits != 2 {
+		t.Errorf("%d deposits (%v), want 2: each once", deposits, err)
+	}
+}

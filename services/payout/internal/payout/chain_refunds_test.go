@@ -632,8 +632,8 @@ func TestOneBadRefundDoesNotHoldTheOthers(t *testing.T) {
 	plant("XYZ")
 	// d's send: refused by the database (a trigger of the test's own), and
 	// a's confirmation too.
-	lift := refuseSend(t, f, `TG_OP = 'INSERT' AND NEW.refund_id = '`+refundID(d)+`'`)
-	liftConfirm := refuseSend(t, f, `TG_OP = 'UPDATE' AND NEW.state = 'confirmed' AND NEW.refund_id = '`+refundID(a)+`'`)
+	lift := refuseWrite(t, f, "payout_chain_sends", `TG_OP = 'INSERT' AND NEW.refund_id = '`+refundID(d)+`'`)
+	liftConfirm := refuseWrite(t, f, "payout_chain_sends", `TG_OP = 'UPDATE' AND NEW.state = 'confirmed' AND NEW.refund_id = '`+refundID(a)+`'`)
 	start, err := c.Client().NonceAt(ctx, chaintest.Treasury.Address, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -701,21 +701,21 @@ func TestOneBadRefundDoesNotHoldTheOthers(t *testing.T) {
 	}
 }
 
-// refuseSend has the database refuse a write of payout_chain_sends where
-// cond holds (a trigger of the test's own).
-func refuseSend(t *testing.T, f statusFixture, cond string) (lift func()) {
+// refuseWrite has the database refuse a write of table where cond holds
+// (a trigger of the test's own, on NEW).
+func refuseWrite(t *testing.T, f statusFixture, table, cond string) (lift func()) {
 	t.Helper()
 	ctx := context.Background()
-	fn := "refuse_send_" + strconv.FormatUint(rand.Uint64(), 36)
+	fn := "refuse_" + table + "_" + strconv.FormatUint(rand.Uint64(), 36)
 	if _, err := f.db.Exec(ctx, `CREATE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF `+cond+` THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Exec(ctx, `CREATE TRIGGER `+fn+` BEFORE INSERT OR UPDATE ON payout_chain_sends FOR EACH ROW EXECUTE FUNCTION `+fn+`()`); err != nil {
+	if _, err := f.db.Exec(ctx, `CREATE TRIGGER `+fn+` BEFORE INSERT OR UPDATE ON `+table+` FOR EACH ROW EXECUTE FUNCTION `+fn+`()`); err != nil {
 		t.Fatal(err)
 	}
 	return func() {
-		if _, err := f.db.Exec(ctx, `DROP TRIGGER `+fn+` ON payout_chain_sends`); err != nil {
+		if _, err := f.db.Exec(ctx, `DROP TRIGGER `+fn+` ON `+table); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/record"
 )
 
@@ -155,18 +156,22 @@ const blocksKept = 256
 // up to through (the watcher's new place) in one transaction, while owner
 // holds chain's lease (else ErrWatchLost): each deposit once, by its
 // place on the chain, in a savepoint of its own with what decide makes of
-// it for its payout, locked, as it stands (DESIGN §3's arrival rules). A
-// deposit the database refuses is undone alone (failed is told of it) and
-// the place stays at from, so its blocks are read again on the next
-// round: the deposits recorded before it stay, and are not recorded
-// twice. It returns the changes that moved a payout, and the place
-// reached.
-func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, from, through Block, deposits []ChainDeposit,
-	at time.Time, decide func(record.Record, ChainDeposit) (record.Change, error), failed func(ChainDeposit, int, error)) ([]record.Change, Block, error) {
+// it for its payout, locked, as it stands (DESIGN §3's arrival rules).
+//
+// Rows fail alone (DESIGN §3): a deposit the database refuses is undone
+// alone (failed is told of it, with its failures in a row) and held in
+// payout_deposits_held, and the place moves on past it, so the deposits
+// after it are recorded. The held deposits due again are tried first, in
+// the same transaction: one recorded leaves the table, one refused again
+// waits twice as long (up to heldMost).
+//
+// It returns the changes that moved a payout, and the deposits held now.
+func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, through Block, deposits []ChainDeposit,
+	at time.Time, decide func(record.Record, ChainDeposit) (record.Change, error), failed func(ChainDeposit, int, error)) ([]record.Change, Held, error) {
 	var moved []record.Change
-	place := through
+	var held Held
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
-		moved, place = nil, through
+		moved = nil
 		var owns bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payout_chain_watch WHERE chain = $1 AND lease_owner = $2 FOR UPDATE)`,
 			chain, owner).Scan(&owns); err != nil {
@@ -175,57 +180,142 @@ func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, f
 		if !owns {
 			return ErrWatchLost
 		}
-		for _, d := range deposits {
-			var c record.Change
-			failures := 0
-			err := database.Alone(ctx, tx, func(tx pgx.Tx) error {
-				var id string
-				if err := tx.QueryRow(ctx, `SELECT id FROM payouts WHERE deposit_address = $1`, d.Address).Scan(&id); err != nil {
-					if errors.Is(err, database.ErrNoRows) {
-						return nil // not ours
-					}
-					return err
-				}
-				tag, err := tx.Exec(ctx, `INSERT INTO payout_deposits (chain, tx_hash, log_index, payout_id, token, amount, block_number,
-						block_hash, recorded_at) VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9)
-					ON CONFLICT (chain, tx_hash, log_index) DO NOTHING`,
-					chain, d.TxHash, int64(d.LogIndex), id, d.Token, d.Units, int64(d.Block.Number), d.Block.Hash, at)
-				if err != nil || tag.RowsAffected() == 0 {
-					return err // recorded already
-				}
-				r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
-				if err != nil {
-					return err
-				}
-				failures = r.Failures
-				if c, err = decide(r, d); err != nil {
-					return err
-				}
-				return s.apply(ctx, tx, r.ID, r.Status, c)
-			})
+		due, err := heldDue(ctx, tx, chain, at)
+		if err != nil {
+			return err
+		}
+		for _, h := range due {
+			c, err := s.recordOne(ctx, tx, h.ChainDeposit, at, decide)
 			if err != nil {
-				failed(d, failures+1, err)
-				place = from
+				failed(h.ChainDeposit, h.failures+1, err)
+				if _, err := tx.Exec(ctx, `UPDATE payout_deposits_held SET failures = failures + 1, retry_at = $4
+					WHERE (chain, tx_hash, log_index) = ($1, $2, $3)`, chain, h.TxHash, int64(h.LogIndex),
+					at.Add(worker.Backoff(h.failures+1, heldMost))); err != nil {
+					return err
+				}
 				continue
 			}
-			moved = append(moved, c)
+			if _, err := tx.Exec(ctx, `DELETE FROM payout_deposits_held WHERE (chain, tx_hash, log_index) = ($1, $2, $3)`,
+				chain, h.TxHash, int64(h.LogIndex)); err != nil {
+				return err
+			}
+			if c != nil {
+				moved = append(moved, *c)
+			}
+		}
+		for _, d := range deposits {
+			c, err := s.recordOne(ctx, tx, d, at, decide)
+			if err != nil {
+				failed(d, 1, err)
+				if _, err := tx.Exec(ctx, `INSERT INTO payout_deposits_held (chain, tx_hash, log_index, address, token, units,
+						block_number, block_hash, block_time, failures, held_at, retry_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11)
+					ON CONFLICT (chain, tx_hash, log_index) DO NOTHING`,
+					chain, d.TxHash, int64(d.LogIndex), d.Address, d.Token, d.Units, int64(d.Block.Number), d.Block.Hash, d.At, at,
+					at.Add(worker.Backoff(1, heldMost))); err != nil {
+					return err
+				}
+				continue
+			}
+			if c != nil {
+				moved = append(moved, *c)
+			}
+		}
+		var next *time.Time
+		if err := tx.QueryRow(ctx, `SELECT count(*), min(retry_at) FROM payout_deposits_held WHERE chain = $1`, chain).Scan(&held.Count,
+			&next); err != nil {
+			return err
+		}
+		if next != nil {
+			held.Next = *next
 		}
 		if _, err := tx.Exec(ctx, `UPDATE payout_chain_watch SET block_number = $2, block_hash = $3, updated_at = $4, lease_owner = NULL,
-				leased_until = NULL WHERE chain = $1`, chain, int64(place.Number), place.Hash, at); err != nil {
+				leased_until = NULL WHERE chain = $1`, chain, int64(through.Number), through.Hash, at); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO payout_chain_blocks (chain, number, hash) VALUES ($1, $2, $3)
-				ON CONFLICT (chain, number) DO UPDATE SET hash = EXCLUDED.hash`, chain, int64(place.Number), place.Hash); err != nil {
+				ON CONFLICT (chain, number) DO UPDATE SET hash = EXCLUDED.hash`, chain, int64(through.Number), through.Hash); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM payout_chain_blocks WHERE chain = $1 AND number <= $2`, chain, int64(place.Number)-blocksKept)
+		_, err = tx.Exec(ctx, `DELETE FROM payout_chain_blocks WHERE chain = $1 AND number <= $2`, chain, int64(through.Number)-blocksKept)
 		return err
 	})
 	if err != nil {
-		return nil, Block{}, err
+		return nil, Held{}, err
 	}
 	s.counted(moved...)
-	return moved, place, nil
+	return moved, held, nil
+}
+
+// Held is what a chain's held deposits are: how many, and when the first
+// is due to be tried again.
+type Held struct {
+	Count int
+	Next  time.Time
+}
+
+// heldMost is the longest a held deposit waits before it is tried again.
+const heldMost = 10 * time.Minute
+
+// heldDeposit is a deposit held, with its failures in a row.
+type heldDeposit struct {
+	ChainDeposit
+	failures int
+}
+
+// heldDue are the chain's held deposits due to be tried again at at
+// (a hundred at most: the rest at the next round), locked.
+func heldDue(ctx context.Context, tx pgx.Tx, chain int64, at time.Time) ([]heldDeposit, error) {
+	rows, err := tx.Query(ctx, `SELECT tx_hash, log_index, address, token, units, block_number, block_hash, block_time, failures
+		FROM payout_deposits_held WHERE chain = $1 AND retry_at <= $2 ORDER BY retry_at LIMIT 100 FOR UPDATE SKIP LOCKED`, chain, at)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (heldDeposit, error) {
+		h := heldDeposit{ChainDeposit: ChainDeposit{Chain: chain}}
+		var index int32
+		var number int64
+		err := row.Scan(&h.TxHash, &index, &h.Address, &h.Token, &h.Units, &number, &h.Block.Hash, &h.At, &h.failures)
+		h.LogIndex, h.Block.Number, h.At = uint(index), uint64(number), h.At.UTC()
+		return h, err
+	})
+}
+
+// recordOne records deposit d with what decide makes of it for its
+// payout, in a savepoint of tx: nil when it was recorded already or is no
+// payout's, an error (the savepoint undone) when the database refuses it.
+func (s *Store) recordOne(ctx context.Context, tx pgx.Tx, d ChainDeposit, at time.Time,
+	decide func(record.Record, ChainDeposit) (record.Change, error)) (*record.Change, error) {
+	var moved *record.Change
+	err := database.Alone(ctx, tx, func(tx pgx.Tx) error {
+		var id string
+		if err := tx.QueryRow(ctx, `SELECT id FROM payouts WHERE deposit_address = $1`, d.Address).Scan(&id); err != nil {
+			if errors.Is(err, database.ErrNoRows) {
+				return nil // not ours
+			}
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO payout_deposits (chain, tx_hash, log_index, payout_id, token, amount, block_number,
+				block_hash, recorded_at) VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9)
+			ON CONFLICT (chain, tx_hash, log_index) DO NOTHING`,
+			d.Chain, d.TxHash, int64(d.LogIndex), id, d.Token, d.Units, int64(d.Block.Number), d.Block.Hash, at)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // recorded already
+		}
+		r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
+		if err != nil {
+			return err
+		}
+		c, err := decide(r, d)
+		if err != nil {
+			return err
+		}
+		if err := s.apply(ctx, tx, r.ID, r.Status, c); err != nil {
+			return err
+		}
+		moved = &c
+		return nil
+	})
+	return moved, err
 }
 
 // FaucetSend is the sandbox faucet's transaction kept for request id.
