@@ -3053,9 +3053,11 @@ type PayoutRefund struct {
 	// Chain EVM chain id. A JSON integer literal (`1.5`, `"84532"` and `1e3` are refused).
 	//
 	// Examples: 84532
-	Chain          ChainId            `json:"chain"`
-	ConfirmedAt    *time.Time         `json:"confirmedAt,omitempty"`
-	CreatedAt      time.Time          `json:"createdAt"`
+	Chain       ChainId    `json:"chain"`
+	ConfirmedAt *time.Time `json:"confirmedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+
+	// CryptoCurrency The token owed back: a symbol of the catalogue (USDC, EURC), or, for a token the catalogue does not list, its contract's address (then `amount` is in the token's smallest unit, and the refund stays `pending` until our operators have checked the token: ask support).
 	CryptoCurrency string             `json:"cryptoCurrency"`
 	Reason         PayoutRefundReason `json:"reason"`
 	RefundId       string             `json:"refundId"`

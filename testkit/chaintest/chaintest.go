@@ -86,6 +86,11 @@ var (
 // Funded is every funded wallet.
 var Funded = []Wallet{Partner, Faucet, Treasury}
 
+// Unlisted is an ERC-20 of every chain that the catalogue does not list
+// (as anyone may make one, and send it anywhere): only the Partner wallet
+// holds it, TokenUnits of it.
+var Unlisted = common.HexToAddress("0x5150000000000000000000000000000000005150")
+
 // TokenUnits is how many of each token (in its smallest unit) each funded
 // wallet holds: 10^12 with 6 decimals.
 var TokenUnits = new(big.Int).Mul(big.NewInt(1_000_000_000_000), big.NewInt(1_000_000))
@@ -142,6 +147,12 @@ func Start(o Options) (*Chain, error) {
 		}
 		alloc[addr] = types.Account{Code: code, Storage: storage, Balance: new(big.Int)}
 	}
+	alloc[Unlisted] = types.Account{Code: code, Balance: new(big.Int), Storage: map[common.Hash]common.Hash{
+		slot(slotName):               shortString("Unlisted (testnet)"),
+		slot(slotSymbol):             shortString("SPAM"),
+		slot(slotTotalSupply):        common.BigToHash(TokenUnits),
+		BalanceSlot(Partner.Address): common.BigToHash(TokenUnits),
+	}}
 	var host string
 	var port int
 	if o.Addr != "" {

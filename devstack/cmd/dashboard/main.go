@@ -260,9 +260,10 @@ func Dashboard() map[string]any {
 		[2]string{`max by (chain) (partnerapi_chain_deposits_held{job="payout"})`, "{{chain}} deposits held"})
 	b.series(6, 6, "Treasury balance", "What the treasury holds on each chain, by token (gas: the native coin that pays the fees); TreasuryLow opens a ticket at a day of refunds left, pages at an hour.", "none",
 		[2]string{`max by (chain, token) (partnerapi_treasury_balance{job="payout"})`, "{{chain}} {{token}}"})
-	b.series(12, 6, "Refunds in flight", "The treasury's transactions not yet confirmed, and refunds waiting because the treasury is short (TreasuryLow pages when they wait five minutes).", "none",
+	b.series(12, 6, "Refunds in flight", "The treasury's transactions not yet confirmed, refunds waiting because the treasury is short (TreasuryLow pages when they wait five minutes), and refunds in a token the catalogue does not list, which wait for an operator (the runbook's TreasuryLow section).", "none",
 		[2]string{`max by (chain) (partnerapi_treasury_sends_unconfirmed{job="payout"})`, "{{chain}} unconfirmed"},
-		[2]string{`max by (chain) (partnerapi_treasury_refunds_waiting_funds{job="payout"})`, "{{chain}} waiting for funds"})
+		[2]string{`max by (chain) (partnerapi_treasury_refunds_waiting_funds{job="payout"})`, "{{chain}} waiting for funds"},
+		[2]string{`max by (chain) (partnerapi_treasury_refunds_unlisted_token{job="payout"})`, "{{chain}} unlisted token"})
 	b.series(18, 6, "Oldest unconfirmed refund", "How long the treasury's oldest broadcast transaction has waited to be mined with its confirmations (RefundStuck pages past ten minutes).", "s",
 		[2]string{`max by (chain) (partnerapi_treasury_oldest_unconfirmed_seconds{job="payout"})`, "{{chain}}"})
 	return map[string]any{

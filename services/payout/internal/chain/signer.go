@@ -61,7 +61,8 @@ type Signer struct {
 	label   string
 	key     *ecdsa.PrivateKey
 	from    common.Address
-	sender  string // from, as the database keeps addresses
+	sender  string   // from, as the database keeps addresses
+	listed  []string // the chain's token contracts, lower-case
 	store   *store.Store
 	now     func() time.Time
 	log     *slog.Logger
@@ -100,6 +101,7 @@ type SignerOptions struct {
 type SignerMetrics struct {
 	balance     *prometheus.GaugeVec
 	waiting     *prometheus.GaugeVec
+	unlisted    *prometheus.GaugeVec
 	unconfirmed *prometheus.GaugeVec
 	oldest      *prometheus.GaugeVec
 	sent        *prometheus.CounterVec
@@ -118,6 +120,8 @@ func NewSignerMetrics(reg prometheus.Registerer) *SignerMetrics {
 			[]string{"chain", "token"}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "refunds_waiting_funds",
 			Help: "Refunds that waited in the signer's last round because the treasury is short of their token or of gas, by chain: they are sent once it is funded."}, []string{"chain"}),
+		unlisted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "refunds_unlisted_token",
+			Help: "Refunds owed in a token the catalogue does not list (an unknown token sent to a deposit address), by chain: the signer does not send them, since anyone can make such a token and spam every address with it; the runbook says how to pay one whose token is real."}, []string{"chain"}),
 		unconfirmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "sends_unconfirmed",
 			Help: "The treasury's transactions signed and not yet mined with the chain's confirmations, by chain."}, []string{"chain"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "oldest_unconfirmed_seconds",
@@ -135,7 +139,7 @@ func NewSignerMetrics(reg prometheus.Registerer) *SignerMetrics {
 		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "treasury", Name: "rpc_errors_total",
 			Help: "The signer's calls to a chain's node (JSON-RPC) that failed, by chain."}, []string{"chain"}),
 	}
-	reg.MustRegister(m.balance, m.waiting, m.unconfirmed, m.oldest, m.sent, m.refunded, m.replaced, m.gasSpent, m.swept, m.rpcErrors)
+	reg.MustRegister(m.balance, m.waiting, m.unlisted, m.unconfirmed, m.oldest, m.sent, m.refunded, m.replaced, m.gasSpent, m.swept, m.rpcErrors)
 	return m
 }
 
@@ -154,7 +158,11 @@ func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time,
 		opts.Batch = 100
 	}
 	from := crypto.PubkeyToAddress(k.PublicKey)
-	s := &Signer{node: node, label: strconv.FormatInt(node.Chain.ID, 10), key: k, from: from, sender: strings.ToLower(from.Hex()),
+	var listed []string
+	for _, t := range node.Chain.Tokens {
+		listed = append(listed, strings.ToLower(t.Address))
+	}
+	s := &Signer{node: node, label: strconv.FormatInt(node.Chain.ID, 10), key: k, from: from, sender: strings.ToLower(from.Hex()), listed: listed,
 		store: st, now: now, log: log, metrics: m, opts: opts, gas: map[common.Address]uint64{}, held: map[string]time.Time{},
 		rows: worker.NewRows("payout", log, reg)}
 	s.rows.Declare(s.queue())
@@ -167,6 +175,7 @@ func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time,
 	m.gasSpent.WithLabelValues(s.label)
 	m.swept.WithLabelValues(s.label)
 	m.waiting.WithLabelValues(s.label)
+	m.unlisted.WithLabelValues(s.label)
 	m.unconfirmed.WithLabelValues(s.label)
 	m.oldest.WithLabelValues(s.label)
 	m.replaced.WithLabelValues(s.label)
@@ -300,7 +309,7 @@ func (s *Signer) Round(ctx context.Context) (int, error) {
 	if s.now().Sub(s.read) >= balancesEvery {
 		// Read every few seconds whatever is due: the TreasuryLow alert
 		// measures them.
-		if _, err := s.balances(ctx, nil); err != nil {
+		if _, err := s.balances(ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -334,23 +343,16 @@ type wallet struct {
 }
 
 // balances reads the treasury's balance of gas and of every token of the
-// chain, and of the other tokens refunds owe (a wrong token's), and
-// reports them.
-func (s *Signer) balances(ctx context.Context, others []common.Address) (wallet, error) {
+// chain, and reports them.
+func (s *Signer) balances(ctx context.Context) (wallet, error) {
 	w := wallet{units: map[common.Address]*big.Int{}}
 	var err error
 	if w.gas, err = s.node.Client.BalanceAt(ctx, s.from, nil); err != nil {
 		return w, s.rpc(err)
 	}
 	s.metrics.balance.WithLabelValues(s.label, "gas").Set(major(w.gas, 18))
-	tokens := others
 	for _, t := range s.node.Chain.Tokens {
-		tokens = append(tokens, common.HexToAddress(t.Address))
-	}
-	for _, token := range tokens {
-		if _, ok := w.units[token]; ok {
-			continue
-		}
+		token := common.HexToAddress(t.Address)
 		data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4:4], common.LeftPadBytes(s.from.Bytes(), 32)...)
 		out, err := s.node.Client.CallContract(ctx, ethereum.CallMsg{To: &token, Data: data}, nil)
 		if err != nil || len(out) != 32 {
@@ -360,10 +362,14 @@ func (s *Signer) balances(ctx context.Context, others []common.Address) (wallet,
 			return w, s.rpc(err)
 		}
 		w.units[token] = new(big.Int).SetBytes(out)
-		if t, ok := s.node.Chain.TokenAt(token.Hex()); ok {
-			s.metrics.balance.WithLabelValues(s.label, t.Symbol).Set(major(w.units[token], t.Decimals))
-		}
+		s.metrics.balance.WithLabelValues(s.label, t.Symbol).Set(major(w.units[token], t.Decimals))
 	}
+	// (Read as often as the balances: what the runbook's operator pays.)
+	n, err := s.store.UnlistedRefunds(ctx, s.node.Chain.ID)
+	if err != nil {
+		return w, err
+	}
+	s.metrics.unlisted.WithLabelValues(s.label).Set(float64(n))
 	s.read = s.now()
 	return w, nil
 }
@@ -375,21 +381,19 @@ func major(units *big.Int, decimals int) float64 {
 }
 
 // refundToken is the contract and the units of a refund: a catalogue
-// token's symbol and amount in major units, or (a token the catalogue
-// does not list, refunded as it came) its contract and amount in units.
+// token's symbol and amount in major units. (A refund in a token the
+// catalogue does not list is not the signer's: store.RefundsToSign leaves
+// it out.)
 func (s *Signer) refundToken(r store.RefundToSign) (common.Address, *big.Int, error) {
-	if t, ok := s.node.Chain.Token(r.CryptoCurrency); ok {
-		units, err := Units(r.Amount, t.Decimals)
-		return common.HexToAddress(t.Address), units, err
+	t, ok := s.node.Chain.Token(r.CryptoCurrency)
+	if !ok {
+		return common.Address{}, nil, fmt.Errorf("refund %s: token %q is not one of the chain's", r.ID, r.CryptoCurrency)
 	}
-	if !common.IsHexAddress(r.CryptoCurrency) {
-		return common.Address{}, nil, fmt.Errorf("refund %s: token %q is neither the chain's nor a contract", r.ID, r.CryptoCurrency)
+	units, err := Units(r.Amount, t.Decimals)
+	if err == nil && units.Sign() <= 0 {
+		err = fmt.Errorf("refund %s: amount %q is not positive", r.ID, r.Amount)
 	}
-	units, ok := new(big.Int).SetString(r.Amount, 10)
-	if !ok || units.Sign() <= 0 {
-		return common.Address{}, nil, fmt.Errorf("refund %s: amount %q of an unlisted token is not a whole number of units", r.ID, r.Amount)
-	}
-	return common.HexToAddress(r.CryptoCurrency), units, nil
+	return common.HexToAddress(t.Address), units, err
 }
 
 // transferGas is the gas limit of a transfer of token: estimated once (a
@@ -421,7 +425,6 @@ func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
 		s.setWaiting(0)
 		return 0, nil
 	}
-	var others []common.Address
 	gas := map[common.Address]uint64{}
 	var readable int
 	for _, r := range due {
@@ -432,16 +435,13 @@ func (s *Signer) sign(ctx context.Context, head *types.Header) (int, error) {
 			continue
 		}
 		readable++
-		if _, ok := s.node.Chain.TokenAt(token.Hex()); !ok {
-			others = append(others, token)
-		}
 		gas[token] = s.transferGas(ctx, token)
 	}
 	if readable == 0 {
 		s.setWaiting(0)
 		return 0, nil
 	}
-	have, err := s.balances(ctx, others)
+	have, err := s.balances(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -641,9 +641,16 @@ func (s *Signer) followOne(ctx context.Context, head *types.Header, mined uint64
 			return false, nil // mined; its confirmations are coming
 		}
 		if r.Status != types.ReceiptStatusSuccessful {
-			s.log.Error("a refund's transfer was mined and reverted: it is signed again at a new nonce", "chain", s.label,
-				"refund_id", send.RefundID, "tx_hash", v.Hash)
-			return true, s.store.Drop(ctx, send)
+			// Signed again at a new nonce, after a wait that doubles with
+			// each revert (a recipient the token refuses would otherwise
+			// spend the treasury's gas every round).
+			if err := s.store.Drop(ctx, send); err != nil {
+				return false, err
+			}
+			if send.Purpose == store.PurposeRefund {
+				s.hold(ctx, send.RefundID, worker.ReasonProvider, fmt.Errorf("its transfer %s was mined and reverted", v.Hash))
+			}
+			return true, nil
 		}
 		if err := s.store.Confirm(ctx, send, v.Hash, r.BlockNumber.Uint64(), s.now()); err != nil {
 			return false, err

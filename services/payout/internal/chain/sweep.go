@@ -26,7 +26,7 @@ import (
 // fails to move, or whose transfer the node says would fail, waits alone.
 func (s *Signer) sweep(ctx context.Context, head *types.Header) (int, error) {
 	chain := s.node.Chain.ID
-	n, err := s.store.PlanSweeps(ctx, chain, s.opts.Batch, s.now())
+	n, err := s.store.PlanSweeps(ctx, chain, s.listed, s.opts.Batch, s.now())
 	if err != nil {
 		return n, err
 	}

@@ -720,3 +720,133 @@ func refuseWrite(t *testing.T, f statusFixture, table, cond string) (lift func()
 		}
 	}
 }
+
+// A token the catalogue does not list, sent to a deposit address (anyone
+// can make one, and spam every address with it), costs the treasury
+// nothing (DESIGN §10): its refund is owed and shown, but not sent, nor
+// counted as the treasury being short (nothing pages), and it holds
+// neither the refunds nor the sweeps of the payout's real deposit; it is
+// never swept. The payout takes the USDC that pays it.
+func TestAnUnlistedTokenCostsTheTreasuryNothing(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	c := f.chain.chain
+	p := f.payout(t, "29", refundTo)
+	address := common.HexToAddress(p.Deposit.Address)
+	gasStart, err := c.Client().BalanceAt(ctx, chaintest.Treasury.Address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Transfer(ctx, chaintest.Partner, chaintest.Unlisted, address, big.NewInt(5_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	f.work(t)
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
+	f.later(t, time.Second)
+	f.work(t)
+	st := f.status(t, p.PayoutID)
+	if want := strs("deposit_wrong_token/pending/5000000/" + chaintest.Unlisted.Hex() + "/" + refundTo); st.Status != "completed" ||
+		!equal(refunds(st), want) {
+		t.Fatalf("a payout paid in USDC after an unlisted token: %s %v, want completed %v", st.Status, refunds(st), want)
+	}
+	if got := balance(t, c, usdc, address); got.Sign() != 0 {
+		t.Errorf("the completed payout's address holds %s USDC units: its deposit is swept, whatever the unlisted token owes", got)
+	}
+	if got := balance(t, c, chaintest.Unlisted, address); got.Cmp(big.NewInt(5_000_000)) != 0 {
+		t.Errorf("the address holds %s of the unlisted token, want 5000000: never swept", got)
+	}
+	for name, want := range map[string]float64{"partnerapi_treasury_refunds_unlisted_token": 1, "partnerapi_treasury_refunds_waiting_funds": 0} {
+		if got := f.metric(t, name, "chain", "84532"); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	// The treasury's gas paid the USDC sweep's top-up and its own fees, and
+	// nothing for the unlisted token: one send, the gas of the sweep.
+	var sends int
+	if err := f.db.QueryRow(ctx, `SELECT count(*) FROM payout_chain_sends`).Scan(&sends); err != nil || sends != 1 {
+		t.Errorf("%d sends of the treasury (%v), want 1: the sweep's gas", sends, err)
+	}
+	if got, err := c.Client().BalanceAt(ctx, chaintest.Treasury.Address, nil); err != nil || got.Cmp(gasStart) >= 0 {
+		t.Errorf("the treasury's gas: %s from %s (%v)", got, gasStart, err)
+	}
+}
+
+// lyingNode says every balanceOf is vast: the signer signs transfers the
+// chain then reverts (as a token reverts a transfer to a recipient it
+// refuses).
+type lyingNode struct {
+	chain.Client
+	mu    sync.Mutex
+	lying bool
+}
+
+func (n *lyingNode) CallContract(ctx context.Context, msg ethereum.CallMsg, block *big.Int) ([]byte, error) {
+	n.mu.Lock()
+	lying := n.lying
+	n.mu.Unlock()
+	if lying {
+		return common.LeftPadBytes(new(big.Int).Lsh(big.NewInt(1), 200).Bytes(), 32), nil
+	}
+	return n.Client.CallContract(ctx, msg, block)
+}
+
+// A refund whose transfer the chain mined and reverted is signed again,
+// but not at once: it is held back alone for a wait that doubles, so a
+// transfer the token will always refuse does not spend the treasury's gas
+// every round; counted, and sent once the transfer can go.
+func TestARevertedRefundIsHeldBackAlone(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	c := f.chain.chain
+	ctx := context.Background()
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wallet := crypto.PubkeyToAddress(key.PublicKey)
+	sendGas(t, c, wallet) // gas, and no USDC
+	c.Commit()
+	p := f.owing(t, "68")
+	node := &lyingNode{Client: c.Client(), lying: true}
+	s, reg := f.signerOn(t, node, key, 1)
+	for range 6 {
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	var sends, dropped int
+	if err := f.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'dropped') FROM payout_chain_sends`).Scan(&sends,
+		&dropped); err != nil || sends != 1 || dropped != 1 {
+		t.Fatalf("%d sends, %d dropped (%v); want 1 and 1: the reverted transfer, not signed again every round", sends, dropped, err)
+	}
+	if n := metricIn(t, reg, "partnerapi_worker_row_failures_total", "queue", "treasury_84532", "reason", "provider"); n != 1 {
+		t.Errorf("row failures {treasury_84532, provider} = %v, want 1", n)
+	}
+	// The wallet funded, and the node honest: sent again once its wait is
+	// over, and confirmed.
+	node.mu.Lock()
+	node.lying = false
+	node.mu.Unlock()
+	f.advance(t, time.Minute)
+	if _, err := c.Transfer(ctx, chaintest.Partner, usdc, wallet, usdcUnits(t, "100")); err != nil {
+		t.Fatal(err)
+	}
+	c.Commit()
+	for range 3 {
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	if r := f.refundOf(t, p.PayoutID); r.Status != "confirmed" {
+		t.Fatalf("once the transfer can go: %+v", r)
+	}
+	if got := transfers(t, c, usdc, wallet, common.HexToAddress(refundTo)); len(got) != 1 {
+		t.Errorf("%d transfers, want 1", len(got))
+	}
+}

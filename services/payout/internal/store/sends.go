@@ -106,13 +106,27 @@ func scanRefundToSign(row pgx.CollectableRow) (RefundToSign, error) {
 
 // refundsToSignSQL is the chain's ($1) refunds to sign, oldest first:
 // pending, with no live send (a send whose nonce the chain spent without
-// it leaves its refund, already sent, to be signed again).
+// it leaves its refund, already sent, to be signed again), in a token of
+// the catalogue (see UnlistedRefunds).
 const refundsToSignSQL = `SELECT r.id, r.address, r.amount, r.crypto_currency FROM payout_refunds r
-	WHERE r.chain = $1 AND (r.status = 'pending' OR (r.status = 'sent' AND EXISTS (
+	WHERE r.chain = $1 AND r.crypto_currency NOT LIKE '0x%' AND (r.status = 'pending' OR (r.status = 'sent' AND EXISTS (
 		SELECT 1 FROM payout_chain_sends d WHERE d.refund_id = r.id AND d.state = 'dropped')))
 	AND NOT EXISTS (SELECT 1 FROM payout_chain_sends s WHERE s.refund_id = r.id AND s.state <> 'dropped')
 	AND r.id <> ALL($3::text[])
 	ORDER BY r.pending_at, r.id`
+
+// UnlistedRefunds counts the chain's pending refunds in a token the
+// catalogue does not list (its contract's address stands for it): a
+// transfer of an unknown token to a deposit address. The signer does not
+// send them (DESIGN §10): anyone can make a token whose transfers cost us
+// gas, and spam every deposit address with it. The runbook says how an
+// operator pays one whose token is real.
+func (s *Store) UnlistedRefunds(ctx context.Context, chain int64) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM payout_refunds WHERE chain = $1 AND status = 'pending'
+		AND crypto_currency LIKE '0x%'`, chain).Scan(&n)
+	return n, err
+}
 
 // orNone is ids, or an empty list for none (a nil slice is SQL's NULL,
 // and x <> ALL(NULL) is never true).

@@ -27,25 +27,30 @@ type Sweep struct {
 	TxHash       string
 }
 
-// PlanSweeps gathers up to limit final, unswept deposits of the chain into
+// PlanSweeps gathers up to limit final, unswept deposits of the chain in
+// the tokens of listed (the catalogue's contracts, lower-case) into
 // sweeps, one per address and token (an address with a sweep open waits
 // for it), each deposit marked with its sweep in the same transaction, and
 // returns how many sweeps it made. A deposit is final when its payout owes
-// no refund that is not confirmed, and its payout is completed, failed,
-// returned or expired, or its own refund is confirmed. Addresses of payouts
-// made before deposit indexes (no key behind them) are never swept.
-func (s *Store) PlanSweeps(ctx context.Context, chain int64, limit int, at time.Time) (int, error) {
+// no refund in a listed token that is not confirmed, and its payout is
+// completed, failed, returned or expired, or its own refund is confirmed.
+// A deposit of a token the catalogue does not list is never swept (the
+// gas would be spent on whatever anyone sends), nor does its refund hold
+// the others (see UnlistedRefunds). Addresses of payouts made before
+// deposit indexes (no key behind them) are never swept.
+func (s *Store) PlanSweeps(ctx context.Context, chain int64, listed []string, limit int, at time.Time) (int, error) {
 	made := 0
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		made = 0
 		rows, err := tx.Query(ctx, `SELECT d.tx_hash, d.log_index, lower(p.deposit_address), p.deposit_index, lower(d.token), d.amount::text
 			FROM payout_deposits d JOIN payouts p ON p.id = d.payout_id
-			WHERE d.chain = $1 AND d.sweep_id IS NULL AND p.deposit_index IS NOT NULL
-			AND NOT EXISTS (SELECT 1 FROM payout_refunds r WHERE r.payout_id = p.id AND r.status <> 'confirmed')
+			WHERE d.chain = $1 AND d.sweep_id IS NULL AND p.deposit_index IS NOT NULL AND lower(d.token) = ANY($3::text[])
+			AND NOT EXISTS (SELECT 1 FROM payout_refunds r WHERE r.payout_id = p.id AND r.status <> 'confirmed'
+				AND r.crypto_currency NOT LIKE '0x%')
 			AND (p.status IN ('completed', 'failed', 'returned', 'expired') OR EXISTS (SELECT 1 FROM payout_refunds r
 				WHERE r.payout_id = p.id AND r.deposit_tx_hash = d.tx_hash AND r.deposit_log_index = d.log_index AND r.status = 'confirmed'))
 			AND NOT EXISTS (SELECT 1 FROM payout_sweeps w WHERE w.chain = d.chain AND w.address = lower(p.deposit_address) AND w.state <> 'swept')
-			ORDER BY d.recorded_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED`, chain, limit)
+			ORDER BY d.recorded_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED`, chain, limit, orNone(listed))
 		if err != nil {
 			return err
 		}
