@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check
+.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check sim
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -115,6 +115,15 @@ FUZZ_TARGETS := pkg:./jsonbody:FuzzBytes pkg:./iban:FuzzValidate pkg:./format:Fu
 	services/gateway:./internal/apikey:FuzzFromAuthorization services/gateway:./internal/apikey:FuzzParse \
 	services/gateway:./internal/edge:FuzzRequestID services/gateway:./internal/edge:FuzzSplice \
 	services/gateway:./internal/edge:FuzzOutboundHeader services/payout:./internal/quote:FuzzParse
+
+# The seeded simulation of the payout's life (docs/architecture.md, "The
+# simulation"): SEEDS seeds (1..12 unless set) of SIM_STEPS steps each
+# (500 unless set), or one seed to replay a failure: make sim SEED=7.
+SEEDS ?= 12
+sim:
+	@cd services/payout && SIM_SEED=$(SEED) SIM_SEEDS=$(SEEDS) SIM_STEPS=$(SIM_STEPS) \
+		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/payout/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; \
+		exit $${PIPESTATUS[0]}
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

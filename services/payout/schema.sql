@@ -342,6 +342,7 @@ CREATE TABLE public.payout_sweeps (
     tx_hash text,
     created_at timestamp with time zone NOT NULL,
     swept_at timestamp with time zone,
+    earlier_tx_hashes text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT payout_sweeps_address_check CHECK ((address ~ '^0x[0-9a-f]{40}$'::text)),
     CONSTRAINT payout_sweeps_deposit_index_check CHECK ((deposit_index >= 0)),
     CONSTRAINT payout_sweeps_funded CHECK (((state = 'funding'::text) OR (gas IS NOT NULL))),
@@ -506,9 +507,9 @@ CREATE INDEX payout_chain_send_versions_send ON public.payout_chain_send_version
 
 CREATE INDEX payout_chain_sends_dropped ON public.payout_chain_sends USING btree (chain) WHERE (state = 'dropped'::text);
 
-CREATE UNIQUE INDEX payout_chain_sends_one_per_refund ON public.payout_chain_sends USING btree (refund_id) WHERE (state <> 'dropped'::text);
+CREATE UNIQUE INDEX payout_chain_sends_one_open_per_sweep ON public.payout_chain_sends USING btree (sweep_id) WHERE (state = ANY (ARRAY['signed'::text, 'broadcast'::text]));
 
-CREATE UNIQUE INDEX payout_chain_sends_one_per_sweep ON public.payout_chain_sends USING btree (sweep_id) WHERE (state <> 'dropped'::text);
+CREATE UNIQUE INDEX payout_chain_sends_one_per_refund ON public.payout_chain_sends USING btree (refund_id) WHERE (state <> 'dropped'::text);
 
 CREATE INDEX payout_chain_sends_open ON public.payout_chain_sends USING btree (chain, sender, nonce) WHERE (state = ANY (ARRAY['signed'::text, 'broadcast'::text]));
 

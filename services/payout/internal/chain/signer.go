@@ -73,7 +73,12 @@ type Signer struct {
 	read    time.Time                 // when the balances were last read
 	rows    *worker.Rows
 	held    map[string]time.Time // refunds held back (unreadable, or refused), until when
-	loop    *worker.Loop
+	// refueled are sweeps sent back to funding, whose transfer is signed
+	// again offering all its address's gas; unmined, since when a sweep's
+	// transfer waits to be mined.
+	refueled map[int64]bool
+	unmined  map[int64]time.Time
+	loop     *worker.Loop
 }
 
 // holdMost is the longest a refund the signer could not sign is held
@@ -164,7 +169,7 @@ func NewSigner(node *Node, hexKey string, st *store.Store, now func() time.Time,
 	}
 	s := &Signer{node: node, label: strconv.FormatInt(node.Chain.ID, 10), key: k, from: from, sender: strings.ToLower(from.Hex()), listed: listed,
 		store: st, now: now, log: log, metrics: m, opts: opts, gas: map[common.Address]uint64{}, held: map[string]time.Time{},
-		rows: worker.NewRows("payout", log, reg)}
+		rows: worker.NewRows("payout", log, reg), refueled: map[int64]bool{}, unmined: map[int64]time.Time{}}
 	s.rows.Declare(s.queue())
 	// (The balances are exported once read: a zero never read would look
 	// like an empty treasury.)

@@ -35,7 +35,7 @@ func (s *Signer) sweep(ctx context.Context, head *types.Header) (int, error) {
 		return n, s.rpc(err)
 	}
 	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
-	funded, err := s.fund(ctx, tip, feeCap)
+	funded, err := s.fund(ctx, head, tip, feeCap)
 	n += funded
 	if isRPC(err) {
 		return n, err
@@ -56,7 +56,7 @@ func sweepID(w store.Sweep) string { return "sweep " + strconv.FormatInt(w.ID, 1
 // that holds enough is funded at once; the others get a gas send from the
 // treasury (twice the transfer's fee at today's prices, so a rise does not
 // strand it), as far as the treasury's gas goes.
-func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
+func (s *Signer) fund(ctx context.Context, head *types.Header, tip, feeCap *big.Int) (int, error) {
 	sweeps, err := s.store.Sweeps(ctx, s.node.Chain.ID, "funding", s.opts.Batch)
 	if err != nil || len(sweeps) == 0 {
 		return 0, err
@@ -69,6 +69,17 @@ func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
 	var needy []store.Sweep
 	gas, value := map[int64]uint64{}, map[int64]*big.Int{}
 	for _, w := range sweeps {
+		if done, err := s.sweptEarlier(ctx, head, w); err != nil || done {
+			if isRPC(err) {
+				return n, errors.Join(append(errs, err)...)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				n++
+			}
+			continue
+		}
 		address, token := common.HexToAddress(w.Address), common.HexToAddress(w.Token)
 		g, err := s.node.Client.EstimateGas(ctx, ethereum.CallMsg{From: address, To: &token, Data: transferData(s.from, w.Units)})
 		var answer rpc.Error
@@ -87,7 +98,7 @@ func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
 		if err != nil {
 			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
-		if held.Cmp(need) >= 0 {
+		if held.Cmp(need) >= 0 && !s.refueled[w.ID] {
 			if err := s.stored(ctx, sweepID(w), s.store.Funded(ctx, w.ID, limit)); err != nil {
 				errs = append(errs, err)
 				continue
@@ -96,6 +107,11 @@ func (s *Signer) fund(ctx context.Context, tip, feeCap *big.Int) (int, error) {
 			continue
 		}
 		top := new(big.Int).Sub(new(big.Int).Mul(need, big.NewInt(2)), held)
+		if s.refueled[w.ID] || top.Sign() <= 0 {
+			// On top of what it holds: its next transfer must offer more
+			// than its last.
+			top = new(big.Int).Mul(need, big.NewInt(2))
+		}
 		cost := new(big.Int).Add(top, new(big.Int).Mul(big.NewInt(21_000), feeCap))
 		if treasury.Cmp(cost) < 0 {
 			break // the treasury is short of gas: TreasuryLow says so
@@ -140,6 +156,17 @@ func (s *Signer) signSweeps(ctx context.Context, head *types.Header, tip, feeCap
 	chainID := big.NewInt(s.node.Chain.ID)
 	n, errs := 0, []error(nil)
 	for _, w := range sweeps {
+		if done, err := s.sweptEarlier(ctx, head, w); err != nil || done {
+			if isRPC(err) {
+				return n, errors.Join(append(errs, err)...)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				n++
+			}
+			continue
+		}
 		key, err := s.opts.Sweep.Key(w.DepositIndex)
 		if err != nil {
 			errs = append(errs, s.alone(ctx, sweepID(w), worker.ReasonUnreadable, err))
@@ -154,11 +181,22 @@ func (s *Signer) signSweeps(ctx context.Context, head *types.Header, tip, feeCap
 		if err != nil {
 			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
-		// What the address can pay per gas, at most today's fee cap.
+		// What the address can pay per gas, at most today's fee cap. A
+		// transfer signed again (the last one not mined) offers all of it,
+		// so it replaces the last at its nonce.
 		most := new(big.Int).Div(held, new(big.Int).SetUint64(w.Gas))
 		fc, tc := bigMin(feeCap, most), tip
-		if fc.Cmp(head.BaseFee) <= 0 {
-			continue // its gas no longer covers the base fee: the next round, or more gas
+		if s.refueled[w.ID] {
+			fc = most
+			tc = new(big.Int).Sub(fc, head.BaseFee)
+		}
+		if fc.Cmp(new(big.Int).Add(head.BaseFee, tip)) < 0 {
+			// Its gas no longer pays today's fees: topped up again first.
+			if err := s.stored(ctx, sweepID(w), s.store.Refuel(ctx, w.ID, "funded")); err != nil {
+				errs = append(errs, err)
+			}
+			s.refueled[w.ID] = true
+			continue
 		}
 		tc = bigMin(tc, fc)
 		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: nonce,
@@ -177,6 +215,8 @@ func (s *Signer) signSweeps(ctx context.Context, head *types.Header, tip, feeCap
 			errs = append(errs, s.stored(ctx, sweepID(w), err))
 			continue
 		}
+		delete(s.refueled, w.ID)
+		s.unmined[w.ID] = s.now()
 		n++
 		if err := s.send(ctx, raw); err != nil && !spent(err) {
 			return n, errors.Join(append(errs, s.rpc(err))...) // kept: broadcast again when followed
@@ -198,6 +238,26 @@ func (s *Signer) followSweeps(ctx context.Context, head *types.Header) (int, err
 		hash := common.HexToHash(w.TxHash)
 		r, err := s.node.Client.TransactionReceipt(ctx, hash)
 		if errors.Is(err, ethereum.NotFound) {
+			since, ok := s.unmined[w.ID]
+			if !ok {
+				s.unmined[w.ID] = s.now() // (a replica that did not sign it starts counting now)
+				since = s.now()
+			}
+			if s.now().Sub(since) >= s.opts.ReplaceAfter {
+				// Not mined in time (its fee below what the chain takes now,
+				// or its address short of it): topped up and signed again at
+				// its nonce, offering all its gas.
+				if err := s.stored(ctx, sweepID(w), s.store.Refuel(ctx, w.ID, "sweeping")); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				s.refueled[w.ID] = true
+				delete(s.unmined, w.ID)
+				s.log.Warn("a sweep's transfer was not mined in time: its address is topped up and it is signed again at its nonce",
+					"chain", s.label, "sweep", w.ID, "tx_hash", w.TxHash)
+				n++
+				continue
+			}
 			if _, _, err := s.node.Client.TransactionByHash(ctx, hash); errors.Is(err, ethereum.NotFound) {
 				if err := s.send(ctx, w.Raw); err != nil && !spent(err) {
 					return n, errors.Join(append(errs, s.rpc(err))...)
@@ -205,6 +265,7 @@ func (s *Signer) followSweeps(ctx context.Context, head *types.Header) (int, err
 			}
 			continue
 		}
+		delete(s.unmined, w.ID)
 		if err != nil {
 			return n, errors.Join(append(errs, s.rpc(err))...)
 		}
@@ -227,6 +288,44 @@ func (s *Signer) followSweeps(ctx context.Context, head *types.Header) (int, err
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// sweptEarlier reports whether one of sweep w's earlier transfers (signed
+// before it went back to funding) was mined after all, and if so, with its
+// confirmations, marks the sweep swept by it; one mined without them yet
+// holds the sweep (done, no error) until they come.
+func (s *Signer) sweptEarlier(ctx context.Context, head *types.Header, w store.Sweep) (bool, error) {
+	for _, h := range w.Earlier {
+		r, err := s.node.Client.TransactionReceipt(ctx, common.HexToHash(h))
+		if errors.Is(err, ethereum.NotFound) {
+			continue
+		}
+		if err != nil {
+			return false, s.rpc(err)
+		}
+		if r.Status != types.ReceiptStatusSuccessful {
+			continue // reverted: it moved nothing
+		}
+		if head.Number.Uint64()+1 < r.BlockNumber.Uint64()+s.node.Confirmations {
+			return true, nil // mined; its confirmations are coming
+		}
+		tx, _, err := s.node.Client.TransactionByHash(ctx, common.HexToHash(h))
+		if err != nil {
+			return false, s.rpc(err)
+		}
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			return false, err
+		}
+		if err := s.stored(ctx, sweepID(w), s.store.SweptBy(ctx, w.ID, raw, h, s.now())); err != nil {
+			return false, err
+		}
+		delete(s.refueled, w.ID)
+		s.metrics.swept.WithLabelValues(s.label).Inc()
+		s.log.Info("a sweep's earlier transfer was mined after all: the sweep is done by it", "chain", s.label, "sweep", w.ID, "tx_hash", h)
+		return true, nil
+	}
+	return false, nil
 }
 
 func bigMin(a, b *big.Int) *big.Int {

@@ -18,11 +18,15 @@ import (
 // after the provider took the payout), or forget everything (a sandbox
 // provider restarted empty).
 type fakeProvider struct {
-	mu       sync.Mutex
-	payouts  map[string]bankprovider.NewPayout
-	word     map[string]bankprovider.Payout
-	creates  int                      // calls to CreatePayout
-	made     int                      // payouts it took
+	mu      sync.Mutex
+	payouts map[string]bankprovider.NewPayout
+	word    map[string]bankprovider.Payout
+	creates int            // calls to CreatePayout
+	made    int            // payouts it took
+	taken   map[string]int // payouts it took by reference, across forgets
+	// retaken, when set, is told of a payout taken again after the
+	// provider forgot it (f.mu held).
+	retaken  func(ref string)
 	asked    int                      // calls to PayoutByReference
 	checked  int                      // calls to CheckPayee
 	payee    bankprovider.PayeeResult // its answer to a payee check (match when empty)
@@ -43,7 +47,7 @@ type fakeProvider struct {
 }
 
 func newFakeProvider() *fakeProvider {
-	return &fakeProvider{payouts: map[string]bankprovider.NewPayout{}, word: map[string]bankprovider.Payout{}}
+	return &fakeProvider{payouts: map[string]bankprovider.NewPayout{}, word: map[string]bankprovider.Payout{}, taken: map[string]int{}}
 }
 
 var errProviderDown = errors.New("bank provider: connection refused")
@@ -65,6 +69,10 @@ func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout
 	}
 	if _, ok := f.payouts[in.Reference]; !ok {
 		f.made++
+		f.taken[in.Reference]++
+		if f.taken[in.Reference] > 1 && f.retaken != nil {
+			f.retaken(in.Reference)
+		}
 		f.payouts[in.Reference] = in
 		f.word[in.Reference] = bankprovider.Payout{ID: "po_" + in.Reference, Reference: in.Reference, Status: "processing"}
 		f.publish(f.word[in.Reference])

@@ -25,6 +25,7 @@ type Sweep struct {
 	Gas          uint64 // the transfer's gas limit, once funded
 	Raw          []byte // the signed transfer, once kept
 	TxHash       string
+	Earlier      []string // the hashes of transfers signed before it (one may yet be mined)
 }
 
 // PlanSweeps gathers up to limit final, unswept deposits of the chain in
@@ -112,13 +113,15 @@ func (s *Store) PlanSweeps(ctx context.Context, chain int64, listed []string, li
 }
 
 // Sweeps are up to limit of the chain's sweeps in state, oldest first.
-// For funding, only those with no live gas send: the ones the treasury
-// must fund.
+// For funding, only those with no gas send on its way (signed or
+// broadcast, not yet confirmed): the ones the treasury must fund, or whose
+// gas must be checked again (a sweep sent back to funding, its earlier gas
+// send confirmed).
 func (s *Store) Sweeps(ctx context.Context, chain int64, state string, limit int) ([]Sweep, error) {
-	q := `SELECT id, chain, address, deposit_index, token, units::text, state, COALESCE(gas, 0), raw, COALESCE(tx_hash, '')
+	q := `SELECT id, chain, address, deposit_index, token, units::text, state, COALESCE(gas, 0), raw, COALESCE(tx_hash, ''), earlier_tx_hashes
 		FROM payout_sweeps w WHERE chain = $1 AND state = $2`
 	if state == "funding" {
-		q += ` AND NOT EXISTS (SELECT 1 FROM payout_chain_sends s WHERE s.sweep_id = w.id AND s.state <> 'dropped')`
+		q += ` AND NOT EXISTS (` + gasOnItsWay + `)`
 	}
 	rows, err := s.db.Query(ctx, q+` ORDER BY id LIMIT $3`, chain, state, limit)
 	if err != nil {
@@ -127,7 +130,8 @@ func (s *Store) Sweeps(ctx context.Context, chain int64, state string, limit int
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Sweep, error) {
 		var w Sweep
 		var units string
-		if err := row.Scan(&w.ID, &w.Chain, &w.Address, &w.DepositIndex, &w.Token, &units, &w.State, &w.Gas, &w.Raw, &w.TxHash); err != nil {
+		if err := row.Scan(&w.ID, &w.Chain, &w.Address, &w.DepositIndex, &w.Token, &units, &w.State, &w.Gas, &w.Raw, &w.TxHash,
+			&w.Earlier); err != nil {
 			return w, err
 		}
 		var ok bool
@@ -136,6 +140,20 @@ func (s *Store) Sweeps(ctx context.Context, chain int64, state string, limit int
 		}
 		return w, nil
 	})
+}
+
+// gasOnItsWay is a gas send of sweep w signed or broadcast and not yet
+// confirmed (nor dropped).
+const gasOnItsWay = `SELECT 1 FROM payout_chain_sends s WHERE s.sweep_id = w.id AND s.state IN ('signed', 'broadcast')`
+
+// Refuel sends a funded or sweeping sweep (state) back to funding: its
+// address is topped up again, and its transfer signed again at its nonce
+// with a higher fee (a transfer the chain would not mine: its fee fell
+// below what the chain takes, or its address cannot pay it).
+func (s *Store) Refuel(ctx context.Context, id int64, state string) error {
+	return moved(s.db.Exec(ctx, `UPDATE payout_sweeps SET state = 'funding', raw = NULL, tx_hash = NULL,
+		earlier_tx_hashes = earlier_tx_hashes || CASE WHEN tx_hash IS NULL THEN '{}'::text[] ELSE ARRAY[tx_hash] END
+		WHERE id = $1 AND state = $2`, id, state))
 }
 
 // Funded marks a funding sweep funded without a gas send: the address
@@ -167,7 +185,7 @@ func (s *Store) SignGas(ctx context.Context, chain int64, sender string, chainNo
 		for _, w := range sweeps {
 			var still bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payout_sweeps w WHERE id = $1 AND state = 'funding'
-				AND NOT EXISTS (SELECT 1 FROM payout_chain_sends s WHERE s.sweep_id = w.id AND s.state <> 'dropped'))`, w.ID).Scan(&still); err != nil {
+				AND NOT EXISTS (`+gasOnItsWay+`))`, w.ID).Scan(&still); err != nil {
 				return err
 			}
 			if !still {
@@ -207,6 +225,14 @@ func (s *Store) KeepSweep(ctx context.Context, id int64, raw []byte, hash string
 // the chain's confirmations.
 func (s *Store) Swept(ctx context.Context, id int64, at time.Time) error {
 	return moved(s.db.Exec(ctx, `UPDATE payout_sweeps SET state = 'swept', swept_at = $2 WHERE id = $1 AND state = 'sweeping'`, id, at))
+}
+
+// SweptBy marks a sweep sent back to funding (or funded since) swept at
+// at by one of its earlier transfers, raw and hash, mined with the chain's
+// confirmations after all.
+func (s *Store) SweptBy(ctx context.Context, id int64, raw []byte, hash string, at time.Time) error {
+	return moved(s.db.Exec(ctx, `UPDATE payout_sweeps SET state = 'swept', swept_at = $4, raw = $2, tx_hash = $3
+		WHERE id = $1 AND state IN ('funding', 'funded')`, id, raw, strings.ToLower(hash), at))
 }
 
 // Unsweep sends a sweeping sweep whose transfer reverted back to funding:
