@@ -335,19 +335,36 @@ func Claim[R any](ctx context.Context, db *DB, query string, args []any, scan fu
 // Alone runs fn in a savepoint of tx: what fn wrote stays when it returns
 // nil, and is undone alone when it fails, so one record's failure does not
 // undo the others of a worker's round (DESIGN §3, "Rows fail alone").
+//
+// A failure of fn undone is the record's alone. A failure that leaves the
+// transaction in doubt (the savepoint not opened, not released or not
+// undone: ctx ended, the connection lost) is the round's: Alone
+// returns it wrapped in ErrInDoubt, and the caller must end the
+// transaction with it. (Tx's COMMIT runs whatever happens to ctx: a
+// closure that carried on past such a failure would commit what the
+// savepoint left half done.)
 func Alone(ctx context.Context, tx pgx.Tx, fn func(tx pgx.Tx) error) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return err
+		return inDoubt(err)
 	}
 	if err := fn(sp); err != nil {
 		if rerr := sp.Rollback(ctx); rerr != nil {
-			return errors.Join(err, rerr)
+			return inDoubt(errors.Join(err, rerr))
 		}
-		return err
+		return err // undone: the transaction goes on
 	}
-	return sp.Commit(ctx)
+	if err := sp.Commit(ctx); err != nil {
+		return inDoubt(err)
+	}
+	return nil
 }
+
+// ErrInDoubt is a failure Alone cannot keep to its record: the
+// transaction must end with it.
+var ErrInDoubt = errors.New("database: the transaction cannot go on")
+
+func inDoubt(err error) error { return fmt.Errorf("%w: %w", ErrInDoubt, err) }
 
 // LeaseSQL is the claim of a worker's round on table: up to $2 rows whose
 // next_check_at is due at $1, oldest due first, skipping those another
@@ -392,6 +409,9 @@ func Round[R, C any](ctx context.Context, db *DB, lease string, args []any, scan
 	err = db.Tx(actx, func(tx pgx.Tx) error {
 		for i, c := range outcomes {
 			err := Alone(actx, tx, func(tx pgx.Tx) error { return write(actx, tx, due[i], c) })
+			if errors.Is(err, ErrInDoubt) {
+				return err
+			}
 			if err := settled(actx, tx, due[i], err); err != nil {
 				return err
 			}

@@ -250,3 +250,52 @@ func TestNowIsTheDatabasesClock(t *testing.T) {
 		}
 	}
 }
+
+// A record's failure in Alone is its own, and the transaction goes on; a
+// savepoint Alone could not close (the round's context ended) leaves the
+// transaction in doubt: ErrInDoubt, and a closure that ends with it
+// commits nothing, though Tx's COMMIT runs whatever happens to the
+// context.
+func TestAloneKeepsAFailureToItsRecordOnlyWhenItCan(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Open(t)
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, "CREATE TABLE a (n int PRIMARY KEY CHECK (n > 0))"); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(n int) func(tx pgx.Tx) error {
+		return func(tx pgx.Tx) error { _, err := tx.Exec(ctx, "INSERT INTO a VALUES ($1)", n); return err }
+	}
+	if err := db.Tx(ctx, func(tx pgx.Tx) error {
+		if err := database.Alone(ctx, tx, insert(1)); err != nil {
+			return err
+		}
+		if err := database.Alone(ctx, tx, insert(-1)); err == nil || errors.Is(err, database.ErrInDoubt) {
+			t.Errorf("a row the database refuses: %v, want its own failure", err)
+		}
+		return database.Alone(ctx, tx, insert(2))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The round's context ends after the write, before the savepoint is
+	// released.
+	rctx, cancel := context.WithCancel(ctx)
+	err := db.Tx(rctx, func(tx pgx.Tx) error {
+		err := database.Alone(rctx, tx, func(tx pgx.Tx) error {
+			err := insert(3)(tx)
+			cancel()
+			return err
+		})
+		if !errors.Is(err, database.ErrInDoubt) {
+			t.Errorf("a savepoint not released: %v, want ErrInDoubt", err)
+		}
+		return err
+	})
+	if err == nil {
+		t.Error("the transaction went on past a savepoint in doubt")
+	}
+	var n int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM a").Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d rows (%v), want 2: the refused one undone alone, nothing of the transaction in doubt", n, err)
+	}
+}

@@ -92,12 +92,24 @@ func Open(tb testing.TB, sets ...database.Migrations) *database.DB {
 	return OpenURL(tb, URL(tb), sets...)
 }
 
+// OpenWith is Open with opts (a tracer that sees every statement, say).
+func OpenWith(tb testing.TB, opts database.Options, sets ...database.Migrations) *database.DB {
+	tb.Helper()
+	return openURL(tb, URL(tb), opts, sets...)
+}
+
 // OpenURL opens url with sets applied, closed when the test ends.
 func OpenURL(tb testing.TB, url string, sets ...database.Migrations) *database.DB {
 	tb.Helper()
+	return openURL(tb, url, database.Options{}, sets...)
+}
+
+func openURL(tb testing.TB, url string, opts database.Options, sets ...database.Migrations) *database.DB {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := database.Open(ctx, url, database.Options{Wait: 10 * time.Second}, sets...)
+	opts.Wait = 10 * time.Second
+	db, err := database.Open(ctx, url, opts, sets...)
 	if err != nil {
 		tb.Fatalf("open %s: %v", url, err)
 	}

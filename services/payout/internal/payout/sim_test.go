@@ -14,6 +14,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/worker"
@@ -48,9 +49,14 @@ import (
 // topped up and signed again at its nonce); 6, once that was mended,
 // mined the earlier transfer after its sweep went back to funding, and
 // the sweep's transfer of tokens already home would fail for good (the
-// earlier hashes are now followed). simDefaultSteps are the steps a seed
-// takes unless SIM_STEPS says.
-var simRegressions = []uint64{6, 7}
+// earlier hashes are now followed); 12 killed a signer's round as it
+// released a refund's savepoint: the round carried on as if that refund
+// alone had failed, and its COMMIT (which runs whatever happens to the
+// round's context) kept the send without moving the wallet's next nonce,
+// so every later signing collided with it (database.Alone now returns
+// ErrInDoubt, and the round ends with it). simDefaultSteps are the steps
+// a seed takes unless SIM_STEPS says.
+var simRegressions = []uint64{6, 7, 12}
 
 const simDefaultSteps = 500
 
@@ -134,7 +140,7 @@ type sim struct {
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
-	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	f := newStatusFixture(t, pgtest.OpenWith(t, database.Options{Tracer: crashTracing{}}, migrationSets...))
 	s := &sim{t: t, f: f, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), ctx: context.Background(), counts: map[string]int{}}
 	for i := range s.reps {
 		s.reps[i] = s.replica()
@@ -220,7 +226,7 @@ func (s *sim) step(i int) {
 	case r < 85:
 		s.f.chain.chain.Commit()
 		s.did(i, "mine", "a block")
-	case r < 93:
+	case r < 96:
 		d := []time.Duration{time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, 2 * time.Hour}[s.rng.IntN(5)]
 		s.advance(d)
 		s.did(i, "time", "+%s (what waited mined first)", d)
@@ -400,27 +406,42 @@ func (s *sim) providerFault(i int) {
 }
 
 // round runs one round of one of a replica's workers, its node perhaps
-// refusing broadcasts or losing their answers meanwhile.
+// refusing broadcasts or losing their answers meanwhile; one round in five
+// is killed before one of its first 30 statements reaches PostgreSQL, and
+// its replica starts again with nothing in memory.
 func (s *sim) round(i int) {
 	k := s.rng.IntN(2)
 	r := s.reps[k]
+	ctx, budget := s.ctx, (*crashBudget)(nil)
+	crash := ""
+	if s.rng.IntN(5) == 0 {
+		at := 1 + s.rng.IntN(30)
+		var cancel context.CancelFunc
+		ctx, budget, cancel = crashAfter(s.ctx, at)
+		defer cancel()
+		crash = fmt.Sprintf(", killed before its statement %d", at)
+	}
 	var n int
-	var err error
 	switch w := s.rng.IntN(7); {
 	case w < 2:
-		n, err = r.watcher.Round(s.ctx)
-		s.did(i, "watch", "replica %d: %d", k, n)
+		n, _ = r.watcher.Round(ctx)
+		s.did(i, "watch", "replica %d%s: %d", k, crash, n)
 	case w < 5:
-		n, err = r.worker.Round(s.ctx)
-		s.did(i, "move", "replica %d: %d", k, n)
+		n, _ = r.worker.Round(ctx)
+		s.did(i, "move", "replica %d%s: %d", k, crash, n)
 	default:
 		fault := s.rng.IntN(8)
 		r.node.set(func(n *faultyNode) { n.refuse, n.lose = fault == 0, fault == 1 })
-		n, err = r.signer.Round(s.ctx)
+		n, _ = r.signer.Round(ctx)
 		r.node.set(func(n *faultyNode) { n.refuse, n.lose = false, false })
-		s.did(i, "sign", "replica %d (node fault %d): %d", k, fault, n)
+		s.did(i, "sign", "replica %d (node fault %d)%s: %d", k, fault, crash, n)
 	}
-	_ = err // a round's error (the provider down, a broadcast refused) is the next round's to mend
+	// (A round's error, the provider down or a broadcast refused, is the
+	// next round's to mend.)
+	if budget != nil && budget.fired.Load() {
+		s.reps[k] = s.replica()
+		s.did(i, "crash", "replica %d died mid-round, and starts again", k)
+	}
 }
 
 // quiesce stops every fault, settles what the provider holds, closes every
@@ -501,7 +522,7 @@ func (s *sim) quiesce() {
 func (s *sim) tally() string {
 	var out []string
 	for _, k := range []string{"execute", "retry", "race", "deposit", "address", "provider", "fault", "watch", "move", "sign", "mine", "time",
-		"restart"} {
+		"restart", "crash"} {
 		out = append(out, fmt.Sprintf("%d %s", s.counts[k], k))
 	}
 	var refunds, confirmed int

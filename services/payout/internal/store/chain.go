@@ -186,6 +186,9 @@ func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, t
 		}
 		for _, h := range due {
 			c, err := s.recordOne(ctx, tx, h.ChainDeposit, at, decide)
+			if errors.Is(err, database.ErrInDoubt) {
+				return err
+			}
 			if err != nil {
 				failed(h.ChainDeposit, h.failures+1, err)
 				if _, err := tx.Exec(ctx, `UPDATE payout_deposits_held SET failures = failures + 1, retry_at = $4
@@ -205,6 +208,9 @@ func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, t
 		}
 		for _, d := range deposits {
 			c, err := s.recordOne(ctx, tx, d, at, decide)
+			if errors.Is(err, database.ErrInDoubt) {
+				return err
+			}
 			if err != nil {
 				failed(d, 1, err)
 				if _, err := tx.Exec(ctx, `INSERT INTO payout_deposits_held (chain, tx_hash, log_index, address, token, units,

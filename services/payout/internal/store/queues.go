@@ -110,6 +110,9 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int, failed 
 					moved = append(moved, c)
 					continue
 				}
+				if errors.Is(err, database.ErrInDoubt) {
+					return err
+				}
 				failed(d.id, d.failures+1, err)
 				if _, err := tx.Exec(ctx, failedSQL, d.id, now.Add(worker.Backoff(d.failures+1, time.Hour))); err != nil {
 					return err
@@ -202,6 +205,9 @@ func (s *Store) ApplyChanges(ctx context.Context, owner, next string, at time.Ti
 			if err == nil {
 				moved = append(moved, c)
 				continue
+			}
+			if errors.Is(err, database.ErrInDoubt) {
+				return err
 			}
 			failed(ch, failures+1, err)
 			// Asked about on its own, later: the provider's word is read

@@ -186,6 +186,9 @@ func (s *Store) SignRefunds(ctx context.Context, chain int64, sender string, cha
 				continue
 			}
 			if err := database.Alone(ctx, tx, func(tx pgx.Tx) error { return insertSend(ctx, tx, send, v) }); err != nil {
+				if errors.Is(err, database.ErrInDoubt) {
+					return err
+				}
 				refused(r, err) // (a dead connection fails the next statement, and so the signing)
 				continue
 			}

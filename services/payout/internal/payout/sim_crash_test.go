@@ -1,0 +1,58 @@
+package payout
+
+import (
+	"context"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// A crash between any two statements (issue 60): a round given a crash
+// budget of n dies before its n-th statement (or commit, or connection
+// taken from the pool) reaches PostgreSQL, as a process killed there
+// would: what it committed stays, the rest is rolled back, and its replica
+// starts again with nothing in memory. The budget is spent by the
+// database's tracer hooks (pgx's, through otelpgx), which see every
+// statement of a context that carries a recording span.
+
+type crashKey struct{}
+
+// crashBudget is how many statements a round may still make.
+type crashBudget struct {
+	left   atomic.Int64
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+// crashAfter is ctx for a round that dies before its n-th statement, and
+// the budget, to ask whether it did.
+func crashAfter(ctx context.Context, n int) (context.Context, *crashBudget, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &crashBudget{cancel: cancel}
+	b.left.Store(int64(n))
+	ctx = context.WithValue(ctx, crashKey{}, b)
+	return trace.ContextWithSpan(ctx, recordingSpan{}), b, cancel
+}
+
+// recordingSpan makes the tracer hooks see the round's statements.
+type recordingSpan struct{ noop.Span }
+
+func (recordingSpan) IsRecording() bool { return true }
+
+// crashTracing is the tracer provider of the simulation's database.
+type crashTracing struct{ noop.TracerProvider }
+
+func (crashTracing) Tracer(string, ...trace.TracerOption) trace.Tracer { return crashTracer{} }
+
+type crashTracer struct{ noop.Tracer }
+
+// Start spends one statement of the round's budget; the last one kills
+// the round before the statement is sent.
+func (crashTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if b, ok := ctx.Value(crashKey{}).(*crashBudget); ok && b.left.Add(-1) == 0 {
+		b.fired.Store(true)
+		b.cancel()
+	}
+	return ctx, recordingSpan{}
+}
