@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check sim
+.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check sim sim-bugs
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -42,19 +42,21 @@ test:
 
 test-all: lint contracts-check deploy-check build
 	@echo "== devstack/e2e's real-Prometheus pages test starts, beside everything below (it mostly waits for alerts)"
-	@rm -f $(BIN)/e2e-pages.status; (cd devstack && $(GO) test -race -count=1 -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
+	@rm -f $(BIN)/e2e-pages.status; (cd devstack && $(GO) test -race -count=1 -timeout 20m -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
 		echo $$? > ../$(BIN)/e2e-pages.status) & \
 	echo "== every module's tests, in one run (go test spreads the packages of all modules over the cores)"; \
-	$(GO) test -race -count=1 $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$') && \
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$') && \
 	echo "== devstack/e2e" && \
-	(cd devstack && $(GO) test -race -count=1 -skip '^TestPagesArriveWithinMinutes$$' ./e2e/) && \
+	(cd devstack && $(GO) test -race -count=1 -timeout 30m -skip '^TestPagesArriveWithinMinutes$$' ./e2e/) && \
 	echo "== devstack/e2e against a 3-master Redis Cluster (the tests of what Redis holds)" && \
-	(cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/); \
+	(cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -timeout 15m -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/); \
 	rest=$$?; wait; echo "== devstack/e2e: the pages test"; cat $(BIN)/e2e-pages.log; \
 	test $$rest -eq 0 -a "$$(cat $(BIN)/e2e-pages.status)" = 0
 	@echo "== the benchmarks of make bench run (one iteration each)"
 	@set -o pipefail; cd services/gateway && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/edge/ ./internal/ratelimit/ | grep -v '^Benchmark'
 	@set -o pipefail; cd services/payout && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/payout/ | grep -v '^Benchmark'
+	@echo "== the simulation catches every planted fault (make sim-bugs; the real code's regression seeds ran with the payout package)"
+	@$(MAKE) --no-print-directory sim-bugs
 
 # The deployment files: docker-compose.yml validates, the trace collector's
 # config passes the collector's own validate (a build of exactly the
@@ -124,6 +126,20 @@ sim:
 	@cd services/payout && SIM_SEED=$(SEED) SIM_SEEDS=$(SEEDS) SIM_STEPS=$(SIM_STEPS) \
 		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/payout/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; \
 		exit $${PIPESTATUS[0]}
+
+# The simulation must catch every fault a simbug build plants
+# (services/payout/internal/simbug): each within SIMBUG_SEEDS seeds, run
+# one after the other; the target fails when one goes unnoticed.
+SIMBUG_FAULTS := handover-abandoned refund-apart row-error-swallowed
+SIMBUG_SEEDS ?= 8
+sim-bugs:
+	@for f in $(SIMBUG_FAULTS); do \
+		out=$$(cd services/payout && SIMBUG=$$f SIM_SEEDS=$(SIMBUG_SEEDS) SIM_STEPS=250 $(GO) test -tags simbug -count=1 -failfast -parallel 1 \
+			-timeout 20m -run '^TestSimulation$$' -v ./internal/payout/ 2>&1); \
+		caught=$$(printf '%s\n' "$$out" | grep -m1 -oE 'seed [0-9]+: (after step [0-9]+|quiescence)'); \
+		if [ -z "$$caught" ]; then printf '%s\n' "$$out" | tail -20; echo "sim-bugs: $$f went unnoticed in $(SIMBUG_SEEDS) seeds"; exit 1; fi; \
+		echo "sim-bugs: $$f caught ($$caught)"; \
+	done
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -10,6 +10,7 @@ import (
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/simbug"
 )
 
 // What the chain watcher keeps (DESIGN §10): its place on each chain, the
@@ -170,6 +171,16 @@ func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, t
 	at time.Time, decide func(record.Record, ChainDeposit) (record.Change, error), failed func(ChainDeposit, int, error)) ([]record.Change, Held, error) {
 	var moved []record.Change
 	var held Held
+	var apart map[string][]record.Refund // (simbug's refund-apart: refunds written after the commit)
+	if simbug.Planted("refund-apart") {
+		apart = map[string][]record.Refund{}
+		inner := decide
+		decide = func(r record.Record, d ChainDeposit) (record.Change, error) {
+			c, err := inner(r, d)
+			apart[r.ID], c.Refunds = append(apart[r.ID], c.Refunds...), nil
+			return c, err
+		}
+	}
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		moved = nil
 		var owns bool
@@ -247,6 +258,20 @@ func (s *Store) RecordDeposits(ctx context.Context, chain int64, owner string, t
 	})
 	if err != nil {
 		return nil, Held{}, err
+	}
+	for id, refunds := range apart {
+		if len(refunds) == 0 {
+			continue
+		}
+		if err := s.db.Tx(ctx, func(tx pgx.Tx) error {
+			r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
+			if err != nil {
+				return err
+			}
+			return s.apply(ctx, tx, id, r.Status, record.Change{Refunds: refunds})
+		}); err != nil {
+			return nil, Held{}, err
+		}
 	}
 	s.counted(moved...)
 	return moved, held, nil

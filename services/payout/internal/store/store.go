@@ -26,6 +26,7 @@ import (
 	"github.com/partnerpay/api/pkg/listing"
 	"github.com/partnerpay/api/services/payout/internal/answer"
 	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/simbug"
 )
 
 //go:embed migrations
@@ -502,6 +503,7 @@ func (s *Store) changed(ctx context.Context, tx pgx.Tx, id, status string, c rec
 func (s *Store) Update(ctx context.Context, id string, decide func(record.Record) (record.Change, error)) (record.Record, error) {
 	var out record.Record
 	var c record.Change
+	var apart []record.Refund
 	err := s.db.Tx(ctx, func(tx pgx.Tx) error {
 		r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
 		if err != nil {
@@ -510,12 +512,25 @@ func (s *Store) Update(ctx context.Context, id string, decide func(record.Record
 		if c, err = decide(r); err != nil {
 			return err
 		}
-		if err := s.apply(ctx, tx, id, r.Status, c); err != nil {
+		write := c
+		if simbug.Planted("refund-apart") {
+			apart, write.Refunds = c.Refunds, nil
+		}
+		if err := s.apply(ctx, tx, id, r.Status, write); err != nil {
 			return err
 		}
 		out, err = byID(ctx, tx, id, "")
 		return err
 	})
+	if err == nil && len(apart) > 0 {
+		err = s.db.Tx(ctx, func(tx pgx.Tx) error {
+			r, err := byID(ctx, tx, id, " FOR UPDATE OF p")
+			if err != nil {
+				return err
+			}
+			return s.apply(ctx, tx, id, r.Status, record.Change{Refunds: apart})
+		})
+	}
 	if err == nil {
 		s.counted(c)
 	}
