@@ -24,17 +24,7 @@ import (
 // the boot; the sandbox's node of its own chain is watched.
 func TestTheBootChecksEachNodeIsItsChain(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c, err := chaintest.Start(chaintest.Options{ChainID: 84532, Addr: addr, Manual: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := servedChain(t)
 	ctx, log := context.Background(), slog.New(slog.DiscardHandler)
 	for _, tt := range []struct {
 		name string
@@ -136,17 +126,7 @@ func TestABadTreasuryKeyIsNotRepeated(t *testing.T) {
 // neither missing, it says nothing of the kind.
 func TestTheBootSaysWhatItDoesNotDo(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c, err := chaintest.Start(chaintest.Options{ChainID: 84532, Addr: addr, Manual: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := servedChain(t)
 	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
 	if err != nil {
 		t.Fatal(err)
@@ -219,4 +199,22 @@ func TestTheBootSaysWhatItDoesNotDo(t *testing.T) {
 				tt.signers, strings.Join(tt.want, "\n"))
 		}
 	}
+}
+
+// servedChain is a local Base Sepolia served over JSON-RPC on a free port,
+// mined only when the test says.
+func servedChain(t *testing.T) *chaintest.Chain {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := chaintest.Start(chaintest.Options{ChainID: 84532, Addr: addr, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

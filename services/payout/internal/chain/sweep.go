@@ -69,15 +69,9 @@ func (s *Signer) fund(ctx context.Context, head *types.Header, tip, feeCap *big.
 	var needy []store.Sweep
 	gas, value := map[int64]uint64{}, map[int64]*big.Int{}
 	for _, w := range sweeps {
-		if done, err := s.sweptEarlier(ctx, head, w); err != nil || done {
-			if isRPC(err) {
-				return n, errors.Join(append(errs, err)...)
-			}
-			if err != nil {
-				errs = append(errs, err)
-			} else {
-				n++
-			}
+		if pass, stop := s.passEarlier(ctx, head, w, &n, &errs); stop {
+			return n, errors.Join(errs...)
+		} else if pass {
 			continue
 		}
 		address, token := common.HexToAddress(w.Address), common.HexToAddress(w.Token)
@@ -156,15 +150,9 @@ func (s *Signer) signSweeps(ctx context.Context, head *types.Header, tip, feeCap
 	chainID := big.NewInt(s.node.Chain.ID)
 	n, errs := 0, []error(nil)
 	for _, w := range sweeps {
-		if done, err := s.sweptEarlier(ctx, head, w); err != nil || done {
-			if isRPC(err) {
-				return n, errors.Join(append(errs, err)...)
-			}
-			if err != nil {
-				errs = append(errs, err)
-			} else {
-				n++
-			}
+		if pass, stop := s.passEarlier(ctx, head, w, &n, &errs); stop {
+			return n, errors.Join(errs...)
+		} else if pass {
 			continue
 		}
 		key, err := s.opts.Sweep.Key(w.DepositIndex)
@@ -288,6 +276,26 @@ func (s *Signer) followSweeps(ctx context.Context, head *types.Header) (int, err
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// passEarlier is a step's handling of sweep w's earlier transfers (see
+// sweptEarlier): pass, the step goes on to the next sweep (n counts one
+// done, errs one failed alone); stop, a node failed, and the step ends
+// with errs.
+func (s *Signer) passEarlier(ctx context.Context, head *types.Header, w store.Sweep, n *int, errs *[]error) (pass, stop bool) {
+	done, err := s.sweptEarlier(ctx, head, w)
+	switch {
+	case isRPC(err):
+		*errs = append(*errs, err)
+		return true, true
+	case err != nil:
+		*errs = append(*errs, err)
+		return true, false
+	case done:
+		*n++
+		return true, false
+	}
+	return false, false
 }
 
 // sweptEarlier reports whether one of sweep w's earlier transfers (signed
