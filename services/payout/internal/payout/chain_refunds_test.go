@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -848,5 +849,120 @@ func TestARevertedRefundIsHeldBackAlone(t *testing.T) {
 	}
 	if got := transfers(t, c, usdc, wallet, common.HexToAddress(refundTo)); len(got) != 1 {
 		t.Errorf("%d transfers, want 1", len(got))
+	}
+}
+
+// doomingNode takes the first transaction from one address and never
+// mines it, nor any rebroadcast of it (a fee the chain will not take, a
+// pool that evicted it): only another transaction at its nonce goes.
+type doomingNode struct {
+	chain.Client
+	from   common.Address
+	mu     sync.Mutex
+	doomed common.Hash
+}
+
+func (n *doomingNode) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+	if err != nil || from != n.from {
+		return n.Client.SendTransaction(ctx, tx)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.doomed == (common.Hash{}) {
+		n.doomed = tx.Hash()
+	}
+	if tx.Hash() == n.doomed {
+		return nil
+	}
+	return n.Client.SendTransaction(ctx, tx)
+}
+
+// A sweep whose transfer is never mined does not wait for good: after
+// CHAIN_REPLACE_AFTER its address is topped up again and the transfer
+// signed again at its nonce; or, when the earlier transfer is mined after
+// all, that one completes the sweep. Either way the sweep completes once,
+// and the tokens come home once.
+func TestASweepNotMinedIsToppedUpAndSignedAgain(t *testing.T) {
+	t.Parallel()
+	for _, earlierMined := range []bool{false, true} {
+		f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+		ctx := context.Background()
+		c := f.chain.chain
+		p := f.payout(t, "85", refundTo)
+		if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+			t.Fatal(err)
+		}
+		f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
+		if _, err := f.worker.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := f.status(t, p.PayoutID); st.Status != "completed" {
+			t.Fatalf("the payout: %s", st.Status)
+		}
+		address := common.HexToAddress(p.Deposit.Address)
+		start := balance(t, c, usdc, chaintest.Treasury.Address)
+		node := &doomingNode{Client: c.Client(), from: address}
+		n, err := chain.NewNode(environment.Sandbox, 84532, node, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewPedanticRegistry()
+		s, err := chain.NewSigner(n, chaintest.Treasury.KeyHex(), f.store(), f.clock.now, chain.SignerOptions{ReplaceAfter: time.Minute, Sweep: sweepKeys},
+			chain.NewSignerMetrics(reg), discard(), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounds := func(k int) {
+			t.Helper()
+			for range k {
+				if _, err := s.Round(ctx); err != nil {
+					t.Fatal(err)
+				}
+				c.Commit()
+			}
+		}
+		rounds(6) // gas sent and mined, the transfer signed and doomed
+		var state string
+		var doomed []byte
+		if err := f.db.QueryRow(ctx, `SELECT state, raw FROM payout_sweeps`).Scan(&state, &doomed); err != nil || state != "sweeping" {
+			t.Fatalf("the sweep, its transfer doomed: %s (%v)", state, err)
+		}
+		f.advance(t, 2*time.Minute)
+		if _, err := s.Round(ctx); err != nil { // sent back to funding, and topped up again
+			t.Fatal(err)
+		}
+		if earlierMined {
+			var tx types.Transaction
+			if err := tx.UnmarshalBinary(doomed); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Client().SendTransaction(ctx, &tx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Commit()
+		rounds(8)
+		wantGas := 2 // topped up again for the transfer signed again
+		if earlierMined {
+			wantGas = 1 // done by the earlier transfer before the second top-up was signed
+		}
+		var gasSends, swept int
+		var by string
+		if err := f.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM payout_chain_sends WHERE purpose = 'gas' AND state = 'confirmed'),
+			(SELECT count(*) FROM payout_sweeps WHERE state = 'swept'), (SELECT tx_hash FROM payout_sweeps)`).Scan(&gasSends, &swept,
+			&by); err != nil || gasSends != wantGas || swept != 1 {
+			t.Errorf("earlier mined %v: %d gas sends confirmed, %d sweeps swept (%v); want %d and 1: swept once", earlierMined, gasSends, swept,
+				err, wantGas)
+		}
+		if earlierMined && by != strings.ToLower(node.doomed.Hex()) {
+			t.Errorf("the sweep is done by %s, want the earlier transfer %s", by, node.doomed.Hex())
+		}
+		if got := balance(t, c, usdc, address); got.Sign() != 0 {
+			t.Errorf("earlier mined %v: the deposit address holds %s USDC units, want 0", earlierMined, got)
+		}
+		if got, want := balance(t, c, usdc, chaintest.Treasury.Address), new(big.Int).Add(start, usdcUnits(t, "1234567.89")); got.Cmp(want) != 0 {
+			t.Errorf("earlier mined %v: the treasury holds %s USDC units, want %s: its deposit home, once", earlierMined, got, want)
+		}
 	}
 }
