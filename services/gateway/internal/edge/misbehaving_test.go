@@ -267,6 +267,8 @@ func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
 // make misbehave ("Unsolicited response received on idle HTTP channel", a
 // TLS handshake cut short). The gateway logs through slog; what the
 // gateway answered, the tests' subject, is what they judge.
+//
+// (TestMain is the package's setup, not a test: t.Parallel does not apply.)
 func TestMain(m *testing.M) {
 	log.SetOutput(io.Discard)
 	os.Exit(m.Run())

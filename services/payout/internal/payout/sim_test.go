@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
@@ -519,12 +520,8 @@ func (s *sim) quiesce() {
 	s.steps = append(s.steps, "     quiesced")
 	// Nothing waits on us: every payout is final, or processing at a
 	// provider that forgot it (found, counted and paged: an operator's).
-	rows, err := s.f.db.Query(s.ctx, `SELECT id || ' ' || status FROM payouts WHERE status NOT IN ('completed', 'failed', 'returned', 'expired')
+	stuck, err := s.strings(`SELECT id || ' ' || status FROM payouts WHERE status NOT IN ('completed', 'failed', 'returned', 'expired')
 		AND NOT (status = 'processing' AND provider_missing_at IS NOT NULL)`)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	stuck, err := collectStrings(rows)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -532,11 +529,7 @@ func (s *sim) quiesce() {
 		s.fail("quiescence: payouts not final: %v", stuck)
 	}
 	// Every refund with an address is confirmed on chain.
-	rows, err = s.f.db.Query(s.ctx, `SELECT id || ' ' || status FROM payout_refunds WHERE status <> 'confirmed' AND address IS NOT NULL`)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	unsent, err := collectStrings(rows)
+	unsent, err := s.strings(`SELECT id || ' ' || status FROM payout_refunds WHERE status <> 'confirmed' AND address IS NOT NULL`)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -631,11 +624,7 @@ func simMoves() string {
 func (s *sim) check(i int) {
 	s.t.Helper()
 	for _, c := range simChecks {
-		rows, err := s.f.db.Query(s.ctx, c.query)
-		if err != nil {
-			s.t.Fatalf("check %q: %v", c.name, err)
-		}
-		broken, err := collectStrings(rows)
+		broken, err := s.strings(c.query)
 		if err != nil {
 			s.t.Fatalf("check %q: %v", c.name, err)
 		}
@@ -684,20 +673,11 @@ func (s *sim) check(i int) {
 	}
 }
 
-func collectStrings(rows interface {
-	Next() bool
-	Scan(...any) error
-	Err() error
-	Close()
-}) ([]string, error) {
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+// strings are the rows of a query of one text column.
+func (s *sim) strings(query string) ([]string, error) {
+	rows, err := s.f.db.Query(s.ctx, query)
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
