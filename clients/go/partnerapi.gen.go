@@ -296,6 +296,7 @@ func (e Error401ErrorCode) Valid() bool {
 const (
 	Error403ErrorCodeChainNotAllowed  Error403ErrorCode = "chain_not_allowed"
 	Error403ErrorCodeExecutionCapped  Error403ErrorCode = "execution_capped"
+	Error403ErrorCodeIpNotAllowed     Error403ErrorCode = "ip_not_allowed"
 	Error403ErrorCodePermissionDenied Error403ErrorCode = "permission_denied"
 	Error403ErrorCodeTokenNotAllowed  Error403ErrorCode = "token_not_allowed"
 )
@@ -306,6 +307,8 @@ func (e Error403ErrorCode) Valid() bool {
 	case Error403ErrorCodeChainNotAllowed:
 		return true
 	case Error403ErrorCodeExecutionCapped:
+		return true
+	case Error403ErrorCodeIpNotAllowed:
 		return true
 	case Error403ErrorCodePermissionDenied:
 		return true
@@ -505,6 +508,7 @@ const (
 	ErrorEnvelopeErrorCodeIdempotencyKeyReused     ErrorEnvelopeErrorCode = "idempotency_key_reused"
 	ErrorEnvelopeErrorCodeInternal                 ErrorEnvelopeErrorCode = "internal"
 	ErrorEnvelopeErrorCodeInvalidRequest           ErrorEnvelopeErrorCode = "invalid_request"
+	ErrorEnvelopeErrorCodeIpNotAllowed             ErrorEnvelopeErrorCode = "ip_not_allowed"
 	ErrorEnvelopeErrorCodeNoRoute                  ErrorEnvelopeErrorCode = "no_route"
 	ErrorEnvelopeErrorCodeNotConfigured            ErrorEnvelopeErrorCode = "not_configured"
 	ErrorEnvelopeErrorCodeNotFound                 ErrorEnvelopeErrorCode = "not_found"
@@ -547,6 +551,8 @@ func (e ErrorEnvelopeErrorCode) Valid() bool {
 	case ErrorEnvelopeErrorCodeInternal:
 		return true
 	case ErrorEnvelopeErrorCodeInvalidRequest:
+		return true
+	case ErrorEnvelopeErrorCodeIpNotAllowed:
 		return true
 	case ErrorEnvelopeErrorCodeNoRoute:
 		return true
@@ -808,6 +814,48 @@ const (
 func (e FiatVirtualAccountListItemStatus) Valid() bool {
 	switch e {
 	case FiatVirtualAccountListItemStatusActive:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KeyInfoProducts.
+const (
+	KeyInfoProductsBank    KeyInfoProducts = "bank"
+	KeyInfoProductsCard    KeyInfoProducts = "card"
+	KeyInfoProductsDeposit KeyInfoProducts = "deposit"
+	KeyInfoProductsFiat    KeyInfoProducts = "fiat"
+)
+
+// Valid indicates whether the value is a known member of the KeyInfoProducts enum.
+func (e KeyInfoProducts) Valid() bool {
+	switch e {
+	case KeyInfoProductsBank:
+		return true
+	case KeyInfoProductsCard:
+		return true
+	case KeyInfoProductsDeposit:
+		return true
+	case KeyInfoProductsFiat:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KeyInfoScope.
+const (
+	Read  KeyInfoScope = "read"
+	Write KeyInfoScope = "write"
+)
+
+// Valid indicates whether the value is a known member of the KeyInfoScope enum.
+func (e KeyInfoScope) Valid() bool {
+	switch e {
+	case Read:
+		return true
+	case Write:
 		return true
 	default:
 		return false
@@ -2771,6 +2819,46 @@ type IsoCurrency = string
 // Examples: PT10S
 type IsoDuration = string
 
+// KeyInfo The calling key (GET /v1/keys/me).
+type KeyInfo struct {
+	// AllowedIps CIDR ranges (IPv4 or IPv6) the key may call from; empty, any address.
+	AllowedIps []string `json:"allowedIps"`
+	Chains     struct {
+		Destination []ChainId `json:"destination"`
+		Source      []ChainId `json:"source"`
+	} `json:"chains"`
+
+	// Environment The deployment that answered.
+	Environment Environment `json:"environment"`
+
+	// ExpiresAt After this time the key is refused with `401 unauthorized`; `null`, it does not expire.
+	ExpiresAt *time.Time `json:"expiresAt"`
+
+	// KeyId The key's id in the keys file, as logs and support name it.
+	KeyId string `json:"keyId"`
+
+	// MaxExecutionUsd A decimal string in major units, never a JSON number.
+	//
+	// Examples: 100.50
+	MaxExecutionUsd DecimalMajorUnits `json:"maxExecutionUsd"`
+	Products        []KeyInfoProducts `json:"products"`
+
+	// RatePerSecond Requests a second this key may make (see the RateLimit headers).
+	RatePerSecond int `json:"ratePerSecond"`
+
+	// Scope `read`: the GETs and the status and validate POSTs only.
+	Scope KeyInfoScope `json:"scope"`
+
+	// Tokens Token contract addresses the key may name, per chain id.
+	Tokens map[string][]string `json:"tokens"`
+}
+
+// KeyInfoProducts defines model for KeyInfo.Products.
+type KeyInfoProducts string
+
+// KeyInfoScope `read`: the GETs and the status and validate POSTs only.
+type KeyInfoScope string
+
 // Limits defines model for Limits.
 type Limits struct {
 	// CardCorridors The card corridors (POST /v1/orders) and their per-order limits, in the corridor's currency.
@@ -3442,6 +3530,9 @@ type StartingAfter = string
 
 // AccountNotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
 type AccountNotFound = Error404
+
+// AddressNotAllowed A key that may not do this: the error envelope with the codes answered with 403.
+type AddressNotAllowed = Error403
 
 // ConsentSessionNotFound Nothing of that name for this key: the error envelope with the codes answered with 404.
 type ConsentSessionNotFound = Error404
@@ -6014,6 +6105,17 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/fiat/virtual-accounts (the `CreateVirtualAccount` operationId).
 	CreateVirtualAccount(ctx context.Context, params *CreateVirtualAccountParams, body CreateVirtualAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetMyKey What this key is, and where and until when it works
+	//
+	// The calling key as its operator narrowed it: its id, its scope (`read` keys call the GETs and the
+	// status and validate POSTs, and create or move nothing; `write` keys everything their products
+	// allow), its products, chains and tokens, its rate limit and execution ceiling, the addresses it may
+	// call from (empty: any) and when it stops working (`null`: never). Never the key or its fingerprint.
+	// Needs only a valid key, of either scope.
+	//
+	// Corresponds with GET /v1/keys/me (the `GetMyKey` operationId).
+	GetMyKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetLimits Payout rails, their limits and settlement times
 	//
 	// The published payout rails: the currencies and countries each serves, its per-transfer limits
@@ -7313,6 +7415,27 @@ func (c *Client) CreateVirtualAccountWithBody(ctx context.Context, params *Creat
 // Corresponds with POST /v1/fiat/virtual-accounts (the `CreateVirtualAccount` operationId).
 func (c *Client) CreateVirtualAccount(ctx context.Context, params *CreateVirtualAccountParams, body CreateVirtualAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateVirtualAccountRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMyKey What this key is, and where and until when it works
+//
+// The calling key as its operator narrowed it: its id, its scope (`read` keys call the GETs and the
+// status and validate POSTs, and create or move nothing; `write` keys everything their products
+// allow), its products, chains and tokens, its rate limit and execution ceiling, the addresses it may
+// call from (empty: any) and when it stops working (`null`: never). Never the key or its fingerprint.
+// Needs only a valid key, of either scope.
+//
+// Corresponds with GET /v1/keys/me (the `GetMyKey` operationId).
+func (c *Client) GetMyKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMyKeyRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -9203,6 +9326,33 @@ func NewCreateVirtualAccountRequestWithBody(server string, params *CreateVirtual
 	return req, nil
 }
 
+// NewGetMyKeyRequest constructs an http.Request for the GetMyKey method
+func NewGetMyKeyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys/me")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetLimitsRequest constructs an http.Request for the GetLimits method
 func NewGetLimitsRequest(server string) (*http.Request, error) {
 	var err error
@@ -10477,6 +10627,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/fiat/virtual-accounts (the `CreateVirtualAccount` operationId).
 	CreateVirtualAccountWithResponse(ctx context.Context, params *CreateVirtualAccountParams, body CreateVirtualAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVirtualAccountResponse, error)
 
+	// GetMyKeyWithResponse What this key is, and where and until when it works
+	//
+	// The calling key as its operator narrowed it: its id, its scope (`read` keys call the GETs and the
+	// status and validate POSTs, and create or move nothing; `write` keys everything their products
+	// allow), its products, chains and tokens, its rate limit and execution ceiling, the addresses it may
+	// call from (empty: any) and when it stops working (`null`: never). Never the key or its fingerprint.
+	// Needs only a valid key, of either scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/keys/me (the `GetMyKey` operationId).
+	GetMyKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMyKeyResponse, error)
+
 	// GetLimitsWithResponse Payout rails, their limits and settlement times
 	//
 	// The published payout rails: the currencies and countries each serves, its per-transfer limits
@@ -11079,8 +11242,8 @@ type BankPayoutResponse401Headers struct {
 
 // BankPayoutResponse403Headers the declared response headers of an HTTP 403 response for BankPayout
 type BankPayoutResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -11320,8 +11483,8 @@ type BankPayoutQuoteResponse401Headers struct {
 
 // BankPayoutQuoteResponse403Headers the declared response headers of an HTTP 403 response for BankPayoutQuote
 type BankPayoutQuoteResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -11526,8 +11689,8 @@ type BankPayoutRefundAddressResponse401Headers struct {
 
 // BankPayoutRefundAddressResponse403Headers the declared response headers of an HTTP 403 response for BankPayoutRefundAddress
 type BankPayoutRefundAddressResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -11718,8 +11881,8 @@ type BankPayoutStatusResponse401Headers struct {
 
 // BankPayoutStatusResponse403Headers the declared response headers of an HTTP 403 response for BankPayoutStatus
 type BankPayoutStatusResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -11910,8 +12073,8 @@ type ValidateBankPayoutResponse401Headers struct {
 
 // ValidateBankPayoutResponse403Headers the declared response headers of an HTTP 403 response for ValidateBankPayout
 type ValidateBankPayoutResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -12133,8 +12296,8 @@ type ListBankPayoutsResponse401Headers struct {
 
 // ListBankPayoutsResponse403Headers the declared response headers of an HTTP 403 response for ListBankPayouts
 type ListBankPayoutsResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -12283,6 +12446,13 @@ type GetConfigResponse401Headers struct {
 	XRequestId      string
 }
 
+// GetConfigResponse403Headers the declared response headers of an HTTP 403 response for GetConfig
+type GetConfigResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // GetConfigResponse404Headers the declared response headers of an HTTP 404 response for GetConfig
 type GetConfigResponse404Headers struct {
 	XRequestId string
@@ -12308,6 +12478,8 @@ type GetConfigResponse struct {
 	JSON200 *Config
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -12318,6 +12490,8 @@ type GetConfigResponse struct {
 	Headers200 *GetConfigResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetConfigResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetConfigResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetConfigResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -12334,6 +12508,11 @@ func (r GetConfigResponse) GetJSON200() *Config {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetConfigResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetConfigResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -12393,6 +12572,13 @@ type ListCountriesResponse401Headers struct {
 	XRequestId      string
 }
 
+// ListCountriesResponse403Headers the declared response headers of an HTTP 403 response for ListCountries
+type ListCountriesResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // ListCountriesResponse404Headers the declared response headers of an HTTP 404 response for ListCountries
 type ListCountriesResponse404Headers struct {
 	XRequestId string
@@ -12418,6 +12604,8 @@ type ListCountriesResponse struct {
 	JSON200 *Countries
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -12428,6 +12616,8 @@ type ListCountriesResponse struct {
 	Headers200 *ListCountriesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListCountriesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListCountriesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListCountriesResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -12444,6 +12634,11 @@ func (r ListCountriesResponse) GetJSON200() *Countries {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListCountriesResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListCountriesResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -12503,6 +12698,13 @@ type ListCurrenciesResponse401Headers struct {
 	XRequestId      string
 }
 
+// ListCurrenciesResponse403Headers the declared response headers of an HTTP 403 response for ListCurrencies
+type ListCurrenciesResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // ListCurrenciesResponse404Headers the declared response headers of an HTTP 404 response for ListCurrencies
 type ListCurrenciesResponse404Headers struct {
 	XRequestId string
@@ -12528,6 +12730,8 @@ type ListCurrenciesResponse struct {
 	JSON200 *Currencies
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -12538,6 +12742,8 @@ type ListCurrenciesResponse struct {
 	Headers200 *ListCurrenciesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListCurrenciesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListCurrenciesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListCurrenciesResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -12554,6 +12760,11 @@ func (r ListCurrenciesResponse) GetJSON200() *Currencies {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListCurrenciesResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListCurrenciesResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -12623,8 +12834,8 @@ type DepositQuoteResponse401Headers struct {
 
 // DepositQuoteResponse403Headers the declared response headers of an HTTP 403 response for DepositQuote
 type DepositQuoteResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -12827,6 +13038,13 @@ type ListEventsResponse401Headers struct {
 	XRequestId      string
 }
 
+// ListEventsResponse403Headers the declared response headers of an HTTP 403 response for ListEvents
+type ListEventsResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // ListEventsResponse404Headers the declared response headers of an HTTP 404 response for ListEvents
 type ListEventsResponse404Headers struct {
 	XRequestId string
@@ -12869,6 +13087,8 @@ type ListEventsResponse struct {
 	JSON400 *Error400
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -12885,6 +13105,8 @@ type ListEventsResponse struct {
 	Headers400 *ListEventsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListEventsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListEventsResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
@@ -12910,6 +13132,11 @@ func (r ListEventsResponse) GetJSON400() *Error400 {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListEventsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEventsResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -12988,8 +13215,8 @@ type ListFiatAccountsResponse401Headers struct {
 
 // ListFiatAccountsResponse403Headers the declared response headers of an HTTP 403 response for ListFiatAccounts
 type ListFiatAccountsResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -13148,8 +13375,8 @@ type CreateFiatAccountResponse401Headers struct {
 
 // CreateFiatAccountResponse403Headers the declared response headers of an HTTP 403 response for CreateFiatAccount
 type CreateFiatAccountResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -13354,8 +13581,8 @@ type ConsentLinkResponse401Headers struct {
 
 // ConsentLinkResponse403Headers the declared response headers of an HTTP 403 response for ConsentLink
 type ConsentLinkResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -13546,8 +13773,8 @@ type ConsentStatusResponse401Headers struct {
 
 // ConsentStatusResponse403Headers the declared response headers of an HTTP 403 response for ConsentStatus
 type ConsentStatusResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -13738,8 +13965,8 @@ type ListFiatDepositsResponse401Headers struct {
 
 // ListFiatDepositsResponse403Headers the declared response headers of an HTTP 403 response for ListFiatDeposits
 type ListFiatDepositsResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -13898,8 +14125,8 @@ type CreateFiatDepositResponse401Headers struct {
 
 // CreateFiatDepositResponse403Headers the declared response headers of an HTTP 403 response for CreateFiatDeposit
 type CreateFiatDepositResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -14106,8 +14333,8 @@ type FiatStatusResponse401Headers struct {
 
 // FiatStatusResponse403Headers the declared response headers of an HTTP 403 response for FiatStatus
 type FiatStatusResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -14298,8 +14525,8 @@ type ListFiatVirtualAccountsResponse401Headers struct {
 
 // ListFiatVirtualAccountsResponse403Headers the declared response headers of an HTTP 403 response for ListFiatVirtualAccounts
 type ListFiatVirtualAccountsResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -14458,8 +14685,8 @@ type CreateVirtualAccountResponse401Headers struct {
 
 // CreateVirtualAccountResponse403Headers the declared response headers of an HTTP 403 response for CreateVirtualAccount
 type CreateVirtualAccountResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -14644,6 +14871,132 @@ func (r CreateVirtualAccountResponse) ContentType() string {
 	return ""
 }
 
+// GetMyKeyResponse200Headers the declared response headers of an HTTP 200 response for GetMyKey
+type GetMyKeyResponse200Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	XRequestId      string
+}
+
+// GetMyKeyResponse401Headers the declared response headers of an HTTP 401 response for GetMyKey
+type GetMyKeyResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// GetMyKeyResponse403Headers the declared response headers of an HTTP 403 response for GetMyKey
+type GetMyKeyResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
+// GetMyKeyResponse404Headers the declared response headers of an HTTP 404 response for GetMyKey
+type GetMyKeyResponse404Headers struct {
+	XRequestId string
+}
+
+// GetMyKeyResponse429Headers the declared response headers of an HTTP 429 response for GetMyKey
+type GetMyKeyResponse429Headers struct {
+	RateLimit       string
+	RateLimitPolicy string
+	RetryAfter      string
+	XRequestId      string
+}
+
+// GetMyKeyResponse500Headers the declared response headers of an HTTP 500 response for GetMyKey
+type GetMyKeyResponse500Headers struct {
+	XRequestId string
+}
+
+type GetMyKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KeyInfo
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotConfigured
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMyKeyResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMyKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetMyKeyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetMyKeyResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetMyKeyResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetMyKeyResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMyKeyResponse) GetJSON200() *KeyInfo {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetMyKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMyKeyResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetMyKeyResponse) GetJSON404() *NotConfigured {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetMyKeyResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetMyKeyResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMyKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMyKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMyKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMyKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetLimitsResponse200Headers the declared response headers of an HTTP 200 response for GetLimits
 type GetLimitsResponse200Headers struct {
 	RateLimit       string
@@ -14654,6 +15007,13 @@ type GetLimitsResponse200Headers struct {
 // GetLimitsResponse401Headers the declared response headers of an HTTP 401 response for GetLimits
 type GetLimitsResponse401Headers struct {
 	WWWAuthenticate *string
+	XRequestId      string
+}
+
+// GetLimitsResponse403Headers the declared response headers of an HTTP 403 response for GetLimits
+type GetLimitsResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -14682,6 +15042,8 @@ type GetLimitsResponse struct {
 	JSON200 *Limits
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -14692,6 +15054,8 @@ type GetLimitsResponse struct {
 	Headers200 *GetLimitsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetLimitsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetLimitsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetLimitsResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -14708,6 +15072,11 @@ func (r GetLimitsResponse) GetJSON200() *Limits {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetLimitsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetLimitsResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -14776,8 +15145,8 @@ type ListOrdersResponse401Headers struct {
 
 // ListOrdersResponse403Headers the declared response headers of an HTTP 403 response for ListOrders
 type ListOrdersResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -14936,8 +15305,8 @@ type CreateOrderResponse401Headers struct {
 
 // CreateOrderResponse403Headers the declared response headers of an HTTP 403 response for CreateOrder
 type CreateOrderResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -15142,8 +15511,8 @@ type OrderLinkResponse401Headers struct {
 
 // OrderLinkResponse403Headers the declared response headers of an HTTP 403 response for OrderLink
 type OrderLinkResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -15334,8 +15703,8 @@ type OrderStatusResponse401Headers struct {
 
 // OrderStatusResponse403Headers the declared response headers of an HTTP 403 response for OrderStatus
 type OrderStatusResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -15517,6 +15886,13 @@ type ListPaymentMethodsResponse401Headers struct {
 	XRequestId      string
 }
 
+// ListPaymentMethodsResponse403Headers the declared response headers of an HTTP 403 response for ListPaymentMethods
+type ListPaymentMethodsResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // ListPaymentMethodsResponse404Headers the declared response headers of an HTTP 404 response for ListPaymentMethods
 type ListPaymentMethodsResponse404Headers struct {
 	XRequestId string
@@ -15542,6 +15918,8 @@ type ListPaymentMethodsResponse struct {
 	JSON200 *PaymentMethods
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -15552,6 +15930,8 @@ type ListPaymentMethodsResponse struct {
 	Headers200 *ListPaymentMethodsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListPaymentMethodsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListPaymentMethodsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListPaymentMethodsResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -15568,6 +15948,11 @@ func (r ListPaymentMethodsResponse) GetJSON200() *PaymentMethods {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListPaymentMethodsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListPaymentMethodsResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -15627,6 +16012,13 @@ type GetRatesResponse401Headers struct {
 	XRequestId      string
 }
 
+// GetRatesResponse403Headers the declared response headers of an HTTP 403 response for GetRates
+type GetRatesResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // GetRatesResponse404Headers the declared response headers of an HTTP 404 response for GetRates
 type GetRatesResponse404Headers struct {
 	XRequestId string
@@ -15652,6 +16044,8 @@ type GetRatesResponse struct {
 	JSON200 *Rates
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -15662,6 +16056,8 @@ type GetRatesResponse struct {
 	Headers200 *GetRatesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetRatesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetRatesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetRatesResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -15678,6 +16074,11 @@ func (r GetRatesResponse) GetJSON200() *Rates {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetRatesResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetRatesResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -15746,8 +16147,8 @@ type SandboxIdentityResponse401Headers struct {
 
 // SandboxIdentityResponse403Headers the declared response headers of an HTTP 403 response for SandboxIdentity
 type SandboxIdentityResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -15938,8 +16339,8 @@ type SandboxOrderDepositResponse401Headers struct {
 
 // SandboxOrderDepositResponse403Headers the declared response headers of an HTTP 403 response for SandboxOrderDeposit
 type SandboxOrderDepositResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -16131,8 +16532,8 @@ type SandboxPayinResponse401Headers struct {
 
 // SandboxPayinResponse403Headers the declared response headers of an HTTP 403 response for SandboxPayin
 type SandboxPayinResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -16340,8 +16741,8 @@ type SandboxPayoutDepositResponse401Headers struct {
 
 // SandboxPayoutDepositResponse403Headers the declared response headers of an HTTP 403 response for SandboxPayoutDeposit
 type SandboxPayoutDepositResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -16548,8 +16949,8 @@ type SandboxPayoutExpireResponse401Headers struct {
 
 // SandboxPayoutExpireResponse403Headers the declared response headers of an HTTP 403 response for SandboxPayoutExpire
 type SandboxPayoutExpireResponse403Headers struct {
-	RateLimit       string
-	RateLimitPolicy string
+	RateLimit       *string
+	RateLimitPolicy *string
 	XRequestId      string
 }
 
@@ -16731,6 +17132,13 @@ type ListStatusesResponse401Headers struct {
 	XRequestId      string
 }
 
+// ListStatusesResponse403Headers the declared response headers of an HTTP 403 response for ListStatuses
+type ListStatusesResponse403Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	XRequestId      string
+}
+
 // ListStatusesResponse404Headers the declared response headers of an HTTP 404 response for ListStatuses
 type ListStatusesResponse404Headers struct {
 	XRequestId string
@@ -16756,6 +17164,8 @@ type ListStatusesResponse struct {
 	JSON200 *Statuses
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AddressNotAllowed
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotConfigured
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -16766,6 +17176,8 @@ type ListStatusesResponse struct {
 	Headers200 *ListStatusesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListStatusesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListStatusesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListStatusesResponse404Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -16782,6 +17194,11 @@ func (r ListStatusesResponse) GetJSON200() *Statuses {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListStatusesResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListStatusesResponse) GetJSON403() *AddressNotAllowed {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -17687,6 +18104,25 @@ func (c *ClientWithResponses) CreateVirtualAccountWithResponse(ctx context.Conte
 	return ParseCreateVirtualAccountResponse(rsp)
 }
 
+// GetMyKeyWithResponse What this key is, and where and until when it works
+//
+// The calling key as its operator narrowed it: its id, its scope (`read` keys call the GETs and the
+// status and validate POSTs, and create or move nothing; `write` keys everything their products
+// allow), its products, chains and tokens, its rate limit and execution ceiling, the addresses it may
+// call from (empty: any) and when it stops working (`null`: never). Never the key or its fingerprint.
+// Needs only a valid key, of either scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/keys/me (the `GetMyKey` operationId).
+func (c *ClientWithResponses) GetMyKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMyKeyResponse, error) {
+	rsp, err := c.GetMyKey(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMyKeyResponse(rsp)
+}
+
 // GetLimitsWithResponse Payout rails, their limits and settlement times
 //
 // The published payout rails: the currencies and countries each serves, its per-transfer limits
@@ -18590,17 +19026,17 @@ func ParseBankPayoutResponse(rsp *http.Response) (*BankPayoutResponse, error) {
 		var headers BankPayoutResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -18994,17 +19430,17 @@ func ParseBankPayoutQuoteResponse(rsp *http.Response) (*BankPayoutQuoteResponse,
 		var headers BankPayoutQuoteResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -19322,17 +19758,17 @@ func ParseBankPayoutRefundAddressResponse(rsp *http.Response) (*BankPayoutRefund
 		var headers BankPayoutRefundAddressResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -19640,17 +20076,17 @@ func ParseBankPayoutStatusResponse(rsp *http.Response) (*BankPayoutStatusRespons
 		var headers BankPayoutStatusResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -19972,17 +20408,17 @@ func ParseValidateBankPayoutResponse(rsp *http.Response) (*ValidateBankPayoutRes
 		var headers ValidateBankPayoutResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -20317,17 +20753,17 @@ func ParseListBankPayoutsResponse(rsp *http.Response) (*ListBankPayoutsResponse,
 		var headers ListBankPayoutsResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -20452,6 +20888,13 @@ func ParseGetConfigResponse(rsp *http.Response) (*GetConfigResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20517,6 +20960,30 @@ func ParseGetConfigResponse(rsp *http.Response) (*GetConfigResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetConfigResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetConfigResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -20601,6 +21068,13 @@ func ParseListCountriesResponse(rsp *http.Response) (*ListCountriesResponse, err
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20666,6 +21140,30 @@ func ParseListCountriesResponse(rsp *http.Response) (*ListCountriesResponse, err
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListCountriesResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers ListCountriesResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -20750,6 +21248,13 @@ func ParseListCurrenciesResponse(rsp *http.Response) (*ListCurrenciesResponse, e
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20815,6 +21320,30 @@ func ParseListCurrenciesResponse(rsp *http.Response) (*ListCurrenciesResponse, e
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListCurrenciesResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers ListCurrenciesResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -21041,17 +21570,17 @@ func ParseDepositQuoteResponse(rsp *http.Response) (*DepositQuoteResponse, error
 		var headers DepositQuoteResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -21248,6 +21777,13 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21351,6 +21887,30 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListEventsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers ListEventsResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -21604,17 +22164,17 @@ func ParseListFiatAccountsResponse(rsp *http.Response) (*ListFiatAccountsRespons
 		var headers ListFiatAccountsResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -21881,17 +22441,17 @@ func ParseCreateFiatAccountResponse(rsp *http.Response) (*CreateFiatAccountRespo
 		var headers CreateFiatAccountResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -22209,17 +22769,17 @@ func ParseConsentLinkResponse(rsp *http.Response) (*ConsentLinkResponse, error) 
 		var headers ConsentLinkResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -22527,17 +23087,17 @@ func ParseConsentStatusResponse(rsp *http.Response) (*ConsentStatusResponse, err
 		var headers ConsentStatusResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -22831,17 +23391,17 @@ func ParseListFiatDepositsResponse(rsp *http.Response) (*ListFiatDepositsRespons
 		var headers ListFiatDepositsResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -23108,17 +23668,17 @@ func ParseCreateFiatDepositResponse(rsp *http.Response) (*CreateFiatDepositRespo
 		var headers CreateFiatDepositResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -23450,17 +24010,17 @@ func ParseFiatStatusResponse(rsp *http.Response) (*FiatStatusResponse, error) {
 		var headers FiatStatusResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -23754,17 +24314,17 @@ func ParseListFiatVirtualAccountsResponse(rsp *http.Response) (*ListFiatVirtualA
 		var headers ListFiatVirtualAccountsResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -24031,17 +24591,17 @@ func ParseCreateVirtualAccountResponse(rsp *http.Response) (*CreateVirtualAccoun
 		var headers CreateVirtualAccountResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -24217,6 +24777,186 @@ func ParseCreateVirtualAccountResponse(rsp *http.Response) (*CreateVirtualAccoun
 	return response, nil
 }
 
+// ParseGetMyKeyResponse parses an HTTP response from a GetMyKeyWithResponse call
+func ParseGetMyKeyResponse(rsp *http.Response) (*GetMyKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMyKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KeyInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotConfigured
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMyKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetMyKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetMyKeyResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetMyKeyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetMyKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetMyKeyResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetLimitsResponse parses an HTTP response from a GetLimitsWithResponse call
 func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -24244,6 +24984,13 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
@@ -24310,6 +25057,30 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetLimitsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetLimitsResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -24508,17 +25279,17 @@ func ParseListOrdersResponse(rsp *http.Response) (*ListOrdersResponse, error) {
 		var headers ListOrdersResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -24785,17 +25556,17 @@ func ParseCreateOrderResponse(rsp *http.Response) (*CreateOrderResponse, error) 
 		var headers CreateOrderResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -25113,17 +25884,17 @@ func ParseOrderLinkResponse(rsp *http.Response) (*OrderLinkResponse, error) {
 		var headers OrderLinkResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -25431,17 +26202,17 @@ func ParseOrderStatusResponse(rsp *http.Response) (*OrderStatusResponse, error) 
 		var headers OrderStatusResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -25621,6 +26392,13 @@ func ParseListPaymentMethodsResponse(rsp *http.Response) (*ListPaymentMethodsRes
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25686,6 +26464,30 @@ func ParseListPaymentMethodsResponse(rsp *http.Response) (*ListPaymentMethodsRes
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListPaymentMethodsResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers ListPaymentMethodsResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -25770,6 +26572,13 @@ func ParseGetRatesResponse(rsp *http.Response) (*GetRatesResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25835,6 +26644,30 @@ func ParseGetRatesResponse(rsp *http.Response) (*GetRatesResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetRatesResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers GetRatesResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -26047,17 +26880,17 @@ func ParseSandboxIdentityResponse(rsp *http.Response) (*SandboxIdentityResponse,
 		var headers SandboxIdentityResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -26365,17 +27198,17 @@ func ParseSandboxOrderDepositResponse(rsp *http.Response) (*SandboxOrderDepositR
 		var headers SandboxOrderDepositResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -26697,17 +27530,17 @@ func ParseSandboxPayinResponse(rsp *http.Response) (*SandboxPayinResponse, error
 		var headers SandboxPayinResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -27053,17 +27886,17 @@ func ParseSandboxPayoutDepositResponse(rsp *http.Response) (*SandboxPayoutDeposi
 		var headers SandboxPayoutDepositResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -27395,17 +28228,17 @@ func ParseSandboxPayoutExpireResponse(rsp *http.Response) (*SandboxPayoutExpireR
 		var headers SandboxPayoutExpireResponse403Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimit = value
+			headers.RateLimit = &value
 		}
 		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RateLimitPolicy = value
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
@@ -27585,6 +28418,13 @@ func ParseListStatusesResponse(rsp *http.Response) (*ListStatusesResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AddressNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotConfigured
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27650,6 +28490,30 @@ func ParseListStatusesResponse(rsp *http.Response) (*ListStatusesResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListStatusesResponse403Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 404:
 		var headers ListStatusesResponse404Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

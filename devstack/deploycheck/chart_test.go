@@ -762,3 +762,18 @@ func TestTheChainsReachThePayoutService(t *testing.T) {
 		t.Error("the payout service's NetworkPolicy does not let it reach the listed RPC nodes")
 	}
 }
+
+// TestTheGatewayTrustsOnlyTheListedProxies: the chart passes
+// gateway.trustedProxies to GATEWAY_TRUSTED_PROXIES, and with none listed
+// sets nothing (the connection's address is the caller's).
+func TestTheGatewayTrustsOnlyTheListedProxies(t *testing.T) {
+	t.Parallel()
+	gateway := func(r rendered) corev1.Container { return r.deployments["pa-partner-api-gateway"].Spec.Template.Spec.Containers[0] }
+	if e, ok := env(gateway(render(t, "values-production.yaml")), "GATEWAY_TRUSTED_PROXIES"); ok {
+		t.Errorf("no proxies listed, yet GATEWAY_TRUSTED_PROXIES=%q", e.Value)
+	}
+	r := render(t, "values-production.yaml", "json:gateway.trustedProxies=[\"10.42.0.0/16\",\"fd00:42::/56\"]")
+	if e, _ := env(gateway(r), "GATEWAY_TRUSTED_PROXIES"); e.Value != "10.42.0.0/16,fd00:42::/56" {
+		t.Errorf("GATEWAY_TRUSTED_PROXIES=%q", e.Value)
+	}
+}

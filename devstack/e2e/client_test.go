@@ -49,6 +49,11 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 	if err != nil || cfg.JSON200 == nil || cfg.JSON200.Environment != partnerapi.Sandbox || len(cfg.JSON200.Products) != 1 {
 		t.Fatalf("config: %v %+v", err, cfg)
 	}
+	me, err := c.GetMyKeyWithResponse(ctx)
+	if err != nil || me.JSON200 == nil || me.JSON200.KeyId != "acme" || me.JSON200.Scope != partnerapi.Write || me.JSON200.RatePerSecond != 1000 ||
+		len(me.JSON200.AllowedIps) != 0 || me.JSON200.ExpiresAt != nil {
+		t.Fatalf("keys/me: %v %s", err, me.Body)
+	}
 
 	quoteBody := partnerapi.BankPayoutQuoteJSONRequestBody{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "GBP", Country: "GB", CryptoAmount: ptr("42")}
 	q, err := c.BankPayoutQuoteWithResponse(ctx, nil, quoteBody)

@@ -323,6 +323,12 @@ var client = &http.Client{Timeout: 10 * time.Second}
 
 func (s *stack) do(method, path, key, body string, header ...string) response {
 	s.t.Helper()
+	return s.doWith(client, method, path, key, body, header...)
+}
+
+// doWith is do through c (another source address, say).
+func (s *stack) doWith(c *http.Client, method, path, key, body string, header ...string) response {
+	s.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -347,7 +353,7 @@ func (s *stack) do(method, path, key, body string, header ...string) response {
 		}
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -26,6 +26,7 @@ const (
 	CodeNoRoute                Code = "no_route"
 	CodeUnauthorized           Code = "unauthorized"
 	CodePermissionDenied       Code = "permission_denied"
+	CodeIPNotAllowed           Code = "ip_not_allowed"
 	CodeChainNotAllowed        Code = "chain_not_allowed"
 	CodeTokenNotAllowed        Code = "token_not_allowed"
 	CodeExecutionCapped        Code = "execution_capped"
@@ -60,6 +61,7 @@ var statuses = map[Code]int{
 	CodeNoRoute:                http.StatusBadRequest,
 	CodeUnauthorized:           http.StatusUnauthorized,
 	CodePermissionDenied:       http.StatusForbidden,
+	CodeIPNotAllowed:           http.StatusForbidden,
 	CodeChainNotAllowed:        http.StatusForbidden,
 	CodeTokenNotAllowed:        http.StatusForbidden,
 	CodeExecutionCapped:        http.StatusForbidden,

@@ -62,6 +62,10 @@ type settings struct {
 	FiatURL      config.URL    `env:"FIAT_URL, default=http://127.0.0.1:8082"`
 	ConsentURL   config.URL    `env:"CONSENT_URL, default=http://127.0.0.1:8083"`
 	OrdersURL    config.URL    `env:"ORDERS_URL, default=http://127.0.0.1:8084"`
+	// The proxies in front of the gateway (CIDR ranges): their
+	// X-Forwarded-For hops name a call's origin for keys pinned to
+	// addresses. None: the connection's address is the origin.
+	TrustedProxies apikey.Allowed `env:"GATEWAY_TRUSTED_PROXIES"`
 	// The PEM bundle that signs the services' certificates, for https://
 	// upstream URLs (the system's pool when unset).
 	UpstreamCAFile string `env:"UPSTREAM_CA_FILE"`
@@ -120,15 +124,16 @@ func run(ctx context.Context, s *serve.Setup, cfg *settings) error {
 		return err
 	}
 	gw, err := edge.New(edge.Config{
-		Env:           s.Env,
-		Keys:          keys,
-		Limiter:       limiter,
-		Upstreams:     upstreams,
-		Transport:     s.Kit.Tracing.Transport(transport),
-		InternalToken: string(cfg.InternalToken),
-		Docs:          apidocs.New(),
-		Log:           s.Log,
-		Metrics:       metrics,
+		Env:            s.Env,
+		Keys:           keys,
+		Limiter:        limiter,
+		Upstreams:      upstreams,
+		Transport:      s.Kit.Tracing.Transport(transport),
+		InternalToken:  string(cfg.InternalToken),
+		Docs:           apidocs.New(),
+		Log:            s.Log,
+		Metrics:        metrics,
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	if err != nil {
 		return err

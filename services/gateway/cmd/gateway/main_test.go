@@ -30,6 +30,15 @@ func TestSettingsAreReadOnceWithTheirDefaults(t *testing.T) {
 	if u := c.upstreams()[edge.UpstreamPayout]; u.Host != "payout.internal:8443" {
 		t.Errorf("payout upstream %v", u)
 	}
+	env["GATEWAY_TRUSTED_PROXIES"] = "10.0.0.0/8, fd00::/8"
+	if err := config.Load(func(k string) string { return env[k] }, &c); err != nil || len(c.TrustedProxies) != 2 || c.TrustedProxies[1].String() != "fd00::/8" {
+		t.Errorf("GATEWAY_TRUSTED_PROXIES: %v, %v", c.TrustedProxies, err)
+	}
+	env["GATEWAY_TRUSTED_PROXIES"] = "10.0.0.0/33"
+	if err := config.Load(func(k string) string { return env[k] }, &c); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not an address or a CIDR range`) {
+		t.Errorf("a bad GATEWAY_TRUSTED_PROXIES: %v", err)
+	}
+	delete(env, "GATEWAY_TRUSTED_PROXIES")
 	env["GATEWAY_REPLICAS"], env["KEYS_RELOAD_INTERVAL"], env["SHUTDOWN_DRAIN"] = "0", "-1s", "-1s"
 	err := config.Load(func(k string) string { return env[k] }, &c)
 	for _, want := range []string{"GATEWAY_REPLICAS: 0 is not a positive integer", "KEYS_RELOAD_INTERVAL: -1s is not a positive duration", "SHUTDOWN_DRAIN: -1s is negative"} {

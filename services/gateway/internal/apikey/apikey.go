@@ -74,6 +74,7 @@ type Key struct {
 	Fingerprint string `json:"fingerprint"`
 	partner.Grants
 	RatePerSecond int `json:"ratePerSecond"`
+	Narrowing
 }
 
 // File is the keys file: {"keys":[…]}.
@@ -103,6 +104,9 @@ func (k *Key) Validate() error {
 		return fmt.Errorf("key %q: ratePerSecond must be 1..%d", k.ID, maxRate)
 	case !usdPattern.MatchString(k.MaxExecutionUSD):
 		return fmt.Errorf("key %q: maxExecutionUsd must be a decimal string", k.ID)
+	}
+	if err := k.Narrowing.validate(); err != nil {
+		return fmt.Errorf("key %q: %w", k.ID, err)
 	}
 	for _, p := range k.Products {
 		if !slices.Contains(partner.Products, p) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"time"
 
 	"github.com/partnerpay/api/services/gateway/internal/ratelimit"
 )
@@ -21,7 +22,16 @@ type Entry struct {
 	GrantsValue []string
 	// PolicyValue is the RateLimit-Policy value.
 	PolicyValue []string
+	// ReadOnly: the key's scope is read.
+	ReadOnly bool
+	// Allowed are the addresses the key may call from; nil, any.
+	Allowed Allowed
+	// Expires is the end of the key's life; zero, never.
+	Expires time.Time
 }
+
+// Expired reports whether the key's life has ended at now.
+func (e *Entry) Expired(now time.Time) bool { return !e.Expires.IsZero() && !now.Before(e.Expires) }
 
 // HasProduct reports whether the key carries product.
 func (e *Entry) HasProduct(product string) bool { return e.Key.HasProduct(product) }
@@ -47,6 +57,11 @@ func NewSet(f *File) *Set {
 			IDValue:       []string{k.ID},
 			GrantsValue:   []string{string(g)},
 			PolicyValue:   []string{ratelimit.Policy(k.RatePerSecond)},
+			ReadOnly:      k.Scope == ScopeRead,
+			Allowed:       parseAllowed(k.AllowedIPs),
+		}
+		if k.ExpiresAt != nil {
+			s.byDigest[d].Expires = *k.ExpiresAt
 		}
 	}
 	return s
@@ -74,4 +89,19 @@ func (s *Set) Lookup(key string) (*Entry, bool) {
 	copy(b, key)
 	e, ok := s.byDigest[sha256.Sum256(b)]
 	return e, ok
+}
+
+// Expiring counts the keys whose life ends within ExpiringWithin of now,
+// and those already ended (refused, but still in the file).
+func (s *Set) Expiring(now time.Time) (soon, ended int) {
+	for _, e := range s.byDigest {
+		switch {
+		case e.Expires.IsZero():
+		case e.Expired(now):
+			ended++
+		case e.Expires.Sub(now) <= ExpiringWithin:
+			soon++
+		}
+	}
+	return soon, ended
 }

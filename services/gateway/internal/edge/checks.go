@@ -11,6 +11,7 @@ import (
 	"github.com/partnerpay/api/pkg/jsonbody"
 	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
+	"github.com/partnerpay/api/services/gateway/internal/reference"
 )
 
 // serve applies the edge's checks, then forwards what passes them. It
@@ -30,8 +31,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string
 //	HTTP/1.0: answered, connection closed)
 //	→ CORS preflight, /health, the documents and public routes (no key;
 //	  an ambiguous body, 400)
-//	→ not_configured → not_found → unauthorized → rate_limited
-//	→ permission_denied → an ambiguous body (two Content-Types, a
+//	→ not_configured → not_found → unauthorized (unknown or expired key)
+//	→ ip_not_allowed (the key's allow-list) → rate_limited
+//	→ permission_denied (the key's products, then its scope) → an ambiguous body (two Content-Types, a
 //	  Content-Encoding: 400) → body: Content-Type, size, read in time
 //	→ forward
 //
@@ -87,6 +89,13 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 		w.Header().Set("WWW-Authenticate", `Bearer realm="partner-api"`)
 		return nil, nil, "", g.refuse(w, envelope.Unauthorized())
 	}
+	if entry.Allowed != nil {
+		if addr, ok := origin(r, g.trusted); !ok || !entry.Allowed.Contains(addr) {
+			g.count(func(m *Metrics) { m.refusedAddress.Inc() })
+			return nil, nil, entry.ID, g.refuse(w, envelope.New(envelope.CodeIPNotAllowed,
+				"This key may not be used from this address: it is limited to the addresses its operator listed."))
+		}
+	}
 
 	d := g.limiter.Allow(r.Context(), entry.ID, entry.RatePerSecond)
 	d.WriteHeaders(w.Header(), entry.PolicyValue)
@@ -98,6 +107,11 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 	if rt.Product != "" && !entry.HasProduct(rt.Product) {
 		g.count(func(m *Metrics) { m.refusedProduct.Inc() })
 		return nil, nil, entry.ID, g.refuse(w, envelope.New(envelope.CodePermissionDenied, "This key does not carry the "+rt.Product+" product."))
+	}
+	if entry.ReadOnly && rt.Scope != apikey.ScopeRead {
+		g.count(func(m *Metrics) { m.refusedScope.Inc() })
+		return nil, nil, entry.ID, g.refuse(w, envelope.New(envelope.CodePermissionDenied,
+			"This key's scope is read: it reads, and creates or moves nothing. Use a key with the write scope."))
 	}
 
 	if ambiguous != "" {
@@ -124,6 +138,14 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, requestID string
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, rt *route, c *call, start time.Time) {
 	switch rt.Upstream {
 	case UpstreamGateway:
+		if r.URL.Path == "/v1/keys/me" {
+			k := &c.entry.Key
+			g.reads.ServeMe(w, reference.Me{
+				KeyID: k.ID, Scope: k.EffectiveScope(), Products: k.Products, Chains: k.Chains, Tokens: k.Tokens,
+				RatePerSecond: k.RatePerSecond, MaxExecutionUSD: k.MaxExecutionUSD, AllowedIPs: k.AllowedIPs, ExpiresAt: k.ExpiresAt,
+			})
+			return
+		}
 		g.reads.Serve(w, r.URL.Path, c.entry.Key.Grants)
 		return
 	case UpstreamFeed:
@@ -192,6 +214,10 @@ func (g *Gateway) authenticate(keys *apikey.Set, header string) (*apikey.Entry, 
 	entry, ok := keys.Lookup(key)
 	if !ok {
 		g.count(func(m *Metrics) { m.refusedUnknown.Inc() })
+		return nil, false
+	}
+	if entry.Expired(time.Now()) { // refused like an unknown key; only the metric knows
+		g.count(func(m *Metrics) { m.refusedExpired.Inc() })
 		return nil, false
 	}
 	return entry, true

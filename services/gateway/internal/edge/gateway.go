@@ -46,6 +46,10 @@ type Config struct {
 	Docs          *apidocs.Docs // the OpenAPI document and reference page; nil: not served
 	Log           *slog.Logger
 	Metrics       *Metrics // nil: not measured
+	// TrustedProxies are the proxies in front of the gateway whose
+	// X-Forwarded-For hops name a call's origin (GATEWAY_TRUSTED_PROXIES);
+	// none: the connection's address is the origin.
+	TrustedProxies apikey.Allowed
 }
 
 // Gateway is the edge handler.
@@ -65,6 +69,7 @@ type Gateway struct {
 	public   map[string]*route            // "METHOD /path" → public route
 	reads    *reference.Reads             // the routes of UpstreamGateway
 	feed     *feed                        // GET /v1/events (UpstreamFeed)
+	trusted  apikey.Allowed               // the proxies whose X-Forwarded-For counts
 }
 
 type route struct {
@@ -83,9 +88,10 @@ func New(cfg Config) (*Gateway, error) {
 		stop:     make(chan struct{}),
 		env:      cfg.Env, keys: cfg.Keys, docs: cfg.Docs, limiter: cfg.Limiter, log: cfg.Log, metrics: cfg.Metrics,
 		splicer: newSplicer(cfg.Env), token: []string{cfg.InternalToken},
-		routes: make(map[string]map[string]*route),
-		public: make(map[string]*route),
-		reads:  reference.New(cfg.Env),
+		routes:  make(map[string]map[string]*route),
+		public:  make(map[string]*route),
+		reads:   reference.New(cfg.Env),
+		trusted: cfg.TrustedProxies,
 	}
 	keyed := make(map[string]*routeProxy)
 	upstreams := make(map[string]http.RoundTripper) // each upstream's guarded, measured transport

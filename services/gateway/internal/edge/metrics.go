@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,9 @@ type Metrics struct {
 	refusedMalformed prometheus.Counter
 	refusedUnknown   prometheus.Counter
 	refusedProduct   prometheus.Counter
+	refusedExpired   prometheus.Counter
+	refusedAddress   prometheus.Counter
+	refusedScope     prometheus.Counter
 
 	decisions        *prometheus.CounterVec
 	allowedRedis     prometheus.Counter
@@ -47,6 +51,9 @@ type Metrics struct {
 	keysLoaded     prometheus.Gauge
 	keysFileValid  prometheus.Gauge
 	reloadFailures prometheus.Counter
+	// live is the key set last loaded, for the expiry gauges (read at
+	// each scrape, so a key's approaching end shows without a reload).
+	live atomic.Pointer[apikey.Set]
 }
 
 // NewMetrics registers the gateway's series on reg.
@@ -56,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		limitedSeen: map[string]bool{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "auth_refusals_total",
-			Help: "Requests refused by key checks, by reason (missing, malformed, unknown key; product not granted).",
+			Help: "Requests refused by key checks, by reason: missing, malformed, unknown or expired key (401); a key used from an address it is not allowed (ip_not_allowed), a product it does not carry (permission_denied) or a call its read scope forbids (scope) (403).",
 		}, []string{"reason"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: obs.Namespace, Subsystem: sub, Name: "ratelimit_decisions_total",
@@ -112,12 +119,38 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Keys file reloads that failed; the last good set stayed live.",
 		}),
 	}
+	expiring := func(ended bool) func() float64 {
+		return func() float64 {
+			set := m.live.Load()
+			if set == nil {
+				return 0
+			}
+			soon, gone := set.Expiring(time.Now())
+			if ended {
+				return float64(gone)
+			}
+			return float64(soon)
+		}
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_expiring_soon",
+			Help: "Partner keys whose expiresAt falls within the next 14 days: rotate or extend them (gateway keys narrow --expires-at) before their partner is refused.",
+		}, expiring(false)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: obs.Namespace, Subsystem: sub, Name: "keys_expired",
+			Help: "Partner keys past their expiresAt: refused with 401 like unknown keys, still in the keys file.",
+		}, expiring(true)),
+	)
 	reg.MustRegister(m.refusals, m.decisions, m.limitedKeys, m.fallbackActive, m.fallbackSwitches,
 		m.upstreamDuration, m.upstreamErrors, m.circuitState, m.circuitOpened, m.upstreamDials, m.routeUpstream, m.keysLoaded, m.keysFileValid, m.reloadFailures)
 	m.refusedMissing = m.refusals.WithLabelValues("missing")
 	m.refusedMalformed = m.refusals.WithLabelValues("malformed")
 	m.refusedUnknown = m.refusals.WithLabelValues("unknown")
 	m.refusedProduct = m.refusals.WithLabelValues("permission_denied")
+	m.refusedExpired = m.refusals.WithLabelValues("expired")
+	m.refusedAddress = m.refusals.WithLabelValues("ip_not_allowed")
+	m.refusedScope = m.refusals.WithLabelValues("scope")
 	m.allowedRedis = m.decisions.WithLabelValues("allowed", "redis")
 	m.limitedRedis = m.decisions.WithLabelValues("limited", "redis")
 	m.allowedLocal = m.decisions.WithLabelValues("allowed", "local")
@@ -153,6 +186,7 @@ func (m *Metrics) FallbackChanged(active bool) {
 // and the limited_total series of keys it no longer holds are dropped.
 func (m *Metrics) KeysLoaded(keys *apikey.Set) {
 	m.keysLoaded.Set(float64(keys.Len()))
+	m.live.Store(keys)
 	m.keysFileValid.Set(1)
 	live := make(map[string]bool, keys.Len())
 	for _, id := range keys.IDs() {

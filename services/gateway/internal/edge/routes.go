@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
 // Upstream names.
@@ -19,7 +20,8 @@ const (
 
 // Route is one endpoint of the partner API: method and path, the service that
 // answers it, the product the key must carry ("" means any valid key), and
-// how long the service has to answer. A sandbox-only route does not exist in
+// how long the service has to answer, and the scope the key needs (read: it
+// creates and moves nothing). A sandbox-only route does not exist in
 // production.
 type Route struct {
 	Method      string
@@ -28,7 +30,15 @@ type Route struct {
 	Product     string
 	SandboxOnly bool
 	Timeout     time.Duration
+	Scope       string
 }
+
+// The scopes a route needs (DESIGN §2): a read key calls the GETs and the
+// status and validate POSTs; everything else needs a write key.
+const (
+	read  = apikey.ScopeRead
+	write = apikey.ScopeWrite
+)
 
 // Route timeouts: every read (a status, a list) answers from PostgreSQL
 // alone (the services' workers keep the records up to date with the
@@ -50,39 +60,40 @@ const LongestTimeout = providerTimeout
 // Routes is the whole keyed API the gateway serves. An endpoint is method and
 // path: anything not listed here is 404 not_found.
 var Routes = []Route{
-	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout},
-	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout},
-	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, readTimeout},
-	{"POST", "/v1/bank/payout/refund-address", UpstreamPayout, partner.ProductBank, false, executeTimeout},
-	{"POST", "/v1/bank/payout/validate", UpstreamPayout, partner.ProductBank, false, executeTimeout},
-	{"GET", "/v1/bank/payouts", UpstreamPayout, partner.ProductBank, false, readTimeout},
-	{"GET", "/v1/config", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/currencies", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/limits", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/countries", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/statuses", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/payment-methods", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/rates", UpstreamGateway, "", false, readTimeout},
-	{"GET", "/v1/events", UpstreamFeed, "", false, readTimeout},
-	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout},
-	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, providerTimeout},
-	{"POST", "/v1/orders/link", UpstreamOrders, partner.ProductCard, false, providerTimeout},
-	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, readTimeout},
-	{"GET", "/v1/orders", UpstreamOrders, partner.ProductCard, false, readTimeout},
-	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
-	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
-	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout},
-	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false, readTimeout},
-	{"GET", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout},
-	{"GET", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout},
-	{"GET", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, readTimeout},
-	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false, providerTimeout},
-	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false, readTimeout},
-	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
-	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true, providerTimeout},
-	{"POST", "/v1/sandbox/orders/deposit", UpstreamOrders, partner.ProductCard, true, providerTimeout},
-	{"POST", "/v1/sandbox/payouts/deposit", UpstreamPayout, partner.ProductBank, true, providerTimeout},
-	{"POST", "/v1/sandbox/payouts/expire", UpstreamPayout, partner.ProductBank, true, executeTimeout},
+	{"POST", "/v1/bank/payout/quote", UpstreamPayout, partner.ProductBank, false, readTimeout, write},
+	{"POST", "/v1/bank/payout", UpstreamPayout, partner.ProductBank, false, executeTimeout, write},
+	{"POST", "/v1/bank/payout/status", UpstreamPayout, partner.ProductBank, false, readTimeout, read},
+	{"POST", "/v1/bank/payout/refund-address", UpstreamPayout, partner.ProductBank, false, executeTimeout, write},
+	{"POST", "/v1/bank/payout/validate", UpstreamPayout, partner.ProductBank, false, executeTimeout, read},
+	{"GET", "/v1/bank/payouts", UpstreamPayout, partner.ProductBank, false, readTimeout, read},
+	{"GET", "/v1/config", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/currencies", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/limits", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/countries", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/statuses", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/payment-methods", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/rates", UpstreamGateway, "", false, readTimeout, read},
+	{"GET", "/v1/events", UpstreamFeed, "", false, readTimeout, read},
+	{"GET", "/v1/keys/me", UpstreamGateway, "", false, readTimeout, read},
+	{"POST", "/v1/deposit/quote", UpstreamPayout, partner.ProductDeposit, false, readTimeout, write},
+	{"POST", "/v1/orders", UpstreamOrders, partner.ProductCard, false, providerTimeout, write},
+	{"POST", "/v1/orders/link", UpstreamOrders, partner.ProductCard, false, providerTimeout, write},
+	{"POST", "/v1/orders/status", UpstreamOrders, partner.ProductCard, false, readTimeout, read},
+	{"GET", "/v1/orders", UpstreamOrders, partner.ProductCard, false, readTimeout, read},
+	{"POST", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout, write},
+	{"POST", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, providerTimeout, write},
+	{"POST", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, providerTimeout, write},
+	{"POST", "/v1/fiat/status", UpstreamFiat, partner.ProductFiat, false, readTimeout, read},
+	{"GET", "/v1/fiat/accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout, read},
+	{"GET", "/v1/fiat/virtual-accounts", UpstreamFiat, partner.ProductFiat, false, readTimeout, read},
+	{"GET", "/v1/fiat/deposits", UpstreamFiat, partner.ProductFiat, false, readTimeout, read},
+	{"POST", "/v1/fiat/consent/link", UpstreamConsent, partner.ProductFiat, false, providerTimeout, write},
+	{"POST", "/v1/fiat/consent/status", UpstreamConsent, partner.ProductFiat, false, readTimeout, read},
+	{"POST", "/v1/sandbox/payin", UpstreamFiat, partner.ProductFiat, true, providerTimeout, write},
+	{"POST", "/v1/sandbox/identity", UpstreamFiat, partner.ProductFiat, true, providerTimeout, write},
+	{"POST", "/v1/sandbox/orders/deposit", UpstreamOrders, partner.ProductCard, true, providerTimeout, write},
+	{"POST", "/v1/sandbox/payouts/deposit", UpstreamPayout, partner.ProductBank, true, providerTimeout, write},
+	{"POST", "/v1/sandbox/payouts/expire", UpstreamPayout, partner.ProductBank, true, executeTimeout, write},
 }
 
 // PublicRoute is served without a key or a rate limit, for browsers and

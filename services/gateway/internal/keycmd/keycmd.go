@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/environment"
@@ -25,12 +26,21 @@ const usage = `usage:
   gateway keys issue  --file F --id ID --products bank,fiat --source-chains 84532
                       [--destination-chains 84532] [--tokens 84532:0xabc,…]
                       [--rate 10] [--max-execution-usd 25000]
+                      [--scope read|write] [--allowed-ips CIDR,…] [--expires-at RFC3339]
       --destination-chains defaults to the source chains; --tokens to every
       catalogue token on the key's chains (the catalogue of the environment
       the gateway derives from BANK_PROVIDER_URL).
+  gateway keys narrow --file F --id ID [--scope read|write]
+                      [--allowed-ips CIDR,…|any] [--expires-at RFC3339|never]
+      changes a key in place; the key itself stays the same.
+      --scope read: the key reads (GETs, status and validate) and creates
+      or moves nothing. --allowed-ips: the addresses (IPv4 or IPv6 ranges,
+      or single addresses) it may call from. --expires-at: after it the key
+      is refused like an unknown one.
   gateway keys rotate --file F --id ID
   gateway keys revoke --file F --id ID
   gateway keys list   --file F
+      keys expiring within 14 days are marked.
 `
 
 // Config is what the key tool reads from the environment (config.Load):
@@ -68,6 +78,12 @@ func Run(args []string, cfg Config, stdout, stderr io.Writer) error {
 		fs.IntVar(&o.rate, "rate", 10, "requests per second")
 		fs.StringVar(&o.maxUSD, "max-execution-usd", "25000", "execution ceiling in USD")
 	}
+	var n narrowing
+	if cmd == "issue" || cmd == "narrow" {
+		fs.Func("scope", "read or write (default write)", func(v string) error { n.scope = &v; return nil })
+		fs.Func("allowed-ips", "comma-separated CIDR ranges or addresses the key may call from (any: every address)", func(v string) error { n.ips = &v; return nil })
+		fs.Func("expires-at", "RFC 3339 time after which the key is refused (never: no end)", func(v string) error { n.expires = &v; return nil })
+	}
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -77,13 +93,31 @@ func Run(args []string, cfg Config, stdout, stderr io.Writer) error {
 	if *file == "" {
 		return fmt.Errorf("keys %s: --file is required (or set GATEWAY_KEYS_FILE)", cmd)
 	}
-	needID := cmd == "issue" || cmd == "rotate" || cmd == "revoke"
+	needID := cmd == "issue" || cmd == "rotate" || cmd == "revoke" || cmd == "narrow"
 	if needID && *id == "" {
 		return fmt.Errorf("keys %s: --id is required", cmd)
 	}
 	switch cmd {
 	case "issue":
-		return withFile(*file, func(f *apikey.File) (string, error) { return issue(f, *id, o) }, stdout)
+		return withFile(*file, func(f *apikey.File) (string, error) {
+			key, err := issue(f, *id, o)
+			if err != nil {
+				return "", err
+			}
+			k, _ := f.Find(*id)
+			return key, n.apply(k, now(), "issue")
+		}, stdout)
+	case "narrow":
+		if n.scope == nil && n.ips == nil && n.expires == nil {
+			return errors.New("keys narrow: give at least one of --scope, --allowed-ips, --expires-at")
+		}
+		return withFile(*file, func(f *apikey.File) (string, error) {
+			k, ok := f.Find(*id)
+			if !ok {
+				return "", fmt.Errorf("keys narrow: no key with id %q", *id)
+			}
+			return "", n.apply(k, now(), "narrow")
+		}, stdout)
 	case "rotate":
 		return withFile(*file, func(f *apikey.File) (string, error) { return rotate(f, *id) }, stdout)
 	case "revoke":
@@ -184,11 +218,16 @@ func list(path string, stdout io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPRODUCTS\tSOURCE CHAINS\tDESTINATION CHAINS\tRATE/S\tMAX EXECUTION USD\tFINGERPRINT")
+	fmt.Fprintln(tw, "ID\tPRODUCTS\tSOURCE CHAINS\tDESTINATION CHAINS\tRATE/S\tMAX EXECUTION USD\tSCOPE\tALLOWED IPS\tEXPIRES\tFINGERPRINT")
+	at := now()
 	for _, k := range f.Keys {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s…\n", k.ID, strings.Join(k.Products, ","),
+		ips := "any"
+		if len(k.AllowedIPs) > 0 {
+			ips = strings.Join(k.AllowedIPs, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s…\n", k.ID, strings.Join(k.Products, ","),
 			joinInts(k.Chains.Source), joinInts(k.Chains.Destination), k.RatePerSecond, k.MaxExecutionUSD,
-			k.Fingerprint[:len("sha256:")+12])
+			k.EffectiveScope(), ips, expiry(k.ExpiresAt, at), k.Fingerprint[:len("sha256:")+12])
 	}
 	return tw.Flush()
 }
@@ -281,4 +320,78 @@ func joinInts(xs []int64) string {
 		s[i] = strconv.FormatInt(x, 10)
 	}
 	return strings.Join(s, ",")
+}
+
+// now is the key tool's clock.
+var now = time.Now
+
+// narrowing is what issue and narrow were asked to set; nil: unchanged.
+type narrowing struct {
+	scope, ips, expires *string
+}
+
+// apply sets the asked narrowing on k, as of at.
+func (n narrowing) apply(k *apikey.Key, at time.Time, cmd string) error {
+	if n.scope != nil {
+		switch *n.scope {
+		case apikey.ScopeRead, apikey.ScopeWrite:
+			k.Scope = *n.scope
+		default:
+			return fmt.Errorf("keys %s: --scope: %q is not read or write", cmd, *n.scope)
+		}
+	}
+	if n.ips != nil {
+		k.AllowedIPs = nil
+		if v := strings.TrimSpace(*n.ips); v != "any" && v != "" {
+			for _, s := range splitList(v) {
+				p, err := apikey.ParseRange(s)
+				if err != nil {
+					return fmt.Errorf("keys %s: --allowed-ips: %w", cmd, err)
+				}
+				if r := p.String(); !slices.Contains(k.AllowedIPs, r) {
+					k.AllowedIPs = append(k.AllowedIPs, r)
+				}
+			}
+		}
+	}
+	if n.expires != nil {
+		k.ExpiresAt = nil
+		if v := strings.TrimSpace(*n.expires); v != "never" && v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return fmt.Errorf("keys %s: --expires-at: %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", cmd, v)
+			}
+			if !t.After(at) {
+				return fmt.Errorf("keys %s: --expires-at: %s has passed; to end a key now, revoke it", cmd, v)
+			}
+			t = t.UTC()
+			k.ExpiresAt = &t
+		}
+	}
+	return nil
+}
+
+// expiry is a key's EXPIRES column: never, the time, and a mark when it
+// ends within apikey.ExpiringWithin or has ended.
+func expiry(t *time.Time, at time.Time) string {
+	switch {
+	case t == nil:
+		return "never"
+	case !at.Before(*t):
+		return t.UTC().Format(time.RFC3339) + " (EXPIRED: refused)"
+	case t.Sub(at) <= apikey.ExpiringWithin:
+		return fmt.Sprintf("%s (expires in %s)", t.UTC().Format(time.RFC3339), left(t.Sub(at)))
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// left is a short wait for people: days, or hours under two days.
+func left(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return strconv.Itoa(int(d/(24*time.Hour))) + " days"
+	case d >= time.Hour:
+		return strconv.Itoa(int(d.Hours())) + " h"
+	}
+	return "under an hour"
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
 	"github.com/partnerpay/api/pkg/catalog"
@@ -68,13 +69,57 @@ func (r *Reads) Serve(w http.ResponseWriter, path string, grants partner.Grants)
 		}
 		b = r.body(r.Config(grants))
 	}
+	r.write(w, b)
+	return true
+}
+
+// Me is GET /v1/keys/me: what the calling key may do, and from where and
+// until when (DESIGN §2). Never the key or its fingerprint.
+type Me struct {
+	KeyID           string              `json:"keyId"`
+	Scope           string              `json:"scope"`
+	Products        []string            `json:"products"`
+	Chains          partner.Chains      `json:"chains"`
+	Tokens          map[string][]string `json:"tokens"`
+	RatePerSecond   int                 `json:"ratePerSecond"`
+	MaxExecutionUSD string              `json:"maxExecutionUsd"`
+	// AllowedIPs are CIDR ranges; empty, the key is allowed from anywhere.
+	AllowedIPs []string `json:"allowedIps"`
+	// ExpiresAt is null for a key that does not expire.
+	ExpiresAt *time.Time `json:"expiresAt"`
+}
+
+// ServeMe answers GET /v1/keys/me.
+func (r *Reads) ServeMe(w http.ResponseWriter, me Me) {
+	if me.Products == nil {
+		me.Products = []string{}
+	}
+	if me.Chains.Source == nil {
+		me.Chains.Source = []int64{}
+	}
+	if me.Chains.Destination == nil {
+		me.Chains.Destination = []int64{}
+	}
+	if me.Tokens == nil {
+		me.Tokens = map[string][]string{}
+	}
+	if me.AllowedIPs == nil {
+		me.AllowedIPs = []string{}
+	}
+	if me.ExpiresAt != nil {
+		at := me.ExpiresAt.UTC()
+		me.ExpiresAt = &at
+	}
+	r.write(w, r.body(me))
+}
+
+func (r *Reads) write(w http.ResponseWriter, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-	return true
 }
 
 // Config is GET /v1/config: what the calling key may do.
