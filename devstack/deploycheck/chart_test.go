@@ -768,7 +768,9 @@ func TestTheChainsReachThePayoutService(t *testing.T) {
 // sets nothing (the connection's address is the caller's).
 func TestTheGatewayTrustsOnlyTheListedProxies(t *testing.T) {
 	t.Parallel()
-	gateway := func(r rendered) corev1.Container { return r.deployments["pa-partner-api-gateway"].Spec.Template.Spec.Containers[0] }
+	gateway := func(r rendered) corev1.Container {
+		return r.deployments["pa-partner-api-gateway"].Spec.Template.Spec.Containers[0]
+	}
 	if e, ok := env(gateway(render(t, "values-production.yaml")), "GATEWAY_TRUSTED_PROXIES"); ok {
 		t.Errorf("no proxies listed, yet GATEWAY_TRUSTED_PROXIES=%q", e.Value)
 	}

@@ -101,7 +101,9 @@ func TestNarrowedKeys(t *testing.T) {
 
 	// Issued, then awaited from its own address (s.issue asks from 127.0.0.1).
 	pinned := s.keys(append([]string{"issue", "--id", "pinned"}, append(all, "--allowed-ips", "127.0.0.2/32,2001:db8::/32")...)...)
-	s.waitFor(func() bool { return s.doWith(fromAddress("127.0.0.2"), "GET", "/v1/currencies", pinned, "").Status == 200 })
+	s.waitFor(func() bool {
+		return s.doWith(fromAddress("127.0.0.2"), "GET", "/v1/currencies", pinned, "").Status == 200
+	})
 	t.Run("an address-pinned key answers from its address and not from another", func(t *testing.T) {
 		from2 := fromAddress("127.0.0.2")
 		if r := s.doWith(from2, "GET", "/v1/bank/payouts", pinned, ""); r.Status != 200 {

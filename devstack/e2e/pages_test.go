@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/partnerpay/api/testkit/pgtest"
 )
 
 // pager is the webhook every Alertmanager receiver of the test posts to: it
@@ -331,4 +333,42 @@ func TestPagesArriveWithinMinutes(t *testing.T) {
 		"time to resolved after recovery: payout %.0fs, fiat %.0fs, the bank %.0fs",
 		interval, killed.Seconds(), hung.Seconds(), deadBank.Seconds(), missing.Seconds(),
 		killedResolved.Seconds(), hungResolved.Seconds(), bankResolved.Seconds())
+
+	// PostgreSQL out of reach of every service for 61 s (and until its page
+	// arrived, at a slower interval): one page, DatabaseUnavailable, that
+	// names it, sent once and resolved once. The routes it breaks (fiat's
+	// status, orders' card orders) and the gateway-wide burn never page,
+	// during the outage or after it.
+	pg := pgtest.Server(t)
+	dbFault := time.Now()
+	pg.Stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = pg.Start()
+		}
+	}()
+	dbPage := waitPage("page DatabaseUnavailable ", dbFault, 30*time.Second+15*time.Second+6*interval)
+	for time.Since(dbFault) < 61*time.Second {
+		time.Sleep(200 * time.Millisecond) // the outage lasts 61 s: the fault's length, not a wait for an event
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	back = time.Now()
+	dbResolved := waitResolved("page DatabaseUnavailable ")
+	quiet = time.Now().Add(time.Minute + 30*time.Second)
+	for time.Now().Before(quiet) {
+		time.Sleep(time.Second)
+	}
+	for _, alert := range []string{"PartnerAPIRouteFailing", "PartnerAPIErrorBudgetFastBurn", "PartnerAPILatencyBudgetFastBurn", "GatewayUpstreamCircuitOpen", "UpstreamDown", "WorkerStalled", "RedisUnavailable"} {
+		if extra := p.firingAfter(alert, dbFault); len(extra) > 0 {
+			t.Errorf("%s paged for the database's outage: %v", alert, extra)
+		}
+	}
+	if n := p.notifications("page DatabaseUnavailable "); n != [2]int{1, 1} {
+		t.Errorf("DatabaseUnavailable: %d firing and %d resolved notifications, want one of each", n[0], n[1])
+	}
+	t.Logf("PostgreSQL out of reach for 61 s: paged after %.0fs, resolved %.0fs after it was back", dbPage.Seconds(), dbResolved.Seconds())
 }
