@@ -124,6 +124,12 @@ func TestTheDocsPasteEndToEnd(t *testing.T) {
 			`^payout bpo_\w+: completed$`,
 			`^payout bpo_\w+: failed$`,
 			`^refund of bpo_\w+: confirmed$`,
+			// The failed payout's events, as the feed section prints them.
+			`^\{"type":"payout.awaiting_deposit","previous":null\}$`,
+			`^\{"type":"payout.processing","previous":"awaiting_deposit"\}$`,
+			`^\{"type":"payout.failed","previous":"processing"\}$`,
+			`^\{"type":"payout.refund.awaiting_address","previous":null\}$`,
+			`^\{"type":"payout.refund.pending","previous":"awaiting_address"\}$`,
 			`^consent cs_\w+: returned$`,
 			`^\{"status":"funded","deliveredAmount":"100.50","depositedAmount":"100.50","txHash":"0x[0-9a-f]{64}"\}$`,
 			`^\{"depositId":"dep_\w+","status":"funded","deliveredAmount":"250.00"\}$`,
