@@ -19,6 +19,9 @@ import (
 	"github.com/partnerpay/api/testkit/pgtest"
 )
 
+// PAGE_BENCH_NODES=1 runs it on one PostgreSQL with no standby (as make
+// run and compose do), where a read's confirmation writes nothing.
+//
 // BenchmarkPageThroughTheGateway is what DESIGN §8 claims of a page of 100,
 // measured as a partner meets it: through the gateway and the payout
 // service of a running stack, over HTTP, one page at a time, for a key
@@ -50,7 +53,11 @@ func BenchmarkPageThroughTheGateway(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := pgtest.StartDurable(b)
+	start := pgtest.StartDurable
+	if os.Getenv("PAGE_BENCH_NODES") == "1" {
+		start = pgtest.StartDurableAlone
+	}
+	d := start(b)
 	ctx := context.Background()
 	if err := d.Primary.CreateDatabase(ctx, "pagebench"); err != nil {
 		b.Fatal(err)

@@ -290,12 +290,16 @@ const caughtUpSQL = `SELECT CASE WHEN bool_or(sync_state = 'sync')
     >= substring(current_setting('synchronous_standby_names') FROM '^\s*[Aa][Nn][Yy]\s+([0-9]+)\s*\(')::int END
 FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')`
 
-// ConfirmSQL confirms in one round trip: it writes nothing when the
-// standbys are caught up (caughtUpSQL true), else a transactional message
-// whose commit waits for them. CASE evaluates only the branch it takes,
-// and the message is volatile, so PostgreSQL never writes it ahead of time.
-// (The benchmarks send it too, as the floor of a confirmed read.)
-const ConfirmSQL = `SELECT CASE WHEN coalesce((` + caughtUpSQL + `), false) THEN NULL ELSE pg_logical_emit_message(true, 'partnerapi.confirm', '') END`
+// ConfirmSQL confirms in one round trip: it writes nothing when no
+// synchronous standby is configured (one node, as make run and compose
+// run it: a commit another session sees is already flushed, since every
+// commit waits for its local flush before it is visible, and there is
+// nobody else to wait for) or when the standbys are caught up
+// (caughtUpSQL true), else a transactional message whose commit waits for
+// them. CASE evaluates only the branch it takes, and the message is
+// volatile, so PostgreSQL never writes it ahead of time. (The benchmarks
+// send it too, as the floor of a confirmed read.)
+const ConfirmSQL = `SELECT CASE WHEN current_setting('synchronous_standby_names') = '' OR coalesce((` + caughtUpSQL + `), false) THEN NULL ELSE pg_logical_emit_message(true, 'partnerapi.confirm', '') END`
 
 // RoundTimeout bounds a worker's round (Claim): a replica that stops in
 // the middle of one (a frozen process) holds its rows' locks no longer

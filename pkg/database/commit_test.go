@@ -299,3 +299,32 @@ func TestAloneKeepsAFailureToItsRecordOnlyWhenItCan(t *testing.T) {
 		t.Errorf("%d rows (%v), want 2: the refused one undone alone, nothing of the transaction in doubt", n, err)
 	}
 }
+
+// On one node (no synchronous standby configured, as make run and compose
+// run PostgreSQL) a read's confirmation writes nothing: every commit is
+// flushed before another session sees it, and there is nobody else to
+// wait for. The confirmation's statement takes its no-write branch (NULL;
+// the message it would write answers its LSN), however much was written
+// just before.
+func TestAConfirmationOnOneNodeWritesNothing(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Open(t)
+	ctx := context.Background()
+	if _, err := db.Pool().Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var names string
+	if err := db.Pool().QueryRow(ctx, `SHOW synchronous_standby_names`).Scan(&names); err != nil || names != "" {
+		t.Fatalf("the test's server has synchronous standbys %q (%v)", names, err)
+	}
+	var wrote *string
+	if err := db.Pool().QueryRow(ctx, database.ConfirmSQL).Scan(&wrote); err != nil {
+		t.Fatal(err)
+	}
+	if wrote != nil {
+		t.Errorf("the confirmation wrote a message at %s on a node with no standby", *wrote)
+	}
+	if err := db.Confirm(ctx); err != nil {
+		t.Errorf("Confirm on one node: %v", err)
+	}
+}

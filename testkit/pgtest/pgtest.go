@@ -225,6 +225,19 @@ type Durable struct {
 // ends.
 func StartDurable(tb testing.TB) Durable {
 	tb.Helper()
+	return startDurable(tb, true)
+}
+
+// StartDurableAlone is a Durable's primary with no standby at all (and no
+// synchronous_standby_names): PostgreSQL as make run and compose run it,
+// with fsync on. Standby is nil.
+func StartDurableAlone(tb testing.TB) Durable {
+	tb.Helper()
+	return startDurable(tb, false)
+}
+
+func startDurable(tb testing.TB, withStandby bool) Durable {
+	tb.Helper()
 	dir, err := os.MkdirTemp(os.Getenv("PGTEST_DURABLE_DIR"), "pgdurable-") // the system's temporary directory by default: on disk here
 	if err != nil {
 		tb.Fatal(err)
@@ -233,8 +246,11 @@ func StartDurable(tb testing.TB) Durable {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
-	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"), Fsync: true,
-		Settings: []string{"synchronous_standby_names=*", "synchronous_commit=on", "shared_buffers=256MB"}})
+	settings := []string{"synchronous_commit=on", "shared_buffers=256MB"}
+	if withStandby {
+		settings = append(settings, "synchronous_standby_names=*")
+	}
+	primary, err := pglocal.New(pglocal.Options{Dir: filepath.Join(dir, "primary"), Fsync: true, Settings: settings})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -242,6 +258,9 @@ func StartDurable(tb testing.TB) Durable {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(primary.Kill)
+	if !withStandby {
+		return Durable{Primary: primary}
+	}
 	standby, err := primary.Standby(filepath.Join(dir, "standby"), nil)
 	if err != nil {
 		tb.Fatal(err)
