@@ -65,8 +65,13 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 		var spentAt atomic.Int64 // UnixNano of the first 429; 0 until then
 		warmUpEnds := time.Now().Add(15 * time.Second)
 		var wg sync.WaitGroup
+		// Enough clients that a loaded machine still sends faster than the
+		// key's rate: each waits for its answer, so their pace is their
+		// number over the answer's time (under stress-ng, 6 clients sent
+		// fewer than 300 a second and the 300/s bucket was never spent).
+		clients := max(3, c.rate/20)
 		for _, base := range []string{s.GatewayURL, "http://" + addrs[0]} {
-			for range 3 {
+			for range clients {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
