@@ -54,6 +54,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 }
 
 func TestDocsRenderInChromium(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	ctx, requested := browser(t)
 	if err := chromedp.Do(ctx,
@@ -108,6 +109,7 @@ func TestDocsRenderInChromium(t *testing.T) {
 }
 
 func TestConsentInChromium(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000")
 	acc := decodeOK(t, s.post("/v1/fiat/accounts", key, onboardBody("ada@example.com")))

@@ -40,6 +40,7 @@ func wantError(t *testing.T, what string, resp *http.Response, body []byte, stat
 }
 
 func TestAGeneratedClientCompletesThePayout(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t, withEnv("QUOTE_TTL", "2s"))
 	ctx := context.Background()
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
@@ -161,6 +162,7 @@ func TestAGeneratedClientCompletesThePayout(t *testing.T) {
 }
 
 func TestAGeneratedClientCompletesTheOnRamp(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	ctx := context.Background()
 	c := newClient(t, s, s.issue("acme", "--products", "fiat", "--destination-chains", "84532", "--rate", "1000"))

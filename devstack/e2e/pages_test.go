@@ -161,6 +161,7 @@ func startAlertmanager(t *testing.T, p *pager) string {
 // rules' own `for` durations dominate; E2E_PAGE_INTERVAL=15s runs it as
 // deployed (docs/operating.md's time-to-page figures).
 func TestPagesArriveWithinMinutes(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	if onCluster() {
 		t.Skip("the rules do not depend on the Redis store; the single-node run covers this")
 	}

@@ -27,6 +27,7 @@ import (
 // about the gateways; from an empty one, tokens that arrive during a stall
 // wait in the bucket.
 func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	// Two replicas, as the operator declares them: should a slow Redis tip
 	// a gateway into its in-process fallback, each keeps to half the rate.
 	s := startStack(t, withEnv("GATEWAY_REPLICAS", "2"))
@@ -119,6 +120,7 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 // with a symlink swap (..data points at a new timestamped directory); the
 // running gateway applies the new keys within a second.
 func TestAKeysFileMountedFromASecret(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	mount := t.TempDir()
 	scratch := filepath.Join(t.TempDir(), "keys.json")
 	issue := func(id string) string {
