@@ -37,6 +37,7 @@ const (
 // an end date (DESIGN §2), through the gateway a partner calls. Not
 // parallel: see the package comment.
 func TestNarrowedKeys(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	// The stack trusts one proxy, 127.0.0.3: its X-Forwarded-For names the
 	// caller. Nobody else's does.
 	s := startStack(t, withEnv("GATEWAY_TRUSTED_PROXIES", "127.0.0.3/32"))
