@@ -55,7 +55,8 @@ test-all: lint contracts-check deploy-check build
 	@echo "== the benchmarks of make bench run (one iteration each)"
 	@set -o pipefail; cd services/gateway && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/edge/ ./internal/ratelimit/ | grep -v '^Benchmark'
 	@set -o pipefail; cd services/payout && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/payout/ | grep -v '^Benchmark'
-	@echo "== the simulation catches every planted fault (make sim-bugs; the real code's regression seeds ran with the payout package)"
+	@echo "== the simulation: make sim's seeds pass, and make sim-bugs catches every planted fault"
+	@$(MAKE) --no-print-directory sim
 	@$(MAKE) --no-print-directory sim-bugs
 
 # The deployment files: docker-compose.yml validates, the trace collector's
@@ -124,20 +125,28 @@ FUZZ_TARGETS := pkg:./jsonbody:FuzzBytes pkg:./iban:FuzzValidate pkg:./format:Fu
 SEEDS ?= 12
 sim:
 	@cd services/payout && SIM_SEED=$(SEED) SIM_SEEDS=$(SEEDS) SIM_STEPS=$(SIM_STEPS) \
-		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/payout/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\)'; \
+		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/payout/ 2>&1 | grep -v '^=== \(RUN\|PAUSE\|CONT\|NAME\)'; \
 		exit $${PIPESTATUS[0]}
 
 # The simulation must catch every fault a simbug build plants
-# (services/payout/internal/simbug): each within SIMBUG_SEEDS seeds, run
-# one after the other; the target fails when one goes unnoticed.
-SIMBUG_FAULTS := handover-abandoned refund-apart row-error-swallowed
-SIMBUG_SEEDS ?= 8
+# (services/payout/internal/simbug): each within make sim's seeds
+# (SIMBUG_SEEDS of SIMBUG_STEPS steps), tried one after the other until one
+# catches it; the target fails when one goes unnoticed.
+SIMBUG_FAULTS := handover-abandoned refund-apart row-error-swallowed confirmations-ignored
+SIMBUG_SEEDS ?= $(SEEDS)
+SIMBUG_STEPS ?= 500
 sim-bugs:
-	@for f in $(SIMBUG_FAULTS); do \
-		out=$$(cd services/payout && SIMBUG=$$f SIM_SEEDS=$(SIMBUG_SEEDS) SIM_STEPS=250 $(GO) test -tags simbug -count=1 -failfast -parallel 1 \
-			-timeout 20m -run '^TestSimulation$$' -v ./internal/payout/ 2>&1); \
-		caught=$$(printf '%s\n' "$$out" | grep -m1 -oE 'seed [0-9]+: (after step [0-9]+|quiescence)'); \
-		if [ -z "$$caught" ]; then printf '%s\n' "$$out" | tail -20; echo "sim-bugs: $$f went unnoticed in $(SIMBUG_SEEDS) seeds"; exit 1; fi; \
+	@mkdir -p $(BIN) && cd services/payout && $(GO) test -tags simbug -c -o $(CURDIR)/$(BIN)/payout-simbug.test ./internal/payout/ || exit 1; \
+	for f in $(SIMBUG_FAULTS); do \
+		caught=""; \
+		for seed in $$(seq 1 $(SIMBUG_SEEDS)); do \
+			out=$$(cd internal/payout && SIMBUG=$$f SIM_SEED=$$seed SIM_STEPS=$(SIMBUG_STEPS) $(CURDIR)/$(BIN)/payout-simbug.test \
+				-test.count=1 -test.timeout 10m -test.run '^TestSimulation$$' 2>&1) && continue; \
+			caught=$$(printf '%s\n' "$$out" | grep -m1 -oE 'seed [0-9]+: (after step [0-9]+|quiescence)'); \
+			if [ -z "$$caught" ]; then printf '%s\n' "$$out" | tail -20; echo "sim-bugs: $$f, seed $$seed: the run failed, not a check"; exit 1; fi; \
+			break; \
+		done; \
+		if [ -z "$$caught" ]; then echo "sim-bugs: $$f went unnoticed in $(SIMBUG_SEEDS) seeds of $(SIMBUG_STEPS) steps"; exit 1; fi; \
 		echo "sim-bugs: $$f caught ($$caught)"; \
 	done
 

@@ -693,7 +693,10 @@ func (s *Signer) followOne(ctx context.Context, head *types.Header, mined uint64
 
 // replace signs send again at its nonce with fees a fifth higher (at
 // least the chain's current ones), keeps the new version, then
-// broadcasts it: the refund carries its hash.
+// broadcasts it: the refund carries its hash. The new transaction moves
+// what the last did: a token transfer's call, or a gas send's coin (its
+// value; a replacement without it delivered nothing, and its sweep, found
+// without gas, was funded again, and again: issue 60's simulation, seed 7).
 func (s *Signer) replace(ctx context.Context, head *types.Header, send store.Send) error {
 	last := send.Latest()
 	var old types.Transaction
@@ -711,7 +714,7 @@ func (s *Signer) replace(ctx context.Context, head *types.Header, send store.Sen
 	feeCap := bigMax(new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2))), bump(last.FeeCap))
 	chainID := big.NewInt(s.node.Chain.ID)
 	tx, err := types.SignNewTx(s.key, types.LatestSignerForChainID(chainID), &types.DynamicFeeTx{ChainID: chainID, Nonce: send.Nonce,
-		GasTipCap: tip, GasFeeCap: feeCap, Gas: last.Gas, To: old.To(), Data: old.Data()})
+		GasTipCap: tip, GasFeeCap: feeCap, Gas: last.Gas, To: old.To(), Value: old.Value(), Data: old.Data()})
 	if err != nil {
 		return err
 	}
@@ -724,8 +727,12 @@ func (s *Signer) replace(ctx context.Context, head *types.Header, send store.Sen
 		return err
 	}
 	s.metrics.replaced.WithLabelValues(s.label).Inc()
-	s.log.Warn("a refund's transaction was not mined in time: replaced at its nonce with a higher fee", "chain", s.label,
-		"refund_id", send.RefundID, "nonce", send.Nonce, "tx_hash", v.Hash, "replaces", last.Hash)
+	what, key, id := "a refund's transaction", "refund_id", any(send.RefundID)
+	if send.Purpose == store.PurposeGas {
+		what, key, id = "a sweep's gas send", "sweep", send.SweepID
+	}
+	s.log.Warn(what+" was not mined in time: replaced at its nonce with a higher fee", "chain", s.label,
+		key, id, "nonce", send.Nonce, "tx_hash", v.Hash, "replaces", last.Hash)
 	if err := s.send(ctx, raw); err != nil && !spent(err) {
 		return s.rpc(err) // kept: broadcast again next round
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/record"
+	"github.com/partnerpay/api/services/payout/internal/simbug"
 	"github.com/partnerpay/api/services/payout/internal/store"
 )
 
@@ -171,6 +172,9 @@ func (w *Watcher) Round(ctx context.Context) (int, error) {
 		return 0, w.rpc(err)
 	}
 	conf := w.node.Confirmations
+	if simbug.Planted("confirmations-ignored") {
+		conf = 1
+	}
 	if head+1 < conf {
 		return 0, nil
 	}

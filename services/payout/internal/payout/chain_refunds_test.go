@@ -966,3 +966,85 @@ func TestASweepNotMinedIsToppedUpAndSignedAgain(t *testing.T) {
 		}
 	}
 }
+
+// A sweep's gas send priced below the chain's fees is replaced at its
+// nonce after CHAIN_REPLACE_AFTER, and the replacement moves the coin the
+// first would have: the address gets its gas, and the sweep completes
+// with that one send. (A replacement that dropped the value was mined
+// delivering nothing; its sweep, found without gas, was funded again, and
+// again, for good: issue 60's simulation, seed 7.)
+func TestAGasSendReplacedAtItsNonceStillCarriesItsGas(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	c := f.chain.chain
+	p := f.payout(t, "87", refundTo)
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
+	if _, err := f.worker.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := balance(t, c, usdc, chaintest.Treasury.Address)
+	node := &faultyNode{Client: c.Client(), lowball: true}
+	n, err := chain.NewNode(environment.Sandbox, 84532, node, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	s, err := chain.NewSigner(n, chaintest.Treasury.KeyHex(), f.store(), f.clock.now, chain.SignerOptions{ReplaceAfter: time.Minute, Sweep: sweepKeys},
+		chain.NewSignerMetrics(reg), discard(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the sweep planned, its gas send signed too cheap; broadcast, and not mined
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	var sends int
+	var units string
+	if err := f.db.QueryRow(ctx, `SELECT count(*), coalesce(max(units::text), '') FROM payout_chain_sends WHERE purpose = 'gas' AND state = 'broadcast'`).
+		Scan(&sends, &units); err != nil || sends != 1 {
+		t.Fatalf("%d gas sends waiting (%v), want the one priced too low", sends, err)
+	}
+	node.set(func(n *faultyNode) { n.lowball = false })
+	f.clock.add(time.Minute)
+	for range 6 { // replaced; mined; the transfer signed and mined; swept
+		if _, err := round(t, s); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+	}
+	var replaced, swept int
+	if err := f.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM payout_chain_send_versions v JOIN payout_chain_sends s USING (chain, sender, nonce)
+			WHERE s.purpose = 'gas' AND s.nonce = (SELECT min(nonce) FROM payout_chain_sends WHERE purpose = 'gas')),
+		(SELECT count(*) FROM payout_sweeps WHERE state = 'swept')`).Scan(&replaced, &swept); err != nil || replaced != 2 || swept != 1 {
+		t.Fatalf("the first gas send in %d versions, %d sweeps swept (%v); want it replaced once, and the sweep swept", replaced, swept, err)
+	}
+	// Every gas send mined moved its coin: the replaced one too. (The
+	// lowballing node quoted its fees for the first, so a second may top
+	// the address up to today's.)
+	rows, err := f.db.Query(ctx, `SELECT mined_hash, units::text, recipient FROM payout_chain_sends WHERE purpose = 'gas' AND state = 'confirmed' ORDER BY nonce`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mined, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Hash, Units, To string }])
+	if err != nil || len(mined) == 0 {
+		t.Fatalf("gas sends mined: %v (%v)", mined, err)
+	}
+	for _, m := range mined {
+		tx, _, err := c.Client().TransactionByHash(ctx, common.HexToHash(m.Hash))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tx.Value().String() != m.Units || *tx.To() != common.HexToAddress(m.To) {
+			t.Errorf("gas send %s mined sending %s wei to %s, want its %s wei to %s", m.Hash, tx.Value(), tx.To(), m.Units, m.To)
+		}
+	}
+	if got, want := balance(t, c, usdc, chaintest.Treasury.Address), new(big.Int).Add(start, usdcUnits(t, "1234567.89")); got.Cmp(want) != 0 {
+		t.Errorf("the treasury holds %s USDC units, want %s: its deposit home, once", got, want)
+	}
+}

@@ -1,23 +1,36 @@
 package payout
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/partnerpay/api/pkg/bankprovider"
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/database"
+	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/lifecycle"
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/chain"
 	"github.com/partnerpay/api/services/payout/internal/mover"
@@ -30,14 +43,17 @@ import (
 // simulation"): the payout service's own code (the service, the store on
 // a real PostgreSQL, the mover, the chain's watcher and signer, two
 // replicas of each) driven through a schedule of steps drawn from a seed:
-// executions (held as a keyed one is, retried, raced by another
-// beneficiary), deposits of every kind as real transfers, refund
-// addresses, the provider's word (completed, failed and returned, with
-// listed and unlisted reasons), the provider down, answers lost, the
-// provider forgetting, a node refusing broadcasts or losing their answers,
-// rounds of either replica in any order, replicas restarted (their memory
-// lost), blocks mined and time passing. The money rules are checked after
-// every step, and once more when the faults stop and the work is done.
+// executions (keyed ones through the route and its idempotency
+// middleware, some killed between two of their statements and retried;
+// retried, raced by another beneficiary), deposits of every kind as real
+// transfers, refund addresses, the provider's word (completed, failed and
+// returned, with listed and unlisted reasons), the provider down, answers
+// lost, the provider forgetting, a node refusing broadcasts or losing
+// their answers, rounds of either replica in any order, replicas
+// restarted (their memory lost), blocks mined, the chain reorganised (its
+// last blocks' transactions mined again elsewhere, or lost) and time
+// passing. The money rules are checked after every step, and once more
+// when the faults stop and the work is done.
 //
 // SIM_SEED=n replays seed n; SIM_SEEDS=N runs seeds 1..N; SIM_STEPS sets
 // the steps a seed takes. make sim runs them (12 seeds unless SEEDS says);
@@ -63,7 +79,12 @@ import (
 //     signing collided with it (database.Alone now returns ErrInDoubt;
 //     TestAloneKeepsAFailureToItsRecordOnlyWhenItCan holds it);
 //   - by reading, while mending the first: a sweep sent back to funding
-//     after its transfer reverted was never funded again.
+//     after its transfer reverted was never funded again;
+//   - seed 7, once the quiescence ran until nothing moved and checked
+//     that every final deposit is home: a sweep's gas send replaced at its
+//     nonce carried no coin (the replacement kept the call, not the
+//     value), so its sweep, found without gas, was funded again every
+//     round, for good (TestAGasSendReplacedAtItsNonceStillCarriesItsGas).
 var simSmoke = []uint64{1, 2}
 
 // simDefaultSteps are the steps a seed takes unless SIM_STEPS says.
@@ -138,6 +159,8 @@ type simPayout struct {
 type sim struct {
 	t       *testing.T
 	f       statusFixture
+	route   http.Handler // the payout routes, behind their idempotency middleware
+	grants  string       // the caller's grants, as the gateway forwards them
 	seed    uint64
 	rng     *rand.Rand
 	ctx     context.Context
@@ -146,11 +169,28 @@ type sim struct {
 	payouts []simPayout
 	counts  map[string]int
 	resent  []string // payouts handed over again after we knew the provider took them
+	// statements are how many statements the last round of each kind
+	// that moved something made: where a crash may land.
+	statements map[string]int
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
-	f := newStatusFixture(t, pgtest.OpenWith(t, database.Options{Tracer: crashTracing{}}, migrationSets...))
-	s := &sim{t: t, f: f, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), ctx: context.Background(), counts: map[string]int{}}
+	f := newStatusFixture(t, pgtest.OpenWith(t, database.Options{Tracer: crashTracing{}},
+		append([]database.Migrations{idempotency.Migrations}, migrationSets...)...))
+	s := &sim{t: t, f: f, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), ctx: context.Background(), counts: map[string]int{},
+		statements: map[string]int{"watch": 30, "move": 30, "sign": 30}}
+	// The route as the payout binary serves it, its claims' leases on the
+	// simulation's clock (renewed every 20 s of real time: never, in a
+	// step, so a crash's statement is the seed's).
+	log := discard()
+	mux := http.NewServeMux()
+	Routes(mux, MakeEndpoints(f.svc, kithttp.NewObserver(log, obs.NewOperations(prometheus.NewRegistry(), "payout"))),
+		idempotency.Middleware(idempotency.NewStore(f.db, f.clock.now), idempotency.Options{Budget: 8 * time.Second, Lease: simLease}, log), log)
+	grants, err := json.Marshal(acme.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.route, s.grants = mux, string(grants)
 	for i := range s.reps {
 		s.reps[i] = s.replica()
 	}
@@ -171,7 +211,7 @@ func (s *sim) replica() *simReplica {
 	st := store.NewStore(s.f.db, environment.Sandbox)
 	reg := prometheus.NewRegistry()
 	node := &faultyNode{Client: s.f.chain.chain.Client()}
-	n, err := chain.NewNode(environment.Sandbox, 84532, node, 1)
+	n, err := chain.NewNode(environment.Sandbox, 84532, node, simConfirmations)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -245,9 +285,11 @@ func (s *sim) step(i int) {
 		s.providerFault(i)
 	case r < 78:
 		s.round(i)
-	case r < 85:
+	case r < 82:
 		s.f.chain.chain.Commit()
 		s.did(i, "mine", "a block")
+	case r < 85:
+		s.reorg(i)
 	case r < 96:
 		d := []time.Duration{time.Second, 10 * time.Second, time.Minute, time.Minute, 10 * time.Minute}[s.rng.IntN(5)]
 		if s.rng.IntN(15) == 0 {
@@ -294,16 +336,16 @@ func (s *sim) execute(i int) {
 	if s.rng.IntN(2) == 0 {
 		req.RefundAddress = &simAddresses[s.rng.IntN(len(simAddresses))]
 	}
-	keyed := s.rng.IntN(2) == 0
-	if keyed {
-		s.f.svc.Hold(s.ctx, acme, req)
+	if s.rng.IntN(2) == 0 {
+		s.executeKeyed(i, req, q.QuoteID, name, amount)
+		return
 	}
 	p, err := s.f.svc.Execute(s.ctx, acme, req)
 	if err != nil {
 		s.fail("executing a fresh quote: %v", err)
 	}
 	s.payouts = append(s.payouts, simPayout{id: p.PayoutID, quote: q.QuoteID, name: name})
-	s.did(i, "execute", "%s of %s for %s (keyed %v)", p.PayoutID, amount, name, keyed)
+	s.did(i, "execute", "%s of %s for %s", p.PayoutID, amount, name)
 	if s.rng.IntN(4) == 0 {
 		again, err := s.f.svc.Execute(s.ctx, acme, req)
 		if err != nil || again.PayoutID != p.PayoutID {
@@ -313,8 +355,108 @@ func (s *sim) execute(i int) {
 	}
 }
 
-// race executes an executed quote again, for the other beneficiary (held
-// first, as a keyed execution is): it must be refused.
+// simLease is the lease of a keyed execution's claim (on the simulation's
+// clock): a retry takes over the claim of a request that died once it
+// has run out.
+const simLease = time.Minute
+
+// executeKeyed executes req with an Idempotency-Key through the route, as
+// a partner's client does: sometimes the request dies between two of its
+// statements (its answer lost with it) and the client sends it again at
+// once; an answer of 409 idempotency_in_progress is a promise that the
+// same request, sent again once the claim lapses, learns the outcome, and
+// it must. The payout answered is the quote's, for its beneficiary, and
+// the same request later is answered the same bytes.
+func (s *sim) executeKeyed(i int, req ExecuteRequest, quoteID, name, amount string) {
+	key := fmt.Sprintf("sim-%d-%d", s.seed, i)
+	crash := 0
+	if s.rng.IntN(3) == 0 {
+		crash = 1 + s.rng.IntN(14)
+	}
+	promised := false
+	for range 4 {
+		a := s.send(req, key, crash)
+		switch {
+		case a.died:
+			s.did(i, "killed", "the keyed execution of %s died before its statement %d; its answer is lost, and it is sent again", quoteID, crash)
+			crash = 0
+			continue
+		case a.status == http.StatusConflict && a.code == envelope.CodeIdempotencyInProgress && !promised:
+			promised = true
+			s.advance(simLease + time.Second)
+			s.did(i, "lapse", "+%s: %s answered in progress, and is sent again once the claim of the request that died lapses", simLease+time.Second, quoteID)
+			continue
+		case a.status != http.StatusOK:
+			s.fail("a keyed execution of the fresh quote %s answered %d %s (after an in-progress answer: %v): %s", quoteID, a.status, a.code, promised, a.body)
+		}
+		var p Payout
+		if err := json.Unmarshal(a.body, &p); err != nil || p.QuoteID != quoteID || p.Beneficiary.Name != name {
+			s.fail("a keyed execution of %s for %s answered %s (%v)", quoteID, name, a.body, err)
+		}
+		s.payouts = append(s.payouts, simPayout{id: p.PayoutID, quote: quoteID, name: name})
+		s.did(i, "keyed", "%s of %s for %s%s", p.PayoutID, amount, name, map[bool]string{true: " (a replay)"}[a.replayed])
+		switch s.rng.IntN(6) {
+		case 0:
+			again := s.send(req, key, 0)
+			if again.status != http.StatusOK || !again.replayed || !bytes.Equal(again.body, a.body) {
+				s.fail("the same keyed execution again: %d (replayed %v) %s, want the first answer %s", again.status, again.replayed, again.body, a.body)
+			}
+			s.did(i, "retry", "%s answered again, byte for byte", p.PayoutID)
+		case 1:
+			other := pay(quoteID, simNames[1-slices.Index(simNames, name)], goodIBAN)
+			reused := s.send(other, key, 0)
+			if reused.status != http.StatusUnprocessableEntity || reused.code != envelope.CodeIdempotencyKeyReused {
+				s.fail("the key of %s's execution sent for another beneficiary: %d %s, want 422 idempotency_key_reused", p.PayoutID, reused.status, reused.code)
+			}
+			s.did(i, "race", "%s's key, for another beneficiary: %s", p.PayoutID, reused.code)
+		}
+		return
+	}
+	s.fail("a keyed execution of %s never answered", quoteID)
+}
+
+// simAnswer is what the route answered.
+type simAnswer struct {
+	status   int
+	code     envelope.Code
+	body     []byte
+	replayed bool
+	died     bool // the request was killed mid-way: nobody heard its answer
+}
+
+// send is req through the route, with Idempotency-Key key (none when
+// empty), as the gateway forwards it; crash > 0 kills the request before
+// its crash-th statement reaches PostgreSQL, as a process killed there.
+func (s *sim) send(req ExecuteRequest, key string, crash int) simAnswer {
+	fields := map[string]any{"quoteId": req.QuoteID, "beneficiary": req.Beneficiary}
+	if req.RefundAddress != nil {
+		fields["refundAddress"] = *req.RefundAddress
+	}
+	body, err := json.Marshal(fields)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, budget := s.ctx, (*crashBudget)(nil)
+	if crash > 0 {
+		var cancel context.CancelFunc
+		ctx, budget, cancel = crashAfter(s.ctx, crash)
+		defer cancel()
+	}
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/bank/payout", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(partner.HeaderKeyID, acme.KeyID)
+	r.Header.Set(partner.HeaderGrants, s.grants)
+	if key != "" {
+		r.Header.Set(partner.HeaderIdempotencyKey, key)
+	}
+	w := httptest.NewRecorder()
+	s.route.ServeHTTP(w, r)
+	return simAnswer{status: w.Code, code: envelope.Code(w.Header().Get(partner.HeaderErrorCode)), body: w.Body.Bytes(),
+		replayed: w.Header().Get(idempotency.ReplayedHeader) == "true", died: budget != nil && budget.fired.Load()}
+}
+
+// race executes an executed quote again, for the other beneficiary
+// (through the route with a key of its own, or not): it must be refused.
 func (s *sim) race(i int) {
 	k := s.pick(len(s.payouts))
 	if k < 0 {
@@ -327,13 +469,131 @@ func (s *sim) race(i int) {
 	}
 	req := pay(p.quote, other, goodIBAN)
 	if s.rng.IntN(2) == 0 {
-		s.f.svc.Hold(s.ctx, acme, req)
+		a := s.send(req, fmt.Sprintf("sim-%d-%d-race", s.seed, i), 0)
+		if a.status != http.StatusConflict || a.code != envelope.CodeQuoteAlreadyExecuted {
+			s.fail("quote %s, executed for %s as %s, executed again (keyed) for %s: %d %s", p.quote, p.name, p.id, other, a.status, a.body)
+		}
+		s.did(i, "race", "%s's quote for %s, keyed: %s", p.id, other, a.code)
+		return
 	}
 	got, err := s.f.svc.Execute(s.ctx, acme, req)
 	if err == nil {
 		s.fail("quote %s, executed for %s as %s, executed again for %s as %s", p.quote, p.name, p.id, other, got.PayoutID)
 	}
 	s.did(i, "race", "%s's quote for %s: %s", p.id, other, code(err))
+}
+
+// simConfirmations are the confirmations the simulation's chain asks of a
+// transfer; its reorganisations are shallower (a deeper one undoes what
+// any watcher of that chain counted, which no software can help).
+const simConfirmations = 3
+
+// reorg has the chain reorganise: its last one or two blocks leave it,
+// and their transactions are mined again in other blocks, or lost with
+// them (and with every other transaction waiting, as a node that drops
+// its pool). Half the time the tip changes under a watcher that follows
+// it closely: what waits is mined, and one replica's watcher reads it,
+// first. A chain with transactions waiting cannot be forked here (the
+// simulated chain refuses): that step mines them instead.
+func (s *sim) reorg(i int) {
+	c := s.f.chain.chain
+	if s.rng.IntN(2) == 0 {
+		c.Commit()
+		k := s.rng.IntN(2)
+		n, _ := s.reps[k].watcher.Round(s.ctx)
+		s.did(i, "watch", "replica %d, at the tip: %d", k, n)
+	}
+	head, err := c.Client().HeaderByNumber(s.ctx, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	depth := int64(1 + s.rng.IntN(simConfirmations-1))
+	lost := s.rng.IntN(3) == 0
+	if head.Number.Int64() <= depth {
+		return
+	}
+	parent, err := c.Client().HeaderByNumber(s.ctx, big.NewInt(head.Number.Int64()-depth))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := c.Fork(parent.Hash()); err != nil {
+		c.Commit()
+		s.did(i, "mine", "a block (no reorganisation: %v)", err)
+		return
+	}
+	if lost {
+		c.Rollback()
+	}
+	for range depth + 1 {
+		c.Commit()
+	}
+	s.did(i, "reorg", "the last %d blocks leave the chain, their transactions %s", depth, map[bool]string{true: "lost", false: "mined again"}[lost])
+	s.canonical(i)
+}
+
+// canonical checks that what we counted on chain is on the chain, as we
+// recorded it: every deposit recorded, every send confirmed and every
+// sweep swept is in a block of the canonical chain (a reorganisation
+// shallower than the confirmations leaves them all there), and each send
+// moved what it was for: its coin (a sweep's gas), or its token, to its
+// recipient.
+func (s *sim) canonical(i int) {
+	s.t.Helper()
+	rows, err := s.f.db.Query(s.ctx, `SELECT 'deposit', tx_hash, block_number, block_hash, '', '', '' FROM payout_deposits
+		UNION ALL SELECT 'send', mined_hash, mined_block, '', token, recipient, units::text FROM payout_chain_sends WHERE state = 'confirmed'
+		UNION ALL SELECT 'sweep', tx_hash, -1, '', '', '', '' FROM payout_sweeps WHERE state = 'swept'`)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	type counted struct {
+		What, Hash              string
+		Block                   int64
+		BlockHash               string
+		Token, Recipient, Units string
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[counted])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cl := s.f.chain.chain.Client()
+	var gone []string
+	for _, c := range all {
+		hash := common.HexToHash(c.Hash)
+		r, err := cl.TransactionReceipt(s.ctx, hash)
+		if err != nil {
+			gone = append(gone, fmt.Sprintf("%s %s: %v", c.What, c.Hash, err))
+			continue
+		}
+		h, err := cl.HeaderByNumber(s.ctx, r.BlockNumber)
+		switch {
+		case err != nil:
+			s.t.Fatal(err)
+		case h.Hash() != r.BlockHash || r.Status != types.ReceiptStatusSuccessful:
+			gone = append(gone, fmt.Sprintf("%s %s in block %d, which left the chain, or failed (%d)", c.What, c.Hash, r.BlockNumber, r.Status))
+		case c.Block >= 0 && (r.BlockNumber.Int64() != c.Block || (c.BlockHash != "" && !strings.EqualFold(c.BlockHash, h.Hash().Hex()))):
+			gone = append(gone, fmt.Sprintf("%s %s counted in block %d %s, mined in block %d %s", c.What, c.Hash, c.Block, c.BlockHash,
+				r.BlockNumber, h.Hash().Hex()))
+		}
+		if c.What != "send" {
+			continue
+		}
+		tx, _, err := cl.TransactionByHash(s.ctx, hash)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		units, _ := new(big.Int).SetString(c.Units, 10)
+		to := common.HexToAddress(c.Recipient)
+		if c.Token == store.NativeCoin {
+			if tx.Value().Cmp(units) != 0 || *tx.To() != to {
+				gone = append(gone, fmt.Sprintf("gas send %s moved %s wei to %s, for %s to %s", c.Hash, tx.Value(), tx.To(), units, to))
+			}
+		} else if *tx.To() != common.HexToAddress(c.Token) || !bytes.Equal(tx.Data(), chaintest.TransferData(to, units)) || tx.Value().Sign() != 0 {
+			gone = append(gone, fmt.Sprintf("refund send %s is not the transfer of %s %s to %s", c.Hash, units, c.Token, to))
+		}
+	}
+	if len(gone) > 0 {
+		s.fail("after step %d, counted on chain but not on it as counted: %v", i, gone)
+	}
 }
 
 // deposit sends a transfer to a payout's deposit address through the
@@ -434,41 +694,46 @@ func (s *sim) providerFault(i int) {
 }
 
 // round runs one round of one of a replica's workers, its node perhaps
-// refusing broadcasts or losing their answers meanwhile; one round in five
-// is killed before one of its first 30 statements reaches PostgreSQL, and
-// its replica starts again with nothing in memory.
+// refusing broadcasts or losing their answers meanwhile. Every round
+// counts its statements; one in five is killed before one of them, drawn
+// from as many as the last round of its kind that moved something made
+// (so a crash lands anywhere in a round that works, between its commits
+// too), and its replica starts again with nothing in memory.
 func (s *sim) round(i int) {
 	k := s.rng.IntN(2)
 	r := s.reps[k]
-	ctx, budget := s.ctx, (*crashBudget)(nil)
-	crash := ""
+	kind := []string{"watch", "watch", "move", "move", "move", "sign", "sign"}[s.rng.IntN(7)]
+	at, crash := int(^uint32(0)>>1), ""
 	if s.rng.IntN(5) == 0 {
-		at := 1 + s.rng.IntN(30)
-		var cancel context.CancelFunc
-		ctx, budget, cancel = crashAfter(s.ctx, at)
-		defer cancel()
+		at = 1 + s.rng.IntN(s.statements[kind])
 		crash = fmt.Sprintf(", killed before its statement %d", at)
 	}
+	ctx, budget, cancel := crashAfter(s.ctx, at)
+	defer cancel()
 	var n int
-	switch w := s.rng.IntN(7); {
-	case w < 2:
+	switch kind {
+	case "watch":
 		n, _ = r.watcher.Round(ctx)
-		s.did(i, "watch", "replica %d%s: %d", k, crash, n)
-	case w < 5:
+		s.did(i, kind, "replica %d%s: %d", k, crash, n)
+	case "move":
 		n, _ = r.worker.Round(ctx)
-		s.did(i, "move", "replica %d%s: %d", k, crash, n)
+		s.did(i, kind, "replica %d%s: %d", k, crash, n)
 	default:
 		fault := s.rng.IntN(8)
 		r.node.set(func(n *faultyNode) { n.refuse, n.lose = fault == 0, fault == 1 })
 		n, _ = r.signer.Round(ctx)
 		r.node.set(func(n *faultyNode) { n.refuse, n.lose = false, false })
-		s.did(i, "sign", "replica %d (node fault %d)%s: %d", k, fault, crash, n)
+		s.did(i, kind, "replica %d (node fault %d)%s: %d", k, fault, crash, n)
 	}
 	// (A round's error, the provider down or a broadcast refused, is the
 	// next round's to mend.)
-	if budget != nil && budget.fired.Load() {
+	if budget.fired.Load() {
 		s.reps[k] = s.replica()
 		s.did(i, "crash", "replica %d died mid-round, and starts again", k)
+		return
+	}
+	if n > 0 {
+		s.statements[kind] = max(8, budget.spent())
 	}
 }
 
@@ -518,6 +783,7 @@ func (s *sim) quiesce() {
 		s.advance(2 * time.Minute) // past replacements, holds and backoffs
 	}
 	s.steps = append(s.steps, "     quiesced")
+	s.canonical(len(s.steps))
 	// Nothing waits on us: every payout is final, or processing at a
 	// provider that forgot it (found, counted and paged: an operator's).
 	stuck, err := s.strings(`SELECT id || ' ' || status FROM payouts WHERE status NOT IN ('completed', 'failed', 'returned', 'expired')
@@ -536,13 +802,27 @@ func (s *sim) quiesce() {
 	if len(unsent) > 0 {
 		s.fail("quiescence: refunds with an address not confirmed: %v", unsent)
 	}
+	// Every deposit that is final is home: swept once, by a sweep done
+	// (a deposit of a token the catalogue does not list stays; so does
+	// one whose payout still owes a refund it has no address for).
+	unswept, err := s.strings(`SELECT 'sweep ' || id || ' ' || state FROM payout_sweeps WHERE state <> 'swept'
+		UNION ALL SELECT 'deposit ' || d.tx_hash || ' of ' || p.id || ' (' || p.status || ')' FROM payout_deposits d JOIN payouts p ON p.id = d.payout_id
+		JOIN (VALUES ` + simTokens() + `) t (address, symbol) ON t.address = lower(d.token)
+		WHERE d.sweep_id IS NULL AND p.status IN ('completed', 'failed', 'returned', 'expired')
+		AND NOT EXISTS (SELECT 1 FROM payout_refunds r WHERE r.payout_id = p.id AND r.status <> 'confirmed' AND r.crypto_currency NOT LIKE '0x%')`)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if len(unswept) > 0 {
+		s.fail("quiescence: final deposits not home: %v", unswept)
+	}
 }
 
 // tally says what the seed did, by kind.
 func (s *sim) tally() string {
 	var out []string
-	for _, k := range []string{"execute", "retry", "race", "deposit", "address", "provider", "fault", "watch", "move", "sign", "mine", "time",
-		"restart", "crash"} {
+	for _, k := range []string{"execute", "keyed", "killed", "lapse", "retry", "race", "deposit", "address", "provider", "fault", "watch", "move",
+		"sign", "mine", "reorg", "time", "restart", "crash"} {
 		out = append(out, fmt.Sprintf("%d %s", s.counts[k], k))
 	}
 	var refunds, confirmed int
@@ -586,8 +866,10 @@ var simChecks = []struct{ name, query string }{
 		FROM payout_history h GROUP BY h.payout_id, h.status
 		HAVING count(*) <> (SELECT count(*) FROM payout_events e WHERE e.object_id = h.payout_id AND e.type = 'payout.' || h.status)`},
 	{"every refund has the event of its status, once", `
-		SELECT r.id || ' ' || r.status FROM payout_refunds r
-		WHERE (SELECT count(*) FROM payout_events e WHERE e.type = 'payout.refund.' || r.status AND e.data->>'refundId' = r.id) <> 1`},
+		SELECT r.id || ' ' || r.status || ': ' || coalesce(e.n, 0) || ' events' FROM payout_refunds r
+			LEFT JOIN (SELECT data->>'refundId' AS refund_id, type, count(*) AS n FROM payout_events
+				WHERE type LIKE 'payout.refund.%' GROUP BY 1, 2) e ON e.refund_id = r.id AND e.type = 'payout.refund.' || r.status
+		WHERE coalesce(e.n, 0) <> 1`},
 	{"a refund sent is sent once: one live transaction a refund", `
 		SELECT refund_id FROM payout_chain_sends WHERE purpose = 'refund' AND state <> 'dropped' GROUP BY refund_id HAVING count(*) > 1`},
 	{"a deposit is swept once", `
