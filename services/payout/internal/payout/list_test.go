@@ -263,6 +263,7 @@ func BenchmarkList(b *testing.B) {
 		{"reference", "limit=100&reference=inv-42"},
 		{"deep", "limit=100&startingAfter=" + url.QueryEscape(cursor)},
 	}
+	buffers := map[string]int{} // a page's shared buffers, by query (reported after the timed loop)
 	for _, q := range queries {
 		values, _ := url.ParseQuery(q.query)
 		p, err := f.svc.(*service).lister().Parse(values, "bench")
@@ -271,7 +272,7 @@ func BenchmarkList(b *testing.B) {
 		}
 		where, args := p.Where("bench")
 		var plan strings.Builder
-		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE) `+store.PageSQL(where, 100), args...)
+		prows, err := db.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) `+store.PageSQL(where, 100), args...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -284,6 +285,7 @@ func BenchmarkList(b *testing.B) {
 		if strings.Contains(plan.String(), "Seq Scan") || !strings.Contains(plan.String(), "Index") {
 			b.Fatalf("%s: the plan scans a table:\n%s", q.name, plan.String())
 		}
+		buffers[q.name] = pageBuffers(b, plan.String())
 		if testing.Verbose() {
 			b.Logf("%s:\n%s", q.name, plan.String())
 		}
@@ -323,6 +325,7 @@ func BenchmarkList(b *testing.B) {
 	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / time.Duration(b.N*len(queries))
 	b.ReportMetric(ms(cpu), "cpu-ms/page")
 	for j, q := range queries {
+		b.ReportMetric(float64(buffers[q.name]), q.name+"-buffers/page")
 		slices.Sort(took[j])
 		b.ReportMetric(ms(took[j][len(took[j])/2]), q.name+"-p50-ms")
 		b.ReportMetric(ms(took[j][len(took[j])*99/100]), q.name+"-p99-ms")
@@ -343,3 +346,27 @@ func BenchmarkList(b *testing.B) {
 
 // oneLine is sql on one line, as a pgbench script takes a statement.
 func oneLine(sql string) string { return strings.ReplaceAll(sql, "\n", " ") }
+
+// pageBuffers is the shared buffers (hit and read) a page's plan touched:
+// its top node's, which count every node and subquery under it.
+func pageBuffers(b *testing.B, plan string) int {
+	for _, line := range strings.Split(plan, "\n") {
+		_, counts, ok := strings.Cut(line, "Buffers: shared ")
+		if !ok {
+			continue
+		}
+		n := 0
+		for _, f := range strings.Fields(counts) {
+			if k, v, ok := strings.Cut(f, "="); ok && (k == "hit" || k == "read") {
+				x, err := strconv.Atoi(v)
+				if err != nil {
+					b.Fatalf("buffers %q: %v", line, err)
+				}
+				n += x
+			}
+		}
+		return n
+	}
+	b.Fatalf("no buffers in the plan:\n%s", plan)
+	return 0
+}
