@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 
+	httptransport "github.com/go-kit/kit/transport/http"
+
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/kithttp"
@@ -22,10 +24,38 @@ import (
 const MaxLimit = 100
 
 // Route adds GET /v1/events, this service's feed, to mux: measured as the
-// operation "events", not logged (the gateway's request line is).
+// operation "events", not logged (the gateway's request line is). A page
+// is rendered (RenderedType) when the request accepts it, JSON otherwise.
 func (f Feed) Route(mux *http.ServeMux, db *database.DB, o *kithttp.Observer, log *slog.Logger) {
 	h := handler{f, db}
-	mux.Handle("GET /v1/events", kithttp.Server(o.Quiet("events", kithttp.Endpoint(h.page)), kithttp.DecodeQuery, log))
+	mux.Handle("GET /v1/events", httptransport.NewServer(o.Quiet("events", kithttp.Endpoint(h.page)), kithttp.DecodeQuery, encodePage,
+		append(kithttp.ServerOptions(log), httptransport.ServerBefore(acceptRendered))...))
+}
+
+type renderedKey struct{}
+
+// acceptRendered notes whether the request asks for a rendered page.
+func acceptRendered(ctx context.Context, r *http.Request) context.Context {
+	return context.WithValue(ctx, renderedKey{}, r.Header.Get("Accept") == RenderedType)
+}
+
+// encodePage writes a page rendered, when asked so, or as JSON.
+func encodePage(ctx context.Context, w http.ResponseWriter, response any) error {
+	p, ok := response.(Page)
+	if rendered, _ := ctx.Value(renderedKey{}).(bool); !ok || !rendered {
+		return kithttp.EncodeJSON(ctx, w, response)
+	}
+	b, err := p.Render()
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", RenderedType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return nil
 }
 
 type handler struct {

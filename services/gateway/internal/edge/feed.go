@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
@@ -194,17 +195,39 @@ func (f *feed) mac(body []byte, keyID string, q feedQuery) []byte {
 	return m.Sum(nil)[:cursorMAC]
 }
 
-// sourcePage is a service's page of its feed (pkg/events.Page).
-type sourcePage struct {
-	Events []struct {
-		Seq       int64           `json:"seq"`
-		ID        string          `json:"id"`
-		Type      string          `json:"type"`
-		CreatedAt time.Time       `json:"createdAt"`
-		Data      json.RawMessage `json:"data"`
-	} `json:"events"`
-	Through int64 `json:"through"`
-	HasMore bool  `json:"hasMore"`
+// sourcePage is a service's page of its feed, rendered (pkg/events: each
+// event's JSON as the partner reads it, behind its place and time).
+type sourcePage = events.RenderedPage
+
+// fromJSON is a service's JSON page (a service of an earlier release, which
+// does not render its pages) as a rendered one.
+func fromJSON(body []byte, limit int) (*sourcePage, error) {
+	var p struct {
+		Events []struct {
+			Seq       int64           `json:"seq"`
+			ID        string          `json:"id"`
+			Type      string          `json:"type"`
+			CreatedAt time.Time       `json:"createdAt"`
+			Data      json.RawMessage `json:"data"`
+		} `json:"events"`
+		Through int64 `json:"through"`
+		HasMore bool  `json:"hasMore"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("answer out of shape: %w", err)
+	}
+	if len(p.Events) > limit {
+		return nil, errors.New("answer out of shape: more events than asked")
+	}
+	out := &sourcePage{Through: p.Through, HasMore: p.HasMore, Events: make([]events.Rendered, len(p.Events))}
+	for i, e := range p.Events {
+		id, _ := json.Marshal(e.ID)
+		typ, _ := json.Marshal(e.Type)
+		out.Events[i] = events.Rendered{Seq: e.Seq, CreatedAt: e.CreatedAt.UnixMicro(),
+			JSON: []byte(`{"id":` + string(id) + `,"type":` + string(typ) + `,"createdAt":"` + e.CreatedAt.UTC().Format(time.RFC3339) +
+				`","data":` + string(e.Data) + `}`)}
+	}
+	return out, nil
 }
 
 // inProgress is a service's 409 idempotency_in_progress: what it read is
@@ -305,12 +328,13 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 		return nil, err
 	}
 	f.g.outboundHeader(req.Header, c)
+	req.Header.Set("Accept", events.RenderedType)
 	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourcePage+1))
+	body, err := readPage(resp)
 	switch {
 	case err != nil:
 		return nil, err
@@ -327,14 +351,28 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("answered %d", resp.StatusCode)
 	}
-	var p sourcePage
-	if err := json.Unmarshal(body, &p); err != nil {
+	if resp.Header.Get("Content-Type") != events.RenderedType {
+		return fromJSON(body, q.limit)
+	}
+	p, err := events.ParseRendered(body, q.limit)
+	if err != nil {
 		return nil, fmt.Errorf("answer out of shape: %w", err)
 	}
-	if len(p.Events) > q.limit {
-		return nil, errors.New("answer out of shape: more events than asked")
-	}
 	return &p, nil
+}
+
+// readPage reads a service's page, at most maxSourcePage+1 bytes: into a
+// buffer of its Content-Length when it says one (a page of 100 events is
+// about 100 KiB, which io.ReadAll would grow to twice over).
+func readPage(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= maxSourcePage {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxSourcePage+1))
 }
 
 // answer merges the services' pages, oldest first (a service's events in
@@ -345,6 +383,15 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 	places := append([]int64(nil), q.places...)
 	next := make([]int, len(pages)) // how many of each page are taken
 	var b strings.Builder
+	size := 256
+	for _, p := range pages {
+		if p != nil {
+			for _, e := range p.Events {
+				size += len(e.JSON) + 1
+			}
+		}
+	}
+	b.Grow(size)
 	b.WriteString(`{"environment":"` + string(f.g.env) + `","data":[`)
 	for n := 0; n < q.limit; n++ {
 		pick := -1
@@ -352,7 +399,7 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 			if p == nil || next[i] == len(p.Events) {
 				continue
 			}
-			if pick < 0 || p.Events[next[i]].CreatedAt.Before(pages[pick].Events[next[pick]].CreatedAt) {
+			if pick < 0 || p.Events[next[i]].CreatedAt < pages[pick].Events[next[pick]].CreatedAt {
 				pick = i
 			}
 		}
@@ -365,10 +412,7 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 		if n > 0 {
 			b.WriteByte(',')
 		}
-		id, _ := json.Marshal(e.ID)
-		typ, _ := json.Marshal(e.Type)
-		b.WriteString(`{"id":` + string(id) + `,"type":` + string(typ) + `,"createdAt":"` + e.CreatedAt.UTC().Format(time.RFC3339) +
-			`","data":` + string(e.Data) + `}`)
+		b.Write(e.JSON)
 	}
 	hasMore := unanswered
 	for i, p := range pages {

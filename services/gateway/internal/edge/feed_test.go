@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/partnerpay/api/pkg/events"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
@@ -86,13 +87,9 @@ func TestFeedMerge(t *testing.T) {
 	}) *sourcePage {
 		p := &sourcePage{Through: through, HasMore: more}
 		for _, e := range evs {
-			p.Events = append(p.Events, struct {
-				Seq       int64           `json:"seq"`
-				ID        string          `json:"id"`
-				Type      string          `json:"type"`
-				CreatedAt time.Time       `json:"createdAt"`
-				Data      json.RawMessage `json:"data"`
-			}{e.seq, fmt.Sprintf("evt_%032d", e.seq), "payout.processing", e.at, json.RawMessage(`{"object":{}}`)})
+			p.Events = append(p.Events, events.Rendered{Seq: e.seq, CreatedAt: e.at.UnixMicro(),
+				JSON: fmt.Appendf(nil, `{"id":"evt_%032d","type":"payout.processing","createdAt":%q,"data":{"object":{}}}`, e.seq,
+					e.at.Format(time.RFC3339))})
 		}
 		return p
 	}
@@ -159,6 +156,22 @@ func TestFeedWhenServicesFail(t *testing.T) {
 		return s
 	}
 	page := `{"events":[{"seq":5,"id":"evt_00000000000000000000000000000005","type":"order.completed","createdAt":"2026-11-27T12:00:00Z","data":{"object":{}}}],"through":5,"hasMore":false}`
+	// The same page rendered, as services answer the gateway's Accept; and
+	// one whose lengths do not add up, which is a service that did not
+	// answer, never a page read in part.
+	event := `{"id":"evt_00000000000000000000000000000005","type":"order.completed","createdAt":"2026-11-27T12:00:00Z","data":{"object":{}}}`
+	rendered := fmt.Sprintf("5 0 1\n5 1795996800000000 %d\n%s\n", len(event), event)
+	serveRendered := func(body string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Accept") != events.RenderedType {
+				t.Errorf("asked with Accept %q, want %q", r.Header.Get("Accept"), events.RenderedType)
+			}
+			w.Header().Set("Content-Type", events.RenderedType)
+			_, _ = w.Write([]byte(body))
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close() // refuses connections
 	get := func(answers ...string) *httptest.ResponseRecorder {
@@ -168,6 +181,10 @@ func TestFeedWhenServicesFail(t *testing.T) {
 			switch answers[i] {
 			case "page":
 				target = serve(200, page).URL
+			case "rendered":
+				target = serveRendered(rendered).URL
+			case "garbled":
+				target = serveRendered(strings.Replace(rendered, fmt.Sprintf(" %d\n", len(event)), fmt.Sprintf(" %d\n", len(event)+1), 1)).URL
 			case "empty":
 				target = serve(200, `{"events":[],"through":0,"hasMore":false}`).URL
 			case "gone":
@@ -197,6 +214,14 @@ func TestFeedWhenServicesFail(t *testing.T) {
 	}
 	if places, ok := testFeed().decode(p.NextCursor, "acme", feedQuery{}); !ok || places[1] != 0 || places[3] != 5 {
 		t.Errorf("fiat down: places %v %v, want fiat's kept at 0 and orders' at 5", places, ok)
+	}
+	// A rendered page is the same page: the partner reads the same bytes.
+	json := get("empty", "empty", "empty", "page")
+	if w := get("empty", "empty", "empty", "rendered"); w.Code != 200 || w.Body.String() != json.Body.String() {
+		t.Errorf("rendered: %d %s\nwant the JSON page's %s", w.Code, w.Body, json.Body)
+	}
+	if w := get("empty", "empty", "empty", "garbled"); w.Code != 200 || !strings.Contains(w.Body.String(), `"data":[],"hasMore":true`) {
+		t.Errorf("a rendered page out of shape: %d %s, want it taken as a service that did not answer", w.Code, w.Body)
 	}
 	if w := get("empty", "gone", "empty", "page"); w.Code != 410 || !strings.Contains(w.Body.String(), `"code":"cursor_expired"`) {
 		t.Errorf("a service past its retention: %d %s", w.Code, w.Body)

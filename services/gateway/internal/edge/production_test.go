@@ -89,6 +89,14 @@ func BenchmarkProductionPath(b *testing.B) {
 // (testKey) at 100000/s with the bank product.
 func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport http.RoundTripper) http.Handler {
 	tb.Helper()
+	return productionGatewayTo(tb, kit, map[string]string{UpstreamPayout: upstream, UpstreamFiat: upstream, UpstreamConsent: upstream,
+		UpstreamOrders: upstream}, transport)
+}
+
+// productionGatewayTo is productionGateway in front of a service of its
+// own for each upstream.
+func productionGatewayTo(tb testing.TB, kit *obs.Kit, upstreams map[string]string, transport http.RoundTripper) http.Handler {
+	tb.Helper()
 	srv := redistest.Start(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
 	tb.Cleanup(func() { rdb.Close() })
@@ -97,9 +105,13 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 	log := obs.NewLogger(lw, "gateway")
 	metrics := NewMetrics(kit.Registry)
 	limiter := ratelimit.New(redis_rate.NewLimiter(rdb), ratelimit.Options{Timeout: 50 * time.Millisecond}, log, metrics)
-	u, err := url.Parse(upstream)
-	if err != nil {
-		tb.Fatal(err)
+	targets := map[string]*url.URL{}
+	for name, upstream := range upstreams {
+		u, err := url.Parse(upstream)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		targets[name] = u
 	}
 	g, err := New(Config{
 		Env: "sandbox", Limiter: limiter, Log: log, Metrics: metrics,
@@ -107,7 +119,7 @@ func productionGateway(tb testing.TB, kit *obs.Kit, upstream string, transport h
 			ID: "acme", Fingerprint: apikey.Fingerprint(testKey), RatePerSecond: 100000,
 			Grants: partner.Grants{Products: []string{"bank"}, Chains: partner.Chains{Source: []int64{84532}}, MaxExecutionUSD: "25000"},
 		}}})},
-		Upstreams:     map[string]*url.URL{UpstreamPayout: u, UpstreamFiat: u, UpstreamConsent: u, UpstreamOrders: u},
+		Upstreams:     targets,
 		Transport:     kit.Tracing.Transport(transport),
 		InternalToken: "internal-token-0123456789",
 	})

@@ -1,0 +1,124 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/partnerpay/api/pkg/events"
+	"github.com/partnerpay/api/pkg/obs"
+)
+
+// benchPayout is a payout as the services answer it (about 900 bytes).
+func benchPayout(i int) string {
+	return fmt.Sprintf(`{"mock":true,"payoutId":"bpo_%032x","quoteId":"bpq_84532_%032x","status":"processing","rail":"sepa_instant",`+
+		`"estimatedSettlement":"PT10S","deposit":{"address":"0x9c477458a23625434dD09E0a7a5DaBB316Ab4826","chain":84532,`+
+		`"cryptoCurrency":"USDC","amount":"1234567.89","expiresAt":"2026-11-29T12:30:00Z","txHash":"0x%064x"},`+
+		`"beneficiary":{"name":"Ada Lovelace","account":"DE89 •••• •••• •••• •••• 3000"},"reference":"inv-%d",`+
+		`"cryptoAmount":"1234567.89","fiatAmount":"1127000.00","fiatCurrency":"EUR","country":"DE",`+
+		`"createdAt":"2026-11-29T12:00:00Z","history":[{"status":"awaiting_deposit","at":"2026-11-29T12:00:00Z"},`+
+		`{"status":"processing","at":"2026-11-29T12:00:03Z"}],"refunds":[]}`, i, i, i, i)
+}
+
+// BenchmarkFeedPage is a page of 100 events (GET /v1/events?limit=100)
+// beside a page of 100 payouts (GET /v1/bank/payouts?limit=100), each
+// through the gateway wired for production (as BenchmarkProductionPath),
+// in front of in-process services that answer at once with bodies built
+// beforehand: the payout service 100 events of about 1 KiB (or 100
+// payouts), the other three an empty page. cpu-ns/op is the process's CPU
+// per page, the services' writes included for both; issue 63's goal is a
+// feed page at no more than 1.3 times a list page.
+//
+//	cd services/gateway && go test -run '^$' -bench FeedPage -benchtime 2000x -count 3 ./internal/edge/
+func BenchmarkFeedPage(b *testing.B) {
+	var list strings.Builder
+	page := events.Page{Through: 100, HasMore: true}
+	list.WriteString(`{"data":[`)
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		page.Events = append(page.Events, events.Stored{Seq: int64(i + 1), ID: fmt.Sprintf("evt_%032x", i+1), Type: "payout.processing",
+			CreatedAt: at.Add(time.Duration(i) * time.Millisecond), Data: json.RawMessage(`{"object":` + benchPayout(i) + `}`)})
+		list.WriteString(benchPayout(i))
+	}
+	list.WriteString(`],"hasMore":true,"nextCursor":"` + strings.Repeat("c", 120) + `"}`)
+	// A feed page as a service answers it: rendered when the gateway asks
+	// so, JSON otherwise (BenchmarkFeedPage/feed-json: a gateway that
+	// decodes every event, as before issue 63).
+	var plainOnly atomic.Bool
+	answerFeed := func(p events.Page) http.HandlerFunc {
+		rendered, err := p.Render()
+		if err != nil {
+			b.Fatal(err)
+		}
+		plain, err := json.Marshal(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Accept") == events.RenderedType && !plainOnly.Load() {
+				w.Header().Set("Content-Type", events.RenderedType)
+				_, _ = w.Write(rendered)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(plain)
+		}
+	}
+	serve := func(h http.HandlerFunc) string {
+		s := httptest.NewServer(asService(h))
+		b.Cleanup(s.Close)
+		return s.URL
+	}
+	payouts := http.NewServeMux()
+	payouts.HandleFunc("/v1/events", answerFeed(page))
+	payouts.HandleFunc("/v1/bank/payouts", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Environment", "sandbox")
+		_, _ = io.WriteString(w, list.String())
+	})
+	payout := httptest.NewServer(asService(payouts.ServeHTTP))
+	b.Cleanup(payout.Close)
+	empty := answerFeed(events.Page{Events: []events.Stored{}})
+	kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", obs.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer kit.Shutdown(context.Background())
+	h := productionGatewayTo(b, kit, map[string]string{UpstreamPayout: payout.URL, UpstreamFiat: serve(empty), UpstreamConsent: serve(empty),
+		UpstreamOrders: serve(empty)}, testTransport(b))
+	for _, tc := range []struct {
+		name, path, first string
+		plain             bool
+	}{
+		{"list", "/v1/bank/payouts?limit=100", `{"environment":"sandbox","data":[{"mock":true`, false},
+		{"feed", "/v1/events?limit=100", `{"environment":"sandbox","data":[{"id":"evt_`, false},
+		{"feed-json", "/v1/events?limit=100", `{"environment":"sandbox","data":[{"id":"evt_`, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			plainOnly.Store(tc.plain)
+			r := httptest.NewRequest("GET", tc.path, nil)
+			r.Header.Set("Authorization", "Bearer "+testKey)
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != 200 || !strings.HasPrefix(w.Body.String(), tc.first) {
+					b.Fatalf("%s: %d %.300s", tc.name, w.Code, w.Body)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
