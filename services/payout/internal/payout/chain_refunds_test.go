@@ -63,6 +63,42 @@ func (f statusFixture) signerOn(t *testing.T, client chain.Client, key *ecdsa.Pr
 	return s, reg
 }
 
+// sweeperOn is the treasury's signer on client (one confirmation), which
+// sweeps deposits home with the test deposit keys.
+func (f statusFixture) sweeperOn(t *testing.T, client chain.Client) *chain.Signer {
+	t.Helper()
+	n, err := chain.NewNode(environment.Sandbox, 84532, client, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	s, err := chain.NewSigner(n, chaintest.Treasury.KeyHex(), f.store(), f.clock.now, chain.SignerOptions{ReplaceAfter: time.Minute, Sweep: sweepKeys},
+		chain.NewSignerMetrics(reg), discard(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// completedWithDeposit is a payout of amount whose deposit arrived and
+// which the provider completed: its deposit is final, to be swept home.
+func (f statusFixture) completedWithDeposit(t *testing.T, amount string) Payout {
+	t.Helper()
+	ctx := context.Background()
+	p := f.payout(t, amount, refundTo)
+	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
+	if _, err := f.worker.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(t, p.PayoutID); st.Status != "completed" {
+		t.Fatalf("the payout: %s", st.Status)
+	}
+	return p
+}
+
 // store is the fixture's store, as another process opens it.
 func (f statusFixture) store() *store.Store { return store.NewStore(f.db, environment.Sandbox) }
 
@@ -889,30 +925,11 @@ func TestASweepNotMinedIsToppedUpAndSignedAgain(t *testing.T) {
 		f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 		ctx := context.Background()
 		c := f.chain.chain
-		p := f.payout(t, "85", refundTo)
-		if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
-			t.Fatal(err)
-		}
-		f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
-		if _, err := f.worker.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if st := f.status(t, p.PayoutID); st.Status != "completed" {
-			t.Fatalf("the payout: %s", st.Status)
-		}
+		p := f.completedWithDeposit(t, "85")
 		address := common.HexToAddress(p.Deposit.Address)
 		start := balance(t, c, usdc, chaintest.Treasury.Address)
 		node := &doomingNode{Client: c.Client(), from: address}
-		n, err := chain.NewNode(environment.Sandbox, 84532, node, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg := prometheus.NewPedanticRegistry()
-		s, err := chain.NewSigner(n, chaintest.Treasury.KeyHex(), f.store(), f.clock.now, chain.SignerOptions{ReplaceAfter: time.Minute, Sweep: sweepKeys},
-			chain.NewSignerMetrics(reg), discard(), reg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := f.sweeperOn(t, node)
 		rounds := func(k int) {
 			t.Helper()
 			for range k {
@@ -978,26 +995,10 @@ func TestAGasSendReplacedAtItsNonceStillCarriesItsGas(t *testing.T) {
 	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
 	ctx := context.Background()
 	c := f.chain.chain
-	p := f.payout(t, "87", refundTo)
-	if _, err := f.deposit(ctx, acme, DepositRequest{PayoutID: p.PayoutID}); err != nil {
-		t.Fatal(err)
-	}
-	f.provider.says(p.PayoutID, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-29T12:00:03Z"})
-	if _, err := f.worker.Round(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.completedWithDeposit(t, "87")
 	start := balance(t, c, usdc, chaintest.Treasury.Address)
 	node := &faultyNode{Client: c.Client(), lowball: true}
-	n, err := chain.NewNode(environment.Sandbox, 84532, node, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	s, err := chain.NewSigner(n, chaintest.Treasury.KeyHex(), f.store(), f.clock.now, chain.SignerOptions{ReplaceAfter: time.Minute, Sweep: sweepKeys},
-		chain.NewSignerMetrics(reg), discard(), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.sweeperOn(t, node)
 	for range 2 { // the sweep planned, its gas send signed too cheap; broadcast, and not mined
 		if _, err := round(t, s); err != nil {
 			t.Fatal(err)
