@@ -114,7 +114,7 @@ loadtest: build
 # module:package:target. make test runs their seed corpora; make fuzz runs
 # each for FUZZTIME.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := pkg:./jsonbody:FuzzBytes pkg:./events:FuzzParseRendered pkg:./iban:FuzzValidate pkg:./format:FuzzIDs pkg:./format:FuzzEVMAddress \
+FUZZ_TARGETS := pkg:./jsonbody:FuzzBytes pkg:./feedwire:FuzzParse pkg:./iban:FuzzValidate pkg:./format:FuzzIDs pkg:./format:FuzzEVMAddress \
 	services/gateway:./internal/apikey:FuzzFromAuthorization services/gateway:./internal/apikey:FuzzParse \
 	services/gateway:./internal/edge:FuzzRequestID services/gateway:./internal/edge:FuzzSplice \
 	services/gateway:./internal/edge:FuzzOutboundHeader services/payout:./internal/quote:FuzzParse

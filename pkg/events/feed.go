@@ -12,6 +12,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
+	"github.com/partnerpay/api/pkg/feedwire"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/partner"
 )
@@ -25,7 +26,7 @@ const MaxLimit = 100
 
 // Route adds GET /v1/events, this service's feed, to mux: measured as the
 // operation "events", not logged (the gateway's request line is). A page
-// is rendered (RenderedType) when the request accepts it, JSON otherwise.
+// is rendered (pkg/feedwire) when the request accepts it, JSON otherwise.
 func (f Feed) Route(mux *http.ServeMux, db *database.DB, o *kithttp.Observer, log *slog.Logger) {
 	h := handler{f, db}
 	mux.Handle("GET /v1/events", httptransport.NewServer(o.Quiet("events", kithttp.Endpoint(h.page)), kithttp.DecodeQuery, encodePage,
@@ -36,7 +37,7 @@ type renderedKey struct{}
 
 // acceptRendered notes whether the request asks for a rendered page.
 func acceptRendered(ctx context.Context, r *http.Request) context.Context {
-	return context.WithValue(ctx, renderedKey{}, r.Header.Get("Accept") == RenderedType)
+	return context.WithValue(ctx, renderedKey{}, r.Header.Get("Accept") == feedwire.ContentType)
 }
 
 // encodePage writes a page rendered, when asked so, or as JSON.
@@ -50,7 +51,7 @@ func encodePage(ctx context.Context, w http.ResponseWriter, response any) error 
 		return err
 	}
 	h := w.Header()
-	h.Set("Content-Type", RenderedType)
+	h.Set("Content-Type", feedwire.ContentType)
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

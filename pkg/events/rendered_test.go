@@ -1,7 +1,6 @@
 package events
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/partnerpay/api/pkg/feedwire"
 	"github.com/partnerpay/api/pkg/kithttp"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
@@ -40,7 +40,7 @@ func TestARenderedPageReadsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ParseRendered(b, 100)
+	got, err := feedwire.Parse(b, 100)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
@@ -59,67 +59,6 @@ func TestARenderedPageReadsBack(t *testing.T) {
 	if _, err := (Page{Events: []Stored{{ID: "evt_1", Data: json.RawMessage(`{"object":`)}}}).Render(); err == nil {
 		t.Error("an event whose data is not JSON was rendered")
 	}
-}
-
-// Whatever is not a whole rendered page of at most limit events is
-// refused, never read in part.
-func TestARenderedPageOutOfShapeIsRefused(t *testing.T) {
-	t.Parallel()
-	good, err := renderedPage().Render()
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := bytes.IndexByte(good, '\n')
-	cases := map[string][]byte{
-		"empty":                  nil,
-		"cut short":              good[:len(good)-1],
-		"cut in an event":        good[:len(good)/2],
-		"trailing bytes":         append(append([]byte{}, good...), 'x'),
-		"more events than asked": good, // limit 1, below
-		"a count too high":       append([]byte("42 1 3"), good[first:]...),
-		"a count too low":        append([]byte("42 1 1"), good[first:]...),
-		"hasMore not 0 or 1":     append([]byte("42 2 2"), good[first:]...),
-		"a negative place":       append([]byte("-1 1 2"), good[first:]...),
-		"not numbers":            append([]byte("42 true 2"), good[first:]...),
-		"two spaces":             append([]byte("42  1 2"), good[first:]...),
-		"JSON":                   []byte(`{"events":[],"through":0,"hasMore":false}`),
-		"a length past the end":  []byte("1 0 1\n5 1 999\n{}\n"),
-		"not an object":          []byte("1 0 1\n5 1 2\n[]\n"),
-		"no newline after":       []byte("1 0 1\n5 1 2\n{}x"),
-		"a place of 0":           []byte("1 0 1\n0 1 2\n{}\n"),
-	}
-	for name, body := range cases {
-		limit := 100
-		if name == "more events than asked" {
-			limit = 1
-		}
-		if p, err := ParseRendered(body, limit); err == nil {
-			t.Errorf("%s: read as %+v", name, p)
-		}
-	}
-	if p, err := ParseRendered([]byte("7 0 0\n"), 100); err != nil || p.Through != 7 || p.HasMore || len(p.Events) != 0 {
-		t.Errorf("an empty page: %+v %v", p, err)
-	}
-}
-
-// FuzzParseRendered: no input panics, and whatever is read is framed as
-// Render frames it (each event an object, in bounds).
-func FuzzParseRendered(f *testing.F) {
-	good, _ := renderedPage().Render()
-	f.Add(good)
-	f.Add([]byte("7 0 0\n"))
-	f.Add([]byte("1 0 1\n5 1 2\n{}\n"))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := ParseRendered(body, 100)
-		if err != nil {
-			return
-		}
-		for _, e := range p.Events {
-			if len(e.JSON) < 2 || e.JSON[0] != '{' || e.JSON[len(e.JSON)-1] != '}' {
-				t.Fatalf("read an event out of frame: %q", e.JSON)
-			}
-		}
-	})
 }
 
 // The route answers a rendered page to a request that accepts one (the
@@ -144,9 +83,9 @@ func TestTheRouteRendersWhenAsked(t *testing.T) {
 		mux.ServeHTTP(w, r)
 		return w
 	}
-	w := get(RenderedType)
-	p, err := ParseRendered(w.Body.Bytes(), 10)
-	if w.Code != 200 || w.Header().Get("Content-Type") != RenderedType || err != nil || len(p.Events) != 1 ||
+	w := get(feedwire.ContentType)
+	p, err := feedwire.Parse(w.Body.Bytes(), 10)
+	if w.Code != 200 || w.Header().Get("Content-Type") != feedwire.ContentType || err != nil || len(p.Events) != 1 ||
 		!strings.Contains(string(p.Events[0].JSON), `"type":"thing.done","createdAt":"`) {
 		t.Errorf("asked rendered: %d %v %s (%v)", w.Code, w.Header(), w.Body, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/pkg/envelope"
-	"github.com/partnerpay/api/pkg/events"
+	"github.com/partnerpay/api/pkg/feedwire"
 	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/partner"
@@ -197,7 +197,7 @@ func (f *feed) mac(body []byte, keyID string, q feedQuery) []byte {
 
 // sourcePage is a service's page of its feed, rendered (pkg/events: each
 // event's JSON as the partner reads it, behind its place and time).
-type sourcePage = events.RenderedPage
+type sourcePage = feedwire.Page
 
 // fromJSON is a service's JSON page (a service of an earlier release, which
 // does not render its pages) as a rendered one.
@@ -219,11 +219,11 @@ func fromJSON(body []byte, limit int) (*sourcePage, error) {
 	if len(p.Events) > limit {
 		return nil, errors.New("answer out of shape: more events than asked")
 	}
-	out := &sourcePage{Through: p.Through, HasMore: p.HasMore, Events: make([]events.Rendered, len(p.Events))}
+	out := &sourcePage{Through: p.Through, HasMore: p.HasMore, Events: make([]feedwire.Event, len(p.Events))}
 	for i, e := range p.Events {
 		id, _ := json.Marshal(e.ID)
 		typ, _ := json.Marshal(e.Type)
-		out.Events[i] = events.Rendered{Seq: e.Seq, CreatedAt: e.CreatedAt.UnixMicro(),
+		out.Events[i] = feedwire.Event{Seq: e.Seq, CreatedAt: e.CreatedAt.UnixMicro(),
 			JSON: []byte(`{"id":` + string(id) + `,"type":` + string(typ) + `,"createdAt":"` + e.CreatedAt.UTC().Format(time.RFC3339) +
 				`","data":` + string(e.Data) + `}`)}
 	}
@@ -328,7 +328,7 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 		return nil, err
 	}
 	f.g.outboundHeader(req.Header, c)
-	req.Header.Set("Accept", events.RenderedType)
+	req.Header.Set("Accept", feedwire.ContentType)
 	resp, err := s.rt.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -351,10 +351,10 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("answered %d", resp.StatusCode)
 	}
-	if resp.Header.Get("Content-Type") != events.RenderedType {
+	if resp.Header.Get("Content-Type") != feedwire.ContentType {
 		return fromJSON(body, q.limit)
 	}
-	p, err := events.ParseRendered(body, q.limit)
+	p, err := feedwire.Parse(body, q.limit)
 	if err != nil {
 		return nil, fmt.Errorf("answer out of shape: %w", err)
 	}

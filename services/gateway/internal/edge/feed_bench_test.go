@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partnerpay/api/pkg/events"
+	"github.com/partnerpay/api/pkg/feedwire"
 	"github.com/partnerpay/api/pkg/obs"
 )
 
@@ -38,40 +37,41 @@ func benchPayout(i int) string {
 //
 //	cd services/gateway && go test -run '^$' -bench FeedPage -benchtime 2000x -count 3 ./internal/edge/
 func BenchmarkFeedPage(b *testing.B) {
-	var list strings.Builder
-	page := events.Page{Through: 100, HasMore: true}
+	// The payout service's pages, as pkg/events writes them: rendered
+	// (feedwire), and JSON.
+	var list, plain strings.Builder
+	rendered := feedwire.AppendHeader(nil, 100, true, 100)
 	list.WriteString(`{"data":[`)
+	plain.WriteString(`{"events":[`)
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for i := range 100 {
 		if i > 0 {
 			list.WriteByte(',')
+			plain.WriteByte(',')
 		}
-		page.Events = append(page.Events, events.Stored{Seq: int64(i + 1), ID: fmt.Sprintf("evt_%032x", i+1), Type: "payout.processing",
-			CreatedAt: at.Add(time.Duration(i) * time.Millisecond), Data: json.RawMessage(`{"object":` + benchPayout(i) + `}`)})
+		created := at.Add(time.Duration(i) * time.Millisecond)
+		event := fmt.Sprintf(`{"id":"evt_%032x","type":"payout.processing","createdAt":%q,"data":{"object":%s}}`, i+1,
+			created.Format(time.RFC3339), benchPayout(i))
+		rendered = feedwire.AppendEvent(rendered, int64(i+1), created.UnixMicro(), []byte(event))
+		fmt.Fprintf(&plain, `{"seq":%d,"id":"evt_%032x","type":"payout.processing","createdAt":%q,"data":{"object":%s}}`, i+1, i+1,
+			created.Format(time.RFC3339Nano), benchPayout(i))
 		list.WriteString(benchPayout(i))
 	}
 	list.WriteString(`],"hasMore":true,"nextCursor":"` + strings.Repeat("c", 120) + `"}`)
+	plain.WriteString(`],"through":100,"hasMore":true}`)
 	// A feed page as a service answers it: rendered when the gateway asks
 	// so, JSON otherwise (BenchmarkFeedPage/feed-json: a gateway that
 	// decodes every event, as before issue 63).
 	var plainOnly atomic.Bool
-	answerFeed := func(p events.Page) http.HandlerFunc {
-		rendered, err := p.Render()
-		if err != nil {
-			b.Fatal(err)
-		}
-		plain, err := json.Marshal(p)
-		if err != nil {
-			b.Fatal(err)
-		}
+	answerFeed := func(rendered []byte, plain string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Accept") == events.RenderedType && !plainOnly.Load() {
-				w.Header().Set("Content-Type", events.RenderedType)
+			if r.Header.Get("Accept") == feedwire.ContentType && !plainOnly.Load() {
+				w.Header().Set("Content-Type", feedwire.ContentType)
 				_, _ = w.Write(rendered)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(plain)
+			_, _ = io.WriteString(w, plain)
 		}
 	}
 	serve := func(h http.HandlerFunc) string {
@@ -80,7 +80,7 @@ func BenchmarkFeedPage(b *testing.B) {
 		return s.URL
 	}
 	payouts := http.NewServeMux()
-	payouts.HandleFunc("/v1/events", answerFeed(page))
+	payouts.HandleFunc("/v1/events", answerFeed(rendered, plain.String()))
 	payouts.HandleFunc("/v1/bank/payouts", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
@@ -89,7 +89,7 @@ func BenchmarkFeedPage(b *testing.B) {
 	})
 	payout := httptest.NewServer(asService(payouts.ServeHTTP))
 	b.Cleanup(payout.Close)
-	empty := answerFeed(events.Page{Events: []events.Stored{}})
+	empty := answerFeed(feedwire.AppendHeader(nil, 0, false, 0), `{"events":[],"through":0,"hasMore":false}`)
 	kit, err := obs.NewKit(context.Background(), "gateway", "sandbox", obs.Config{})
 	if err != nil {
 		b.Fatal(err)

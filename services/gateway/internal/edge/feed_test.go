@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/partnerpay/api/pkg/events"
+	"github.com/partnerpay/api/pkg/feedwire"
 	"github.com/partnerpay/api/services/gateway/internal/apikey"
 )
 
@@ -87,7 +87,7 @@ func TestFeedMerge(t *testing.T) {
 	}) *sourcePage {
 		p := &sourcePage{Through: through, HasMore: more}
 		for _, e := range evs {
-			p.Events = append(p.Events, events.Rendered{Seq: e.seq, CreatedAt: e.at.UnixMicro(),
+			p.Events = append(p.Events, feedwire.Event{Seq: e.seq, CreatedAt: e.at.UnixMicro(),
 				JSON: fmt.Appendf(nil, `{"id":"evt_%032d","type":"payout.processing","createdAt":%q,"data":{"object":{}}}`, e.seq,
 					e.at.Format(time.RFC3339))})
 		}
@@ -163,10 +163,10 @@ func TestFeedWhenServicesFail(t *testing.T) {
 	rendered := fmt.Sprintf("5 0 1\n5 1795996800000000 %d\n%s\n", len(event), event)
 	serveRendered := func(body string) *httptest.Server {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Accept") != events.RenderedType {
-				t.Errorf("asked with Accept %q, want %q", r.Header.Get("Accept"), events.RenderedType)
+			if r.Header.Get("Accept") != feedwire.ContentType {
+				t.Errorf("asked with Accept %q, want %q", r.Header.Get("Accept"), feedwire.ContentType)
 			}
-			w.Header().Set("Content-Type", events.RenderedType)
+			w.Header().Set("Content-Type", feedwire.ContentType)
 			_, _ = w.Write([]byte(body))
 		}))
 		t.Cleanup(s.Close)
