@@ -184,11 +184,48 @@ func startStack(t testing.TB, opts ...stackOption) *stack {
 		if n := cardNumber.FindString(logs.String()); n != "" {
 			t.Errorf("a test card number (%s) reached the stack's logs", n)
 		}
+		// A JSON log line names each key once: a log pipeline keeps the
+		// first or the last of two, each its own way.
+		if line, key := twiceNamed(logs.String()); key != "" {
+			t.Errorf("a log line names %q twice: %s", key, line)
+		}
 		if t.Failed() {
 			t.Logf("stack logs:\n%s", logs.String())
 		}
 	})
 	return st
+}
+
+// twiceNamed finds a JSON log line (after its "service | " prefix) with
+// a key twice at its top level, and answers it and the key.
+func twiceNamed(logs string) (line, key string) {
+	for line := range strings.Lines(logs) {
+		_, rest, ok := strings.Cut(line, "| ")
+		if !ok || !strings.HasPrefix(rest, "{") {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(rest))
+		if _, err := dec.Token(); err != nil {
+			continue
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			name, isKey := k.(string)
+			if err != nil || !isKey {
+				break
+			}
+			if seen[name] {
+				return strings.TrimSpace(line), name
+			}
+			seen[name] = true
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				break
+			}
+		}
+	}
+	return "", ""
 }
 
 // cardNumber matches the sandbox's test card numbers, however typed.
@@ -431,4 +468,18 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func TestTwiceNamedFindsAKeyNamedTwice(t *testing.T) {
+	t.Parallel()
+	logs := "payout  | {\"msg\":\"a\",\"payout_id\":\"bpo_1\",\"nested\":{\"payout_id\":\"x\"}}\n" +
+		"chain | not json\n" +
+		"payout  | {\"msg\":\"b\",\"payout_id\":\"bpo_1\",\"status\":\"completed\",\"payout_id\":\"bpo_1\"}\n"
+	line, key := twiceNamed(logs)
+	if key != "payout_id" || !strings.Contains(line, `"msg":"b"`) {
+		t.Errorf("twiceNamed: %q in %q", key, line)
+	}
+	if _, key := twiceNamed(logs[:strings.Index(logs, "payout  | {\"msg\":\"b\"")]); key != "" {
+		t.Errorf("twiceNamed found %q in lines that name each key once", key)
+	}
 }

@@ -127,15 +127,32 @@ func (o *Observer) wrap(op string, e endpoint.Endpoint, logged bool) endpoint.En
 				attrs = append(attrs, slog.String("key_id", k.KeyID()))
 			}
 			if l, ok := request.(obs.Loggable); ok {
-				attrs = append(attrs, l.LogAttrs()...)
+				attrs = appendNew(attrs, l.LogAttrs())
 			}
 			if l, ok := response.(obs.Loggable); ok && err == nil {
-				attrs = append(attrs, l.LogAttrs()...)
+				attrs = appendNew(attrs, l.LogAttrs())
 			}
 			obs.LogCall(ctx, o.log, op, err, start, attrs...)
 		}(time.Now())
 		return e(ctx, request)
 	}
+}
+
+// appendNew appends the attributes of more whose keys attrs lacks: an
+// answer that names what its request named (a status's payout id) is
+// logged once, as JSON keys must be.
+func appendNew(attrs, more []slog.Attr) []slog.Attr {
+	n := len(attrs)
+next:
+	for _, a := range more {
+		for _, b := range attrs[:n] {
+			if a.Key == b.Key {
+				continue next
+			}
+		}
+		attrs = append(attrs, a)
+	}
+	return attrs
 }
 
 // ServerOptions are the go-kit server options every endpoint uses.

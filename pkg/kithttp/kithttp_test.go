@@ -12,6 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/partnerpay/api/pkg/obs"
 )
 
 type syncBuffer struct {
@@ -92,5 +96,39 @@ func TestAFailedWriteIsNotAnsweredTwice(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 	if w.headers != 1 || logs.String() != "" {
 		t.Errorf("WriteHeader called %d times, log %q; want once and nothing", w.headers, logs.String())
+	}
+}
+
+type statusRequest struct{ id string }
+
+func (r statusRequest) LogAttrs() []slog.Attr { return []slog.Attr{slog.String("payout_id", r.id)} }
+
+type statusAnswer struct{ id, status string }
+
+func (a statusAnswer) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("payout_id", a.id), slog.String("status", a.status)}
+}
+
+// TestAnOperationLogsEachKeyOnce: an answer that names what its request
+// named (a status's payout id) is logged once; a JSON line with a key
+// twice is read differently by each log pipeline.
+func TestAnOperationLogsEachKeyOnce(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	o := NewObserver(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey || a.Key == "duration_us" {
+			return slog.Attr{}
+		}
+		return a
+	}})), obs.NewOperations(prometheus.NewRegistry(), "test"))
+	e := o.Op("payout_status", func(context.Context, any) (any, error) {
+		return statusAnswer{"bpo_1", "completed"}, nil
+	})
+	if _, err := e(context.Background(), statusRequest{"bpo_1"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"level":"INFO","msg":"payout_status","payout_id":"bpo_1","status":"completed","code":"","request_id":"","trace_id":""}` + "\n"
+	if got := logs.String(); got != want {
+		t.Errorf("log line:\n got %s\nwant %s", got, want)
 	}
 }

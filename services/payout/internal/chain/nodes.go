@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/partnerpay/api/pkg/catalog"
 	"github.com/partnerpay/api/pkg/config"
@@ -171,7 +173,7 @@ func Dial(ctx context.Context, cfg Config, env environment.Name, wait time.Durat
 			closeAll(nodes)
 			return nil, fmt.Errorf("CHAIN_RPC_URL_%d: chain %d is not in the %s catalogue", id, id, env)
 		}
-		c, err := ethclient.DialContext(ctx, u)
+		c, err := dialNode(ctx, u, callWait)
 		if err != nil {
 			closeAll(nodes)
 			return nil, fmt.Errorf("CHAIN_RPC_URL_%d: %w", id, err)
@@ -207,6 +209,24 @@ func Dial(ctx context.Context, cfg Config, env environment.Name, wait time.Durat
 		log.Info("chains", "watched", strings.Join(watched, "; "))
 	}
 	return nodes, nil
+}
+
+// callWait bounds one call to a node over HTTP. A node that stalls (one
+// whose log index lags its head holds eth_getLogs until its own 30 s
+// timeout; a proxy in front of one may never answer) fails the call, and
+// the worker's round with it, instead of holding the round, and the
+// chain, for as long as the node likes: the next round asks again.
+const callWait = 5 * time.Second
+
+// dialNode reaches a node's JSON-RPC, each HTTP call bounded by wait. A
+// ws(s) URL's calls are not: go-ethereum's client has no per-call bound
+// over WebSocket, so docs/operating.md recommends http(s).
+func dialNode(ctx context.Context, u string, wait time.Duration) (*ethclient.Client, error) {
+	c, err := rpc.DialOptions(ctx, u, rpc.WithHTTPClient(&http.Client{Timeout: wait}))
+	if err != nil {
+		return nil, err
+	}
+	return ethclient.NewClient(c), nil
 }
 
 // chainID asks the node its chain id, again and again for up to wait.

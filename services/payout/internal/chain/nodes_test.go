@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -217,4 +220,32 @@ func servedChain(t *testing.T) *chaintest.Chain {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// A node that stalls fails the call after callWait's bound instead of
+// holding the worker's round: the next round asks again.
+func TestACallToANodeThatStallsFails(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":"0x1"}`))
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := dialNode(context.Background(), srv.URL, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.BlockNumber(context.Background())
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("eth_blockNumber to a stalled node: %v, want a timeout", err)
+	}
 }
