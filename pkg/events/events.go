@@ -23,11 +23,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"testing/fstest"
@@ -41,8 +42,8 @@ import (
 	"github.com/partnerpay/api/pkg/worker"
 )
 
-//go:embed migrations/00001_events.sql
-var schema string
+//go:embed migrations/*.sql
+var schema embed.FS
 
 // Feed is one service's feed: its tables are <service>_events,
 // <service>_event_sequencer and <service>_event_horizons.
@@ -61,9 +62,13 @@ func For(service string) Feed {
 func (f Feed) Migrations() database.Migrations {
 	// The schema is written once, for any service: {{feed}} is its name.
 	// fstest.MapFS is only a map that is an fs.FS.
-	return database.Migrations{Name: f.name + "_events", FS: fstest.MapFS{
-		"00001_events.sql": {Data: []byte(strings.ReplaceAll(schema, "{{feed}}", f.name))},
-	}}
+	files, _ := fs.ReadDir(schema, "migrations")
+	out := fstest.MapFS{}
+	for _, file := range files {
+		text, _ := fs.ReadFile(schema, "migrations/"+file.Name())
+		out[file.Name()] = &fstest.MapFile{Data: []byte(strings.ReplaceAll(string(text), "{{feed}}", f.name))}
+	}
+	return database.Migrations{Name: f.name + "_events", FS: out}
 }
 
 // sql is query with the feed's table names for events, event_sequencer

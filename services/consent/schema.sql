@@ -61,7 +61,8 @@ CREATE TABLE public.consent_events (
     data json NOT NULL,
     CONSTRAINT consent_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
     CONSTRAINT consent_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
-);
+)
+WITH (fillfactor='50');
 
 ALTER TABLE public.consent_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.consent_events_n_seq

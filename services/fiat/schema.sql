@@ -96,7 +96,8 @@ CREATE TABLE public.fiat_events (
     data json NOT NULL,
     CONSTRAINT fiat_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
     CONSTRAINT fiat_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
-);
+)
+WITH (fillfactor='50');
 
 ALTER TABLE public.fiat_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.fiat_events_n_seq

@@ -130,7 +130,8 @@ CREATE TABLE public.orders_events (
     data json NOT NULL,
     CONSTRAINT orders_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
     CONSTRAINT orders_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
-);
+)
+WITH (fillfactor='50');
 
 ALTER TABLE public.orders_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.orders_events_n_seq

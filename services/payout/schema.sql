@@ -257,7 +257,8 @@ CREATE TABLE public.payout_events (
     data json NOT NULL,
     CONSTRAINT payout_events_id CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
     CONSTRAINT payout_events_type CHECK ((type ~ '^[a-z_]+(\.[a-z_]+)+$'::text))
-);
+)
+WITH (fillfactor='50');
 
 ALTER TABLE public.payout_events ALTER COLUMN n ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.payout_events_n_seq
