@@ -80,6 +80,14 @@ BEGIN
         ('processing', 'completed'), ('processing', 'failed'), ('completed', 'returned')) THEN
         RAISE EXCEPTION 'payout %: status % cannot follow %', OLD.id, NEW.status, OLD.status;
     END IF;
+    -- Its history is appended to, by this trigger only (00015).
+    IF (NEW.history_statuses, NEW.history_times) IS DISTINCT FROM (OLD.history_statuses, OLD.history_times) THEN
+        RAISE EXCEPTION 'payout %: its history is never rewritten', OLD.id;
+    END IF;
+    IF NEW.status <> OLD.status THEN
+        NEW.history_statuses := OLD.history_statuses || NEW.status;
+        NEW.history_times := OLD.history_times || NEW.status_at;
+    END IF;
     RETURN NEW;
 END
 $$;
@@ -90,6 +98,9 @@ CREATE FUNCTION public.payouts_created_now() RETURNS trigger
 BEGIN
     -- Whether a quote had expired is decided on the database's clock.
     NEW.created_at := now();
+    -- Its history starts with its first status (00015).
+    NEW.history_statuses := ARRAY[NEW.status];
+    NEW.history_times := ARRAY[NEW.status_at];
     RETURN NEW;
 END
 $$;
@@ -406,6 +417,8 @@ CREATE TABLE public.payouts (
     failures integer DEFAULT 0 NOT NULL,
     deposit_seen_at timestamp with time zone,
     deposit_index bigint,
+    history_statuses text[] DEFAULT '{}'::text[] NOT NULL,
+    history_times timestamp with time zone[] DEFAULT '{}'::timestamp with time zone[] NOT NULL,
     CONSTRAINT payouts_completed_at CHECK (((status = ANY (ARRAY['completed'::text, 'returned'::text])) = (completed_at IS NOT NULL))),
     CONSTRAINT payouts_deposit_amount CHECK (((deposit_amount IS NULL) OR (deposit_amount ~ '^[0-9]+(\.[0-9]+)?$'::text))),
     CONSTRAINT payouts_deposit_arrived CHECK (

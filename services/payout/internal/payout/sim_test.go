@@ -847,6 +847,13 @@ var simChecks = []struct{ name, query string }{
 		UNION ALL
 		SELECT p.id || ': is ' || p.status || ', its history ends at ' || coalesce(h.status, '(none)') FROM payouts p
 			LEFT JOIN h ON h.payout_id = p.id AND h.last = 1 WHERE h.status IS DISTINCT FROM p.status`},
+	{"the history a payout's row keeps is its history rows, in order", `
+		SELECT p.id || ': keeps ' || p.history_statuses::text || ', has ' || coalesce(h.statuses::text, '(none)') FROM payouts p
+			LEFT JOIN (SELECT payout_id, array_agg(status ORDER BY at, ord) AS statuses, array_agg(at ORDER BY at, ord) AS times
+				FROM (SELECT payout_id, status, at, CASE status WHEN 'awaiting_deposit' THEN 0 WHEN 'processing' THEN 1
+					WHEN 'expired' THEN 1 WHEN 'completed' THEN 2 WHEN 'failed' THEN 2 ELSE 3 END AS ord FROM payout_history) x
+				GROUP BY payout_id) h ON h.payout_id = p.id
+		WHERE (p.history_statuses, p.history_times) IS DISTINCT FROM (h.statuses, h.times)`},
 	{"what arrived is what was kept plus every refund owed, per token", `
 		WITH arrived AS (SELECT d.payout_id, t.symbol, sum(d.amount) / 1000000 AS amount FROM payout_deposits d
 				JOIN (VALUES ` + simTokens() + `) t (address, symbol) ON t.address = lower(d.token) GROUP BY 1, 2),

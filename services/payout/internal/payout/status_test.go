@@ -1,10 +1,13 @@
 package payout
 
 import (
+	"bytes"
 	"context"
 	"math/big"
+	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -513,6 +516,8 @@ func TestTheDatabaseHoldsThePayoutsArrows(t *testing.T) {
 		`UPDATE payouts SET completed_at = deposit_expires_at`,
 		`UPDATE payouts SET status = 'returned'`, // without its reason
 		`INSERT INTO payout_history (payout_id, status, at) SELECT id, 'completed', status_at FROM payouts`,
+		`UPDATE payouts SET history_statuses = '{awaiting_deposit,completed}', history_times = history_times[1:2]`,
+		`UPDATE payouts SET history_times[2] = history_times[2] + interval '1 second'`,
 	} {
 		if _, err := db.Exec(ctx, stmt); err == nil {
 			t.Errorf("%s: accepted", stmt)
@@ -592,5 +597,54 @@ func TestTheDatabaseTakesExactlyTheArrows(t *testing.T) {
 				t.Errorf("%s → %s: taken %v (%v), want %v", from, to, took, err, allowed[[2]string{from, to}])
 			}
 		}
+	}
+}
+
+// Migration 15 fills the history arrays of the payouts from before from
+// their history rows: run again on payouts whose arrays it emptied, it
+// gives each the arrays its trigger kept, in the order it moved.
+func TestMigration15FillsTheHistoriesOfPayoutsFromBefore(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Open(t, migrationSets...)
+	f := newStatusFixture(t, db)
+	ctx := context.Background()
+	f.payout(t, "61") // awaiting its deposit
+	f.completedWithDeposit(t, "62")
+	expired := f.payout(t, "63")
+	if _, err := f.svc.SandboxExpire(ctx, acme, StatusRequest{PayoutID: expired.PayoutID}); err != nil {
+		t.Fatal(err)
+	}
+	histories := func() string {
+		t.Helper()
+		var out string
+		if err := db.QueryRow(ctx, `SELECT string_agg(id || ' ' || history_statuses::text || ' ' || history_times::text, E'\n' ORDER BY id)
+			FROM payouts`).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	kept := histories()
+	if !strings.Contains(kept, "{awaiting_deposit,processing,completed}") || !strings.Contains(kept, "{awaiting_deposit,expired}") {
+		t.Fatalf("the histories the trigger kept:\n%s", kept)
+	}
+	migration, err := os.ReadFile("../store/migrations/00015_history_in_the_row.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := bytes.Index(migration, []byte("ALTER TABLE payouts DISABLE TRIGGER"))
+	to := bytes.Index(migration, []byte("ALTER TABLE payouts ENABLE TRIGGER"))
+	if from < 0 || to < from {
+		t.Fatal("the migration's fill is not between its trigger's DISABLE and ENABLE")
+	}
+	fill := strings.Split(strings.TrimSpace(string(migration[from:to])), ";\n")
+	statements := append([]string{fill[0], `UPDATE payouts SET history_statuses = '{}', history_times = '{}'`}, fill[1:]...)
+	statements = append(statements, `ALTER TABLE payouts ENABLE TRIGGER payouts_bound`)
+	for _, s := range statements {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if got := histories(); got != kept {
+		t.Errorf("filled by the migration:\n%s\nkept by the trigger:\n%s", got, kept)
 	}
 }

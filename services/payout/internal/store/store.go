@@ -85,21 +85,19 @@ const payoutColumns = `p.id, p.quote_id, p.key_id, p.beneficiary_name, p.benefic
 	COALESCE(p.sandbox_outcome, ''), COALESCE(p.sandbox_reason, ''), p.status_at, p.provider_missing_at, p.reconcile_checks, p.failures`
 
 // recordColumns are a payout's columns and, in the same row, its history
-// (its statuses and their times, as two arrays pgx reads in binary without
-// a JSON decoder: a page's history was two fifths of its CPU as JSON) and
-// its refunds (a JSON array, most often empty), from recordFrom: one
-// statement reads a payout or a page whole.
-const recordColumns = payoutColumns + `, h.statuses, h.times, r.refunds`
+// (its statuses and their times, in the order it moved, as two arrays the
+// row keeps: its triggers append to them, and pgx reads them in binary
+// without a JSON decoder) and its refunds (a JSON array, most often
+// empty), from recordFrom: one statement reads a payout or a page whole.
+const recordColumns = payoutColumns + `, p.history_statuses, p.history_times, r.refunds`
 
-// recordFrom is payouts p with each row's history and refunds, each read
-// by one probe of its index per payout (the history was read twice, once
-// per array, when the arrays were two subqueries: 1,019 shared buffers a
-// page of 100 at 100,000 payouts, against 615 read once; BenchmarkList).
-// Only the rows a page keeps are probed: the nested loop runs under its
-// LIMIT.
+// recordFrom is payouts p with each row's refunds, read by one probe of
+// their index per payout. The history is the row's own (migration 15): read
+// from payout_history, by a probe per payout, it was 404 of a page's 615
+// shared buffers at 100,000 payouts (and 1,019 when its two arrays were two
+// subqueries; BenchmarkList). Only the rows a page keeps are probed: the
+// nested loop runs under its LIMIT.
 const recordFrom = `payouts p
-	CROSS JOIN LATERAL (SELECT COALESCE(array_agg(h.status ORDER BY h.at, h.status), '{}') AS statuses,
-		COALESCE(array_agg(h.at ORDER BY h.at, h.status), '{}') AS times FROM payout_history h WHERE h.payout_id = p.id) h
 	CROSS JOIN LATERAL (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'reason', r.reason, 'status', r.status, 'amount', r.amount,
 		'crypto_currency', r.crypto_currency, 'chain', r.chain, 'deposit_tx_hash', r.deposit_tx_hash, 'address', COALESCE(r.address, ''),
 		'tx_hash', COALESCE(r.tx_hash, ''), 'created_at', r.created_at, 'sent_at', r.sent_at, 'confirmed_at', r.confirmed_at) ORDER BY r.created_at, r.id), '[]') AS refunds
