@@ -80,14 +80,6 @@ BEGIN
         ('processing', 'completed'), ('processing', 'failed'), ('completed', 'returned')) THEN
         RAISE EXCEPTION 'payout %: status % cannot follow %', OLD.id, NEW.status, OLD.status;
     END IF;
-    -- Its history is appended to, by this trigger only (00015).
-    IF (NEW.history_statuses, NEW.history_times) IS DISTINCT FROM (OLD.history_statuses, OLD.history_times) THEN
-        RAISE EXCEPTION 'payout %: its history is never rewritten', OLD.id;
-    END IF;
-    IF NEW.status <> OLD.status THEN
-        NEW.history_statuses := OLD.history_statuses || NEW.status;
-        NEW.history_times := OLD.history_times || NEW.status_at;
-    END IF;
     RETURN NEW;
 END
 $$;
@@ -98,9 +90,6 @@ CREATE FUNCTION public.payouts_created_now() RETURNS trigger
 BEGIN
     -- Whether a quote had expired is decided on the database's clock.
     NEW.created_at := now();
-    -- Its history starts with its first status (00015).
-    NEW.history_statuses := ARRAY[NEW.status];
-    NEW.history_times := ARRAY[NEW.status_at];
     RETURN NEW;
 END
 $$;
@@ -113,6 +102,26 @@ BEGIN
         INSERT INTO payout_history (payout_id, status, at) VALUES (NEW.id, NEW.status, NEW.status_at);
     END IF;
     RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.payouts_history_kept() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        NEW.history_statuses := ARRAY[NEW.status];
+        NEW.history_times := ARRAY[NEW.status_at];
+        RETURN NEW;
+    END IF;
+    IF (NEW.history_statuses, NEW.history_times) IS DISTINCT FROM (OLD.history_statuses, OLD.history_times) THEN
+        RAISE EXCEPTION 'payout %: its history is never rewritten', OLD.id;
+    END IF;
+    IF NEW.status <> OLD.status THEN
+        NEW.history_statuses := OLD.history_statuses || NEW.status;
+        NEW.history_times := OLD.history_times || NEW.status_at;
+    END IF;
+    RETURN NEW;
 END
 $$;
 
@@ -582,6 +591,8 @@ CREATE TRIGGER payouts_bound BEFORE UPDATE ON public.payouts FOR EACH ROW EXECUT
 CREATE TRIGGER payouts_created_now BEFORE INSERT ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_created_now();
 
 CREATE TRIGGER payouts_history AFTER INSERT OR UPDATE OF status ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_history();
+
+CREATE TRIGGER payouts_history_kept BEFORE INSERT OR UPDATE ON public.payouts FOR EACH ROW EXECUTE FUNCTION public.payouts_history_kept();
 
 ALTER TABLE ONLY public.payout_chain_send_versions
     ADD CONSTRAINT payout_chain_send_versions_chain_sender_nonce_fkey FOREIGN KEY (chain, sender, nonce) REFERENCES public.payout_chain_sends(chain, sender, nonce);
