@@ -4,6 +4,8 @@ SHELL := /bin/bash
 MODULES := pkg testkit clients/go services/gateway services/payout services/fiat services/consent services/orders services/sandboxbank services/testnet devstack
 SERVICES := $(notdir $(wildcard services/*))
 BIN := bin
+# How many go test processes make test runs devstack/e2e's tests in.
+E2E_SHARDS ?= 2
 GO ?= go
 # Stamped into every binary's partnerapi_build_info and start line.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -46,8 +48,8 @@ test-all: lint contracts-check deploy-check build
 		echo $$? > ../$(BIN)/e2e-pages.status) & \
 	echo "== every module's tests, in one run (go test spreads the packages of all modules over the cores)"; \
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$') && \
-	echo "== devstack/e2e" && \
-	(cd devstack && $(GO) test -race -count=1 -timeout 30m -skip '^TestPagesArriveWithinMinutes$$' ./e2e/) && \
+	echo "== devstack/e2e, in $(E2E_SHARDS) processes at once" && \
+	GO=$(GO) devstack/e2e-shards.sh $(E2E_SHARDS) && \
 	echo "== devstack/e2e against a 3-master Redis Cluster (the tests of what Redis holds)" && \
 	(cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -timeout 15m -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/); \
 	rest=$$?; wait; echo "== devstack/e2e: the pages test"; cat $(BIN)/e2e-pages.log; \

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# e2e-shards.sh N: devstack/e2e's tests (but the pages test, which make
+# test runs beside everything) in N go test processes at once, the tests
+# dealt in turn. Each test starts a stack of its own on addresses of its
+# own, and most of a test's time is its stack's waiting (blocks, polls,
+# leases), so two at a time on two cores take about two thirds of the
+# time of one after another. Each shard's output is printed whole, in
+# turn; it fails if a shard fails.
+set -uo pipefail
+n=${1:-2}
+go=${GO:-go}
+cd "$(dirname "$0")" || exit 1
+out=../bin
+mkdir -p "$out"
+tests=$($go test -race -list '^Test' ./e2e/ | grep '^Test' | grep -vx 'TestPagesArriveWithinMinutes')
+if [ -z "$tests" ]; then
+	echo "devstack/e2e: no tests listed"
+	exit 1
+fi
+for i in $(seq 0 $((n - 1))); do
+	names=$(echo "$tests" | awk -v n="$n" -v i="$i" '(NR - 1) % n == i' | paste -sd'|')
+	rm -f "$out/e2e-shard-$i.status"
+	($go test -race -count=1 -timeout 30m -run "^($names)\$" ./e2e/ >"$out/e2e-shard-$i.log" 2>&1
+		echo $? >"$out/e2e-shard-$i.status") &
+done
+wait
+rc=0
+for i in $(seq 0 $((n - 1))); do
+	echo "== devstack/e2e, shard $((i + 1)) of $n ($(echo "$tests" | awk -v n="$n" -v i="$i" '(NR - 1) % n == i' | wc -l) tests)"
+	cat "$out/e2e-shard-$i.log"
+	[ "$(cat "$out/e2e-shard-$i.status" 2>/dev/null)" = 0 ] || rc=1
+done
+exit $rc
