@@ -36,6 +36,8 @@ var binDir string
 var services = devstack.Names()
 
 func TestMain(m *testing.M) {
+	// Not parallel: it runs the package's tests, once, around shared state
+	// (the binaries it builds, the Redis Cluster).
 	dir, err := os.MkdirTemp("", "e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -15,8 +15,10 @@ package feedwire
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 )
 
 // ContentType is the media type of a rendered feed page: what the gateway
@@ -62,6 +64,36 @@ func AppendEvent(b []byte, seq, createdAtMicro int64, json []byte) []byte {
 	return append(b, '\n')
 }
 
+// AppendEventJSON appends an event as the partner reads it: its id, type,
+// time (RFC 3339, in seconds, UTC) and data, compacted. It is the one
+// writer of that shape (pkg/events renders with it; the gateway, a JSON
+// page of an earlier release).
+func AppendEventJSON(b []byte, id, typ string, createdAt time.Time, data []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	buf.WriteString(`{"id":`)
+	if err := writeString(buf, id); err != nil {
+		return b, err
+	}
+	buf.WriteString(`,"type":`)
+	if err := writeString(buf, typ); err != nil {
+		return b, err
+	}
+	buf.WriteString(`,"createdAt":"`)
+	buf.Write(createdAt.UTC().AppendFormat(buf.AvailableBuffer(), time.RFC3339))
+	buf.WriteString(`","data":`)
+	if err := json.Compact(buf, data); err != nil {
+		return b, err
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+func writeString(buf *bytes.Buffer, s string) error {
+	q, err := json.Marshal(s)
+	buf.Write(q)
+	return err
+}
+
 // ErrOutOfShape is a page that is not one: cut short, or its counts and
 // lengths do not add up.
 var ErrOutOfShape = errors.New("feedwire: not a rendered feed page")
@@ -100,38 +132,20 @@ func Parse(body []byte, limit int) (Page, error) {
 	return p, nil
 }
 
-// fields3 reads a line of three decimal integers separated by one space.
+// fields3 reads a line of three decimal integers separated by one space
+// (no sign but a leading minus, at most 19 characters each).
 func fields3(line []byte) ([3]int64, bool) {
 	var out [3]int64
 	for i := range out {
-		end := bytes.IndexByte(line, ' ')
-		if i == 2 {
-			end = len(line)
-		}
-		if end <= 0 || end > 19 {
+		field, rest, found := bytes.Cut(line, []byte{' '})
+		if found != (i < 2) || len(field) == 0 || len(field) > 19 || field[0] == '+' {
 			return out, false
 		}
-		digits, neg := line[:end], line[0] == '-'
-		if neg {
-			digits = digits[1:]
-		}
-		if len(digits) == 0 {
+		n, err := strconv.ParseInt(string(field), 10, 64)
+		if err != nil {
 			return out, false
 		}
-		var n int64
-		for _, c := range digits {
-			if c < '0' || c > '9' {
-				return out, false
-			}
-			n = n*10 + int64(c-'0')
-		}
-		if neg {
-			n = -n
-		}
-		out[i] = n
-		if i < 2 {
-			line = line[end+1:]
-		}
+		out[i], line = n, rest
 	}
 	return out, true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // page is a rendered page of two events, as pkg/events writes one.
@@ -56,6 +57,8 @@ func TestAPageOutOfShapeIsRefused(t *testing.T) {
 		"no newline after":      []byte("1 0 1\n5 1 2\n{}x"),
 		"a place of 0":          []byte("1 0 1\n0 1 2\n{}\n"),
 		"a number too long":     []byte("12345678901234567890 0 0\n"),
+		"a number past int64":   []byte("9999999999999999999 0 0\n"),
+		"a plus sign":           []byte("+7 0 0\n"),
 	}
 	for name, body := range cases {
 		if p, err := Parse(body, 100); err == nil {
@@ -84,4 +87,19 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An event is written as the partner reads it: id, type, time in seconds
+// (UTC), then its data compacted; data that is not JSON is refused.
+func TestAnEventIsWrittenAsThePartnerReadsIt(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 13, 4, 5, 678_000_000, time.FixedZone("CET", 3600))
+	got, err := AppendEventJSON([]byte("x"), "evt_1", "payout.completed", at, []byte(`{ "object": {"status" : "completed"} }`))
+	want := `x{"id":"evt_1","type":"payout.completed","createdAt":"2026-11-30T12:04:05Z","data":{"object":{"status":"completed"}}}`
+	if err != nil || string(got) != want {
+		t.Errorf("got %s (%v)\nwant %s", got, err, want)
+	}
+	if _, err := AppendEventJSON(nil, "evt_1", "payout.completed", at, []byte(`{"object":`)); err == nil {
+		t.Error("data cut short was written")
+	}
 }

@@ -221,11 +221,11 @@ func fromJSON(body []byte, limit int) (*sourcePage, error) {
 	}
 	out := &sourcePage{Through: p.Through, HasMore: p.HasMore, Events: make([]feedwire.Event, len(p.Events))}
 	for i, e := range p.Events {
-		id, _ := json.Marshal(e.ID)
-		typ, _ := json.Marshal(e.Type)
-		out.Events[i] = feedwire.Event{Seq: e.Seq, CreatedAt: e.CreatedAt.UnixMicro(),
-			JSON: []byte(`{"id":` + string(id) + `,"type":` + string(typ) + `,"createdAt":"` + e.CreatedAt.UTC().Format(time.RFC3339) +
-				`","data":` + string(e.Data) + `}`)}
+		b, err := feedwire.AppendEventJSON(nil, e.ID, e.Type, e.CreatedAt, e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("answer out of shape: %w", err)
+		}
+		out.Events[i] = feedwire.Event{Seq: e.Seq, CreatedAt: e.CreatedAt.UnixMicro(), JSON: b}
 	}
 	return out, nil
 }
