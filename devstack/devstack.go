@@ -29,6 +29,7 @@ import (
 
 	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/testkit/chaintest"
+	"github.com/partnerpay/api/testkit/freeport"
 	"github.com/partnerpay/api/testkit/pglocal"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -253,7 +254,7 @@ func (s *Stack) startRedis() error {
 		return nil
 	}
 	if path, err := exec.LookPath("redis-server"); err == nil {
-		addrs, err := FreeAddrs(1)
+		addrs, err := freeport.Addrs(1)
 		if err != nil {
 			return err
 		}
@@ -493,7 +494,7 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	addrs, err := FreeAddrs(1)
+	addrs, err := freeport.Addrs(1)
 	if err != nil {
 		return err
 	}
@@ -639,21 +640,6 @@ func loadSecrets(path string) (map[string]string, error) {
 // given its public key (DEPOSIT_XPUB), and a test derives a payout's
 // private key from it.
 var secretNames = []string{"INTERNAL_TOKEN", "QUOTE_SECRET", "CONSENT_SECRET", "ORDERS_SECRET", "BANK_PROVIDER_KEY", "DEPOSIT_SEED"}
-
-// FreeAddrs returns n distinct loopback addresses that were free a moment
-// ago: every listener stays open until all are chosen, so none repeats.
-func FreeAddrs(n int) ([]string, error) {
-	out := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
-}
 
 // prefixWriter relays a process's output line by line, each prefixed with
 // the process's name, and keeps nothing once written: under load it makes

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/partnerpay/api/devstack"
+	"github.com/partnerpay/api/testkit/freeport"
 	"github.com/partnerpay/api/testkit/pgtest"
 	"github.com/partnerpay/api/testkit/redistest"
 )
@@ -236,10 +237,11 @@ var cardNumber = regexp.MustCompile(`4242[ -]?4242[ -]?4242[ -]?4242|4000[ -]?00
 // startRedis starts a redis-server for one test and returns its URL.
 func startRedis(t *testing.T) string { return redistest.Start(t).URL() }
 
-// freeAddrs is devstack.FreeAddrs for a test.
+// freeAddrs is freeport.Addrs for a test: addresses no other test
+// process is handed at the same time.
 func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	out, err := devstack.FreeAddrs(n)
+	out, err := freeport.Addrs(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/partnerpay/api/testkit/freeport"
 )
 
 // Places are where BinIn looks by default: `postgres` on PATH, then
@@ -439,13 +440,13 @@ func TempDir(pattern string) (string, error) {
 	return dir, os.Chmod(dir, 0o711)
 }
 
+// freePort is a port of this process's own (package freeport).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // ValidName reports whether s is a plain lower-case identifier, safe as a

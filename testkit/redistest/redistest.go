@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/partnerpay/api/testkit/freeport"
 )
 
 // Server is a redis-server owned by one test.
@@ -155,11 +157,11 @@ func FreePort(tb testing.TB) int {
 	return port
 }
 
+// freePort is a port of this process's own (package freeport).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }

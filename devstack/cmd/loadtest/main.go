@@ -45,6 +45,7 @@ import (
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/pkg/upstream"
+	"github.com/partnerpay/api/testkit/freeport"
 )
 
 func main() {
@@ -190,7 +191,7 @@ func start(bin, caddy string) (*harness, error) {
 		return nil, err
 	}
 	ports := map[string]string{}
-	addrs, err := devstack.FreeAddrs(12) // five services and their admin ports, the bare proxy, Caddy
+	addrs, err := freeport.Addrs(12) // five services and their admin ports, the bare proxy, Caddy
 	if err != nil {
 		return nil, err
 	}
