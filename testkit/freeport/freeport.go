@@ -79,7 +79,7 @@ func Ports(n int) ([]int, error) {
 // or ok false where the kernel chooses.
 func Block() (lo, hi int, ok bool) {
 	once.Do(hold)
-	return base, base + blockSize - 1, base != 0
+	return base, base + blockSize - 1, held != nil
 }
 
 // listen opens a listener on the block's next free port, or on one the
@@ -125,7 +125,7 @@ func hold() {
 }
 
 // held is the lock file of the held block, referenced so that it is never
-// collected and closed.
+// collected, which would close it and let the lock go.
 var held *os.File
 
 // ephemeralLow is the first port of the kernel's ephemeral range, or 0
