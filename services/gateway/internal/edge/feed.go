@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,12 +263,19 @@ func (f *feed) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	pages := make([]*sourcePage, len(f.sources))
 	errs := make([]error, len(f.sources))
+	bodies := make([]*[]byte, len(f.sources)) // the pages' bytes, which their events point into
+	defer func() {
+		for _, b := range bodies {
+			putPageBuffer(b)
+		}
+	}()
 	var wg sync.WaitGroup
 	for i, s := range f.sources {
 		if q.only != "" && q.only != s.name {
 			continue
 		}
-		wg.Go(func() { pages[i], errs[i] = f.ask(r.Context(), s, q.places[i], q, c) })
+		bodies[i] = getPageBuffer()
+		wg.Go(func() { pages[i], errs[i] = f.ask(r.Context(), s, q.places[i], q, c, bodies[i]) })
 	}
 	wg.Wait()
 	asked, answered, retryAfter := 0, 0, 0
@@ -308,8 +316,8 @@ func (f *feed) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	f.answer(w, q, keyID, pages, answered < asked)
 }
 
-// ask reads service s's page after place.
-func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, c *call) (*sourcePage, error) {
+// ask reads service s's page after place into body.
+func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, c *call, body *[]byte) (*sourcePage, error) {
 	u := *s.target
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/events"
 	v := url.Values{"after": {strconv.FormatInt(place, 10)}, "limit": {strconv.Itoa(q.limit)}}
@@ -334,11 +342,11 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := readPage(resp)
+	err = readPage(resp, body)
 	switch {
 	case err != nil:
 		return nil, err
-	case len(body) > maxSourcePage:
+	case len(*body) > maxSourcePage:
 		return nil, errors.New("answer too large")
 	case resp.StatusCode == http.StatusGone:
 		return nil, errCursorExpired
@@ -352,27 +360,58 @@ func (f *feed) ask(ctx context.Context, s feedSource, place int64, q feedQuery, 
 		return nil, fmt.Errorf("answered %d", resp.StatusCode)
 	}
 	if resp.Header.Get("Content-Type") != feedwire.ContentType {
-		return fromJSON(body, q.limit)
+		return fromJSON(*body, q.limit)
 	}
-	p, err := feedwire.Parse(body, q.limit)
+	p, err := feedwire.Parse(*body, q.limit)
 	if err != nil {
 		return nil, fmt.Errorf("answer out of shape: %w", err)
 	}
 	return &p, nil
 }
 
-// readPage reads a service's page, at most maxSourcePage+1 bytes: into a
-// buffer of its Content-Length when it says one (a page of 100 events is
-// about 100 KiB, which io.ReadAll would grow to twice over).
-func readPage(resp *http.Response) ([]byte, error) {
+// readPage reads a service's page into buf, at most maxSourcePage+1
+// bytes: in one read of its Content-Length when it says one.
+func readPage(resp *http.Response, buf *[]byte) error {
+	b := (*buf)[:0]
 	if n := resp.ContentLength; n >= 0 && n <= maxSourcePage {
-		body := make([]byte, n)
-		if _, err := io.ReadFull(resp.Body, body); err != nil {
-			return nil, err
-		}
-		return body, nil
+		b = slices.Grow(b, int(n))[:n]
+		*buf = b
+		_, err := io.ReadFull(resp.Body, b)
+		return err
 	}
-	return io.ReadAll(io.LimitReader(resp.Body, maxSourcePage+1))
+	r := io.LimitReader(resp.Body, maxSourcePage+1)
+	for {
+		b = slices.Grow(b, 16<<10)
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		*buf = b
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// pageBuffers hold a feed page's bytes: the services' pages as read, and
+// the page the gateway answers. A page is about 100 KiB; allocating two a
+// page, and clearing and collecting them, was most of what a feed page
+// cost the gateway beyond a list page (BenchmarkFeedPage).
+var pageBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledPage is the largest buffer kept for another page: a page of
+// large events is read into a buffer that is then let go.
+const maxPooledPage = 1 << 20
+
+func getPageBuffer() *[]byte { return pageBuffers.Get().(*[]byte) }
+
+func putPageBuffer(b *[]byte) {
+	if b == nil || cap(*b) > maxPooledPage {
+		return
+	}
+	*b = (*b)[:0]
+	pageBuffers.Put(b)
 }
 
 // answer merges the services' pages, oldest first (a service's events in
@@ -382,7 +421,8 @@ func readPage(resp *http.Response) ([]byte, error) {
 func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []*sourcePage, unanswered bool) {
 	places := append([]int64(nil), q.places...)
 	next := make([]int, len(pages)) // how many of each page are taken
-	var b strings.Builder
+	out := getPageBuffer()
+	defer putPageBuffer(out)
 	size := 256
 	for _, p := range pages {
 		if p != nil {
@@ -391,8 +431,10 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 			}
 		}
 	}
-	b.Grow(size)
-	b.WriteString(`{"environment":"` + string(f.g.env) + `","data":[`)
+	b := slices.Grow((*out)[:0], size)
+	b = append(b, `{"environment":"`...)
+	b = append(b, f.g.env...)
+	b = append(b, `","data":[`...)
 	for n := 0; n < q.limit; n++ {
 		pick := -1
 		for i, p := range pages {
@@ -410,9 +452,9 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 		next[pick]++
 		places[pick] = e.Seq
 		if n > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.Write(e.JSON)
+		b = append(b, e.JSON...)
 	}
 	hasMore := unanswered
 	for i, p := range pages {
@@ -426,13 +468,18 @@ func (f *feed) answer(w http.ResponseWriter, q feedQuery, keyID string, pages []
 			hasMore = true
 		}
 	}
-	b.WriteString(`],"hasMore":` + strconv.FormatBool(hasMore) + `,"nextCursor":"` + f.encode(places, keyID, q) + `"}`)
+	b = append(b, `],"hasMore":`...)
+	b = strconv.AppendBool(b, hasMore)
+	b = append(b, `,"nextCursor":"`...)
+	b = append(b, f.encode(places, keyID, q)...)
+	b = append(b, `"}`...)
+	*out = b
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(b.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, b.String())
+	_, _ = w.Write(b)
 }
 
 func asEnvelope(err error) *envelope.Error {

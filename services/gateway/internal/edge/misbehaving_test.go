@@ -268,8 +268,15 @@ func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
 // TLS handshake cut short). The gateway logs through slog; what the
 // gateway answered, the tests' subject, is what they judge.
 //
+// Started with feedBenchChild set, the binary is BenchmarkFeedPage's
+// services, in a process of their own, and tests nothing.
+//
 // (TestMain is the package's setup, not a test: t.Parallel does not apply.)
 func TestMain(m *testing.M) {
 	log.SetOutput(io.Discard)
+	if os.Getenv(feedBenchChild) == "1" {
+		serveFeedBenchUpstreams()
+		return
+	}
 	os.Exit(m.Run())
 }
