@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,4 +240,84 @@ func TestFeedWhenServicesFail(t *testing.T) {
 	if w := get("stalled", "empty", "empty", "page"); w.Code != 200 || !strings.Contains(w.Body.String(), `"hasMore":true`) {
 		t.Errorf("one service waiting for its standby: %d %s, want the others' page with hasMore", w.Code, w.Body)
 	}
+}
+
+// Feed pages served at once each answer their own events: the buffers a
+// page is read and written into are used again by later pages (pooled),
+// never while a page still points into them. Each service renders, into
+// every event, the request id it was asked with; half the pages are
+// rendered with a length, half streamed without one, and a page of large
+// events (past the pooled size) comes between.
+func TestFeedPagesAtOnceEachAnswerTheirOwnEvents(t *testing.T) {
+	t.Parallel()
+	var sources []feedSource
+	for i, name := range feedSources {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get("X-Request-Id")
+			n, pad := 20, 800
+			if strings.HasSuffix(id, "-large") {
+				pad = 20_000 // 20 events of 20 KB: a page of 400 KB
+			}
+			body := feedwire.AppendHeader(nil, int64(n), false, n)
+			for k := range n {
+				event := fmt.Sprintf(`{"id":"evt_%032d","type":"payout.processing","createdAt":"2026-11-27T12:00:00Z","data":{"object":{"requestId":%q,"pad":%q}}}`,
+					k+1, id, strings.Repeat(string(rune('a'+i)), pad))
+				body = feedwire.AppendEvent(body, int64(k+1), int64(k*len(feedSources)+i), []byte(event))
+			}
+			w.Header().Set("Content-Type", feedwire.ContentType)
+			if strings.HasPrefix(id, "stream") {
+				// No Content-Length: written in two parts, flushed between.
+				_, _ = w.Write(body[:len(body)/2])
+				w.(http.Flusher).Flush()
+				_, _ = w.Write(body[len(body)/2:])
+				return
+			}
+			_, _ = w.Write(body)
+		}))
+		t.Cleanup(s.Close)
+		u, _ := url.Parse(s.URL)
+		sources = append(sources, feedSource{name: name, target: u, rt: http.DefaultTransport})
+	}
+	g := &Gateway{env: "sandbox", log: slog.New(slog.DiscardHandler), token: []string{"internal-token-0123456789"}}
+	f := newFeed(g, sources, "internal-token-0123456789")
+	var wg sync.WaitGroup
+	for worker := range 8 {
+		wg.Go(func() {
+			for n := range 25 {
+				id := fmt.Sprintf("%s-%d-%d", []string{"length", "stream"}[n%2], worker, n)
+				if n == 12 {
+					id += "-large"
+				}
+				c := &call{entry: &apikey.Entry{ID: "acme", IDValue: []string{"acme"}}, requestID: [1]string{id}}
+				w := httptest.NewRecorder()
+				f.serve(w, httptest.NewRequest(http.MethodGet, "/v1/events?limit=100", nil), c)
+				var page struct {
+					Data []struct {
+						Data struct {
+							Object struct {
+								RequestID string `json:"requestId"`
+								Pad       string `json:"pad"`
+							} `json:"object"`
+						} `json:"data"`
+					} `json:"data"`
+				}
+				if err := json.Unmarshal(w.Body.Bytes(), &page); w.Code != 200 || err != nil || len(page.Data) != 80 {
+					t.Errorf("%s: %d, %d events, %v: %.200s", id, w.Code, len(page.Data), err, w.Body)
+					return
+				}
+				if got := w.Header().Get("Content-Length"); got != strconv.Itoa(w.Body.Len()) {
+					t.Errorf("%s: Content-Length %s for %d bytes", id, got, w.Body.Len())
+				}
+				for k, e := range page.Data {
+					// The merge takes the services in turn: event k is
+					// service k%4's.
+					if o := e.Data.Object; o.RequestID != id || strings.Trim(o.Pad, string(rune('a'+k%len(feedSources)))) != "" {
+						t.Errorf("%s: event %d holds %q, %.20q…", id, k, o.RequestID, o.Pad)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
