@@ -89,6 +89,75 @@ func (x *Indexes) Next(ctx context.Context) (int64, error) {
 	return i, nil
 }
 
+// peek is the index Next hands out next without a round trip, if its
+// block holds one.
+func (x *Indexes) peek() (int64, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.next, x.next <= x.last
+}
+
+// Deposits hands out deposit addresses: each at an index no payout had
+// (Indexes), derived from the deposit wallet's public key (Addresses).
+// Deriving one is about 90 µs of the curve's arithmetic: the next index's
+// address is derived ahead, while the payout that took the last one
+// commits, so an execution does not wait for it. Nothing is derived twice
+// and nothing is kept but the one address ahead.
+type Deposits struct {
+	indexes   *Indexes
+	addresses *Addresses
+
+	mu    sync.Mutex
+	ahead *derivation // the address of the index handed out next, deriving or derived
+}
+
+type derivation struct {
+	index   int64
+	done    chan struct{} // closed once address and err are set
+	address string
+	err     error
+}
+
+// NewDeposits hands out addresses of a at indexes from x.
+func NewDeposits(x *Indexes, a *Addresses) *Deposits {
+	return &Deposits{indexes: x, addresses: a}
+}
+
+// Next is an index no payout had, and the deposit address there.
+func (d *Deposits) Next(ctx context.Context) (int64, string, error) {
+	d.mu.Lock()
+	index, err := d.indexes.Next(ctx)
+	ahead := d.ahead
+	d.ahead = nil
+	if next, ok := d.indexes.peek(); err == nil && ok {
+		d.ahead = d.derive(next)
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return 0, "", err
+	}
+	if ahead != nil && ahead.index == index {
+		select {
+		case <-ahead.done:
+			return index, ahead.address, ahead.err
+		case <-ctx.Done():
+			return 0, "", ctx.Err()
+		}
+	}
+	address, err := d.addresses.At(index)
+	return index, address, err
+}
+
+// derive starts deriving the address at index.
+func (d *Deposits) derive(index int64) *derivation {
+	a := &derivation{index: index, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.address, a.err = d.addresses.At(index)
+	}()
+	return a
+}
+
 // SweepKeys derive the private key of each deposit address from the
 // deposit wallet's extended private key (DEPOSIT_XPRV): only the signer
 // holds it, to sweep deposits home.

@@ -258,14 +258,10 @@ func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQu
 // newPayout is the payout of quote q to payee, awaiting its deposit at an
 // address of its own: a key we hold, at an index no payout had.
 func (s *service) newPayout(ctx context.Context, caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) (record.StoredPayout, error) {
-	if s.keys == nil || s.indexes == nil {
+	if s.deposits == nil {
 		return record.StoredPayout{}, errors.New("no deposit key is configured (DEPOSIT_XPUB)")
 	}
-	index, err := s.indexes.Next(ctx)
-	if err != nil {
-		return record.StoredPayout{}, err
-	}
-	address, err := s.keys.At(index)
+	index, address, err := s.deposits.Next(ctx)
 	if err != nil {
 		return record.StoredPayout{}, err
 	}

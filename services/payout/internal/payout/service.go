@@ -102,22 +102,21 @@ type Book interface {
 var BankPayout = quote.Kind{Prefix: "bpq"}
 
 type service struct {
-	env     environment.Name
-	chains  *catalog.Chains
-	view    answer.View
-	ttl     time.Duration
-	book    Book
-	payouts Payouts
-	checker PayeeChecker
-	mover   *mover.Worker
-	now     func() time.Time
-	secret  []byte
-	keys    *chain.Addresses
-	indexes *chain.Indexes
-	faucet  *chain.Faucet
-	sent    func(chain int64)
-	offered func(chain int64) bool
-	log     *slog.Logger
+	env      environment.Name
+	chains   *catalog.Chains
+	view     answer.View
+	ttl      time.Duration
+	book     Book
+	payouts  Payouts
+	checker  PayeeChecker
+	mover    *mover.Worker
+	now      func() time.Time
+	secret   []byte
+	deposits *chain.Deposits // nil: no deposit key is configured
+	faucet   *chain.Faucet
+	sent     func(chain int64)
+	offered  func(chain int64) bool
+	log      *slog.Logger
 }
 
 var _ Service = (*service)(nil)
@@ -175,8 +174,12 @@ func NewService(cfg Config) Service {
 	if cfg.Offered == nil {
 		cfg.Offered = func(int64) bool { return true }
 	}
+	var deposits *chain.Deposits
+	if cfg.Addresses != nil && cfg.Indexes != nil {
+		deposits = chain.NewDeposits(cfg.Indexes, cfg.Addresses)
+	}
 	return &service{env: cfg.Env, chains: catalog.ChainsFor(cfg.Env), view: answer.NewView(cfg.Env), ttl: cfg.TTL, book: cfg.Book,
-		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, keys: cfg.Addresses, indexes: cfg.Indexes, faucet: cfg.Faucet, sent: cfg.Sent, offered: cfg.Offered, log: cfg.Log}
+		payouts: cfg.Payouts, checker: cfg.Payee, mover: cfg.Mover, now: cfg.Now, secret: cfg.Secret, deposits: deposits, faucet: cfg.Faucet, sent: cfg.Sent, offered: cfg.Offered, log: cfg.Log}
 }
 
 // clock is the database's clock now, to the microsecond it keeps.
