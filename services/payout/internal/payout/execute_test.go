@@ -364,16 +364,17 @@ func BenchmarkExecuteParts(b *testing.B) {
 // payoutStatement is the statement Store.Execute sends (insertSQL: the
 // payout and its event; the history row is the trigger's), for pgbench:
 // prepared once as pgx does, with ids of pgbench's making (md5 in SQL: a
-// little dearer than ours) and an event of the same size.
+// little dearer than ours), an event of the same size, and a deposit index
+// of its own (a nextval per payout, where the service takes one per 64).
 const payoutStatement = `\set n random(1, 1000000000000)
 WITH p AS (
 INSERT INTO payouts (id, quote_id, key_id, beneficiary_name, beneficiary, chain, crypto_currency, fiat_currency, country,
   crypto_amount, fiat_amount, rail, estimated_settlement, status, quote_expires_at, created_at, reference, refund_address,
-  deposit_address, deposit_expires_at, status_at)
+  deposit_address, deposit_expires_at, status_at, deposit_index)
 SELECT 'bpo_' || md5(:client_id || '/' || :n), 'bpq_84532_' || md5(:n || '/' || :client_id), 'acme', 'Ada Lovelace',
   '{"name":"Ada Lovelace","iban":"DE89370400440532013000"}', 84532, 'USDC', 'EUR', 'DE', '100.00', NULL, 'sepa_instant', 'PT10S',
   'awaiting_deposit', now() + interval '1 hour', now(), NULL, NULL, '0x' || substr(md5(:n || '/' || :client_id), 1, 40), now() + interval '1 hour',
-  now()
+  now(), nextval('payout_deposit_index')
 WHERE NOT EXISTS (SELECT 1 FROM payout_quote_holds h WHERE h.quote_id = 'bpq_84532_' || md5(:n || '/' || :client_id) AND h.beneficiary_digest <> 'x')
 ON CONFLICT (quote_id) DO NOTHING RETURNING id, key_id, created_at),
 e AS (
