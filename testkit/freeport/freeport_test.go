@@ -11,6 +11,8 @@ import (
 
 // A child process started by TestTwoProcessesHoldTwoBlocks prints its
 // block and exits.
+//
+// (TestMain is the package's setup, not a test: t.Parallel does not apply.)
 func TestMain(m *testing.M) {
 	if os.Getenv("FREEPORT_CHILD") == "1" {
 		lo, hi, ok := Block()
