@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/partnerpay/api/pkg/obs.Version=$(VERSION) -X github.com/partnerpay/api/pkg/obs.Revision=$(REVISION)
 
-.PHONY: build test test-all deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check sim sim-bugs
+.PHONY: build test test-all later deploy-check run bench lint fmt clean key dashboards fuzz env generate images loadtest schema contracts contracts-check sim sim-bugs
 
 # Each service builds with GOWORK=off from its own go.mod, as the Dockerfile
 # builds it; make test builds them so a go.sum that lags pkg fails here.
@@ -39,25 +39,41 @@ space := $(empty) $(empty)
 # binaries themselves and start them with a real redis-server; the browser
 # tests use Debian's chromium. The last line says how long it all took.
 test:
-	@start=$$(date +%s); $(MAKE) --no-print-directory test-all; status=$$?; \
+	@start=$$(date +%s); MAKE_TEST_START=$$start $(MAKE) --no-print-directory test-all; status=$$?; \
 		echo "== make test: $$(( $$(date +%s) - start )) s wall time$$( [ $$status -eq 0 ] || echo ", FAILED" )"; exit $$status
 
+# at is how far make test is, for each stage's line.
+at = [$$(( $$(date +%s) - $${MAKE_TEST_START:-$$(date +%s)} )) s]
+
+# After every module's tests, the end-to-end tests (mostly waiting on their
+# stacks: blocks, polls, leases) run in E2E_SHARDS processes, and beside
+# them the Redis Cluster pass, then the benchmarks' single iterations and
+# the simulation, each into a log of its own printed whole once all are
+# done; it fails if any did.
 test-all: lint contracts-check deploy-check build
-	@echo "== devstack/e2e's real-Prometheus pages test starts, beside everything below (it mostly waits for alerts)"
-	@rm -f $(BIN)/e2e-pages.status; (cd devstack && $(GO) test -race -count=1 -timeout 20m -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
+	@echo "== $(at) devstack/e2e's real-Prometheus pages test starts, beside everything below (it mostly waits for alerts)"
+	@rm -f $(BIN)/e2e-pages.status $(BIN)/e2e-cluster.status $(BIN)/later.status; \
+	(cd devstack && $(GO) test -race -count=1 -timeout 20m -run '^TestPagesArriveWithinMinutes$$' ./e2e/ > ../$(BIN)/e2e-pages.log 2>&1; \
 		echo $$? > ../$(BIN)/e2e-pages.status) & \
-	echo "== every module's tests, in one run (go test spreads the packages of all modules over the cores)"; \
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$') && \
-	echo "== devstack/e2e, in $(E2E_SHARDS) processes at once" && \
-	GO=$(GO) devstack/e2e-shards.sh $(E2E_SHARDS) && \
-	echo "== devstack/e2e against a 3-master Redis Cluster (the tests of what Redis holds)" && \
-	(cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -timeout 15m -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/); \
-	rest=$$?; wait; echo "== devstack/e2e: the pages test"; cat $(BIN)/e2e-pages.log; \
-	test $$rest -eq 0 -a "$$(cat $(BIN)/e2e-pages.status)" = 0
-	@echo "== the benchmarks of make bench run (one iteration each)"
+	echo "== $(at) every module's tests, in one run (go test spreads the packages of all modules over the cores)"; \
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(foreach m,$(MODULES),./$(m)/...) | grep -v '/devstack/e2e$$') || { wait; exit 1; }; \
+	echo "== $(at) devstack/e2e in $(E2E_SHARDS) processes, the Redis Cluster pass, the benchmarks and the simulation, all at once"; \
+	(cd devstack && E2E_REDIS=cluster $(GO) test -race -count=1 -timeout 15m -run '^($(subst $(space),,$(CLUSTER_TESTS)))$$' ./e2e/ \
+		> ../$(BIN)/e2e-cluster.log 2>&1; echo $$? > ../$(BIN)/e2e-cluster.status) & \
+	($(MAKE) --no-print-directory later > $(BIN)/later.log 2>&1; echo $$? > $(BIN)/later.status) & \
+	GO=$(GO) devstack/e2e-shards.sh $(E2E_SHARDS); shards=$$?; \
+	echo "== $(at) devstack/e2e's shards are done; waiting for the rest"; wait; \
+	echo "== devstack/e2e against a 3-master Redis Cluster (the tests of what Redis holds)"; cat $(BIN)/e2e-cluster.log; \
+	echo "== devstack/e2e: the pages test"; cat $(BIN)/e2e-pages.log; \
+	cat $(BIN)/later.log; \
+	test $$shards -eq 0 -a "$$(cat $(BIN)/e2e-cluster.status)" = 0 -a "$$(cat $(BIN)/e2e-pages.status)" = 0 -a "$$(cat $(BIN)/later.status)" = 0
+
+# The benchmarks' single iterations, then make sim and make sim-bugs.
+later:
+	@echo "== $(at) the benchmarks of make bench run (one iteration each)"
 	@set -o pipefail; cd services/gateway && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/edge/ ./internal/ratelimit/ | grep -v '^Benchmark'
 	@set -o pipefail; cd services/payout && $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/payout/ | grep -v '^Benchmark'
-	@echo "== the simulation: make sim's seeds pass, and make sim-bugs catches every planted fault"
+	@echo "== $(at) the simulation: make sim's seeds pass, and make sim-bugs catches every planted fault"
 	@$(MAKE) --no-print-directory sim
 	@$(MAKE) --no-print-directory sim-bugs
 

@@ -10,8 +10,8 @@
 // process from a block of its own: the block is held by a lock on a file
 // of its own, for as long as the process lives, and taken by the next
 // process only once this one has gone. Within the block, ports are handed
-// out in turn, each checked free, so one process repeats a port only a
-// thousand ports later. A Redis Cluster node's bus port (its port plus
+// out in turn, each checked free, so one process repeats a port only
+// 500 ports later. A Redis Cluster node's bus port (its port plus
 // 10000) lands above every block and still below the ephemeral range.
 package freeport
 
@@ -28,8 +28,8 @@ import (
 
 const (
 	first     = 11000 // the first port of the first block
-	blockSize = 1000
-	blocks    = 10 // so every block and its bus ports end below 31000
+	blockSize = 500
+	blocks    = 20 // so every block and its bus ports end below 31000
 	busOffset = 10000
 )
 
