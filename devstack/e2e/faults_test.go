@@ -41,6 +41,7 @@ func (s *stack) raw(payload string, pause time.Duration, rest string) (answer st
 // Transfer-Encoding (or HTTP/1.0) is answered with its connection closed,
 // so nothing rides behind it.
 func TestRawHTTPAnswersAreTheEnvelope(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t, withEnv("HTTP_READ_TIMEOUT", "1s"))
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	head := "POST /v1/bank/payout/quote HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + key + "\r\n"
@@ -101,6 +102,7 @@ func TestRawHTTPAnswersAreTheEnvelope(t *testing.T) {
 // Nothing a client sends can create a series: 500 requests with random
 // methods and paths leave the gateway's series count unchanged.
 func TestRandomMethodsAndPathsCreateNoSeries(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	send := func(method, path string) {
@@ -147,6 +149,7 @@ func seriesCount(metrics string) int {
 // No client-sent id reaches a log whole: a 900 KiB id and a 900 KiB field
 // name leave no log line over 4 KiB, and a message quotes 64 characters.
 func TestHugeClientInputMakesNoHugeLogLine(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank,fiat", "--source-chains", "84532", "--destination-chains", "84532", "--rate", "1000")
 	huge := strings.Repeat("x", 900<<10)
@@ -185,6 +188,7 @@ func TestHugeClientInputMakesNoHugeLogLine(t *testing.T) {
 // With Redis killed or frozen under load, requests that need no record do
 // not fail, and a 5/s key is still limited (in-process).
 func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	busy := s.issue("busy", "--products", "bank", "--source-chains", "84532", "--rate", "100000")
 	// A 5/s key of its own for each fault: its bucket untouched by the
@@ -259,6 +263,7 @@ func TestRedisKilledOrFrozenUnderLoad(t *testing.T) {
 // waiting on it then get 500 at once, not at their route's timeout, and so
 // does every caller after; when it is back, calls go through again.
 func TestAFrozenServiceFailsFast(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	payout := s.Services["payout"]
@@ -317,6 +322,7 @@ func TestAFrozenServiceFailsFast(t *testing.T) {
 // fiat-only partner's calls and every reference read still answer, the
 // config with the key's own grants; payout's routes fail fast.
 func TestAKilledServiceTakesOnlyItsOwnRoutes(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("fiat-only", "--products", "fiat", "--source-chains", "84532", "--rate", "1000")
 	bank := s.issue("bank-only", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
@@ -355,6 +361,7 @@ func TestAKilledServiceTakesOnlyItsOwnRoutes(t *testing.T) {
 // next requests, even POSTs without an Idempotency-Key (never sent twice),
 // go out on new connections and none fails.
 func TestARestartedServiceCostsNoRequest(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	quote := fmt.Sprintf(eurQuote, "10")
@@ -443,6 +450,7 @@ func hexLen(s string) string { return strconv.FormatInt(int64(len(s)), 16) }
 // amount was priced at (an open quote answers the same id again), with its
 // own X-Request-Id; the others are 500 in the envelope.
 func TestNoAnswerCrossesAKilledOrFrozenService(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "100000")
 	// Every quote request opens a new quote; one per amount, asked again
@@ -526,6 +534,7 @@ func TestNoAnswerCrossesAKilledOrFrozenService(t *testing.T) {
 // one that dies is restarted after a delay, with a line naming it, and its
 // routes answer again; the rest of the stack never stopped.
 func TestMakeRunRestartsAServiceThatExits(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	key := s.issue("acme", "--products", "bank", "--source-chains", "84532", "--rate", "1000")
 	pid := s.Services["payout"].Pid() // before the supervisor may change it

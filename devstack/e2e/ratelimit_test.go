@@ -59,6 +59,7 @@ func checkLimited(t *testing.T, answers []response) (ok, limited int) {
 }
 
 func TestRateLimitPerKey(t *testing.T) {
+	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	s := startStack(t)
 	slow := s.issue("slow", "--products", "bank", "--source-chains", "84532", "--rate", "2")
 	other := s.issue("other", "--products", "bank", "--source-chains", "84532", "--rate", "2")

@@ -14,6 +14,7 @@ import (
 //
 // (TestMain is the package's setup, not a test: t.Parallel does not apply.)
 func TestMain(m *testing.M) {
+	// Not a test: the package's setup, to which t.Parallel does not apply.
 	if os.Getenv("FREEPORT_CHILD") == "1" {
 		lo, hi, ok := Block()
 		if !ok {

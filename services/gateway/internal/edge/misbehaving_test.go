@@ -273,6 +273,7 @@ func TestAnInformationalAnswerPassesAndTheFinalKeepsItsHeaders(t *testing.T) {
 //
 // (TestMain is the package's setup, not a test: t.Parallel does not apply.)
 func TestMain(m *testing.M) {
+	// Not a test: the package's setup, to which t.Parallel does not apply.
 	log.SetOutput(io.Discard)
 	if os.Getenv(feedBenchChild) == "1" {
 		serveFeedBenchUpstreams()
