@@ -15,14 +15,7 @@ import (
 // ahead is the handed-out index's, never a neighbour's.
 func TestDepositsHandOutEachIndexOnceWithItsAddress(t *testing.T) {
 	t.Parallel()
-	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAddresses(keys.XPub())
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys, a := testWallet(t)
 	// Blocks of 5 from 1, 101, 201, …: as the store's sequence hands them
 	// out to several replicas, with gaps between.
 	var blocks atomic.Int64
@@ -65,14 +58,7 @@ func TestDepositsHandOutEachIndexOnceWithItsAddress(t *testing.T) {
 // again.
 func TestDepositsWithoutABlockFail(t *testing.T) {
 	t.Parallel()
-	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAddresses(keys.XPub())
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys, a := testWallet(t)
 	down := true
 	d := NewDeposits(NewIndexes(func(context.Context) (int64, error) {
 		if down {
@@ -88,4 +74,19 @@ func TestDepositsWithoutABlockFail(t *testing.T) {
 	if want, _ := keys.Address(7); err != nil || index != 7 || address != want.Hex() {
 		t.Fatalf("%d %s %v, want 7 %s", index, address, err, want.Hex())
 	}
+}
+
+// testWallet is the tests' deposit wallet, and the addresses of its
+// public side.
+func testWallet(t *testing.T) (*chaintest.DepositKeys, *Addresses) {
+	t.Helper()
+	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAddresses(keys.XPub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, a
 }

@@ -53,14 +53,7 @@ func TestTheBootChecksEachNodeIsItsChain(t *testing.T) {
 // Only the public side of the deposit wallet is taken.
 func TestAnExtendedPrivateKeyIsRefused(t *testing.T) {
 	t.Parallel()
-	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAddresses(keys.XPub())
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys, a := testWallet(t)
 	for i := range int64(3) {
 		got, err := a.At(i)
 		want, _ := keys.Address(uint32(i))
