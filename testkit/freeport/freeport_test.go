@@ -11,10 +11,9 @@ import (
 
 // A child process started by TestTwoProcessesHoldTwoBlocks prints its
 // block and exits.
-//
-// (TestMain is the package's setup, not a test: t.Parallel does not apply.)
 func TestMain(m *testing.M) {
-	// Not a test: the package's setup, to which t.Parallel does not apply.
+	// Not parallel: the package's setup, not a test (t.Parallel does not
+	// apply); it and every test share the process, and so its one block.
 	if os.Getenv("FREEPORT_CHILD") == "1" {
 		lo, hi, ok := Block()
 		if !ok {
