@@ -109,12 +109,12 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 }
 
 func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
-	a, err := s.prepare(ctx, caller, req)
+	a, err := s.prepare(ctx, caller, req, true)
 	if err != nil {
 		return Payout{}, err
 	}
 	if a.open {
-		p, err := s.execute(ctx, caller, a.quote, a.payee, req)
+		p, err := s.execute(ctx, caller, a, req)
 		if errors.Is(err, store.ErrHeld) {
 			return Payout{}, errOtherPayee
 		}
@@ -146,13 +146,22 @@ type attempt struct {
 	payee   beneficiary.Checked
 	open    bool
 	refusal error
+	// closing is what reading the quote did to its offer (FindClosing):
+	// closed for payee already, found closed for another, or neither.
+	closing quote.Closing
 }
 
 // prepare runs execution's checks up to the write: the body, the
 // deployment, the quote's id, its offer (unknown, another key's, expired),
 // the beneficiary against its rail and the key's ceiling. An error is a
 // refusal of the request as sent, answered at once.
-func (s *service) prepare(ctx context.Context, caller partner.Caller, req ExecuteRequest) (attempt, error) {
+//
+// With closing, the offer is read by FindClosing under the key's corridor
+// (corridors.guess): when the quote is of it, the offer is closed for the
+// beneficiary in the same round trip, and a check that then refuses the
+// request takes the closing back (Reopen), so a refused request leaves the
+// offer as it found it.
+func (s *service) prepare(ctx context.Context, caller partner.Caller, req ExecuteRequest, closing bool) (attempt, error) {
 	if err := validateExecution(req); err != nil {
 		return attempt{}, err
 	}
@@ -171,7 +180,12 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 		return attempt{}, errQuoteNotFound
 	}
 	a := attempt{id: id, refusal: errQuoteNotFound}
-	found, err := s.book.Find(ctx, id, caller.KeyID)
+	var g quote.Guess
+	var guessed beneficiary.Checked
+	if closing {
+		g, guessed = s.guess(caller.KeyID, id.Chain, req.Beneficiary)
+	}
+	found, err := s.book.FindClosing(ctx, id, caller.KeyID, g)
 	if err != nil {
 		// Without Redis (down, failing over) no payout can start, but an
 		// executed quote still answers from the system of record.
@@ -184,23 +198,40 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 		if err := json.Unmarshal(found.Record, &a.quote); err != nil {
 			return attempt{}, fmt.Errorf("stored quote: %w", err)
 		}
-		if !s.now().Before(a.quote.ExpiresAt) {
-			a.refusal = errQuoteExpired
-			break
-		}
-		if !s.offered(a.quote.Chain) {
-			a.refusal = errChainUnavailable(a.quote.Chain)
-			break
-		}
-		if a.payee, err = beneficiary.Check(a.quote.Rail, a.quote.Country, req.Beneficiary); err != nil {
-			a.refusal = err // unless the quote was executed: then it is 409
-			break
-		}
-		if a.refusal = checkCeiling(a.quote, caller.Grants.MaxExecutionUSD); a.refusal == nil {
-			a.open = true
+		s.corridors.remember(caller.KeyID, a.quote.Rail, a.quote.Country)
+		a.closing = found.Closing
+		a.refusal = s.check(&a, caller, req, guessed)
+		a.open = a.refusal == nil
+		if !a.open && a.closing == quote.ClosedForBy {
+			if err := s.book.Reopen(ctx, id, g.By); err != nil {
+				s.log.WarnContext(ctx, "a refused execution's closing of its quote was not taken back; it lapses with the quote", "err", err)
+			}
+			a.closing = quote.NotTried
 		}
 	}
 	return a, nil
+}
+
+// check holds an open quote's execution to the checks after its offer is
+// read: its expiry, its chain, the beneficiary against its rail (as
+// guessed, when the offer was closed for the guess: its rail and country
+// are the quote's) and the key's ceiling; nil when it may be executed.
+func (s *service) check(a *attempt, caller partner.Caller, req ExecuteRequest, guessed beneficiary.Checked) error {
+	if !s.now().Before(a.quote.ExpiresAt) {
+		return errQuoteExpired
+	}
+	if !s.offered(a.quote.Chain) {
+		return errChainUnavailable(a.quote.Chain)
+	}
+	if a.closing == quote.NotTried {
+		var err error
+		if a.payee, err = beneficiary.Check(a.quote.Rail, a.quote.Country, req.Beneficiary); err != nil {
+			return err // unless the quote was executed: then it is 409
+		}
+	} else {
+		a.payee = guessed
+	}
+	return checkCeiling(a.quote, caller.Grants.MaxExecutionUSD)
 }
 
 // Hold binds an open quote to the request's beneficiary, as execution's
@@ -212,7 +243,7 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 // request that would be refused does nothing here, and nor does a failure:
 // execution closes the offer itself, and refuses what it must.
 func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest) {
-	a, err := s.prepare(ctx, caller, req)
+	a, err := s.prepare(ctx, caller, req, false)
 	if err != nil || !a.open {
 		return
 	}
@@ -226,12 +257,17 @@ func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRe
 
 // execute commits the payout of an open quote, or answers the one it was
 // executed as.
-func (s *service) execute(ctx context.Context, caller partner.Caller, q StoredQuote, payee beneficiary.Checked, req ExecuteRequest) (Payout, error) {
-	id, _ := BankPayout.Parse(q.ID)
+func (s *service) execute(ctx context.Context, caller partner.Caller, a attempt, req ExecuteRequest) (Payout, error) {
+	q, payee, id := a.quote, a.payee, a.id
 	// The offer closes, for this beneficiary, before the payout commits:
 	// whatever fails between the two, the same quote request never answers
-	// an executed id again, and no one else can execute it.
-	switch mine, err := s.book.Close(ctx, id, record.Digest(payee.Fields)); {
+	// an executed id again, and no one else can execute it. Reading the
+	// quote may have closed it already (FindClosing).
+	mine, err := a.closing == quote.ClosedForBy, error(nil)
+	if a.closing == quote.NotTried {
+		mine, err = s.book.Close(ctx, id, record.Digest(payee.Fields))
+	}
+	switch {
 	case err != nil:
 		return Payout{}, err
 	case !mine:

@@ -94,7 +94,9 @@ type Book interface {
 	Open(ctx context.Context, k quote.Kind, keyID string, chain int64, canonical string, ttl time.Duration,
 		build func(id string, expiresAt time.Time) ([]byte, error)) (quote.Offer, error)
 	Find(ctx context.Context, id quote.ID, keyID string) (quote.Found, error)
+	FindClosing(ctx context.Context, id quote.ID, keyID string, g quote.Guess) (quote.Found, error)
 	Close(ctx context.Context, id quote.ID, by string) (bool, error)
+	Reopen(ctx context.Context, id quote.ID, by string) error
 	Closed(ctx context.Context, id quote.ID) (bool, error)
 }
 
@@ -117,6 +119,8 @@ type service struct {
 	sent     func(chain int64)
 	offered  func(chain int64) bool
 	log      *slog.Logger
+	// corridors guess an execution's quote before it is read.
+	corridors corridors
 }
 
 var _ Service = (*service)(nil)
@@ -221,6 +225,7 @@ func (s *service) Quote(ctx context.Context, caller partner.Caller, req QuoteReq
 	if err := json.Unmarshal(offer.Record, &stored); err != nil {
 		return Quote{}, fmt.Errorf("stored quote: %w", err)
 	}
+	s.corridors.remember(caller.KeyID, stored.Rail, stored.Country)
 	return Quote{
 		Mock:                true,
 		QuoteID:             stored.ID,

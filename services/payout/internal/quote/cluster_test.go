@@ -2,6 +2,7 @@ package quote
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -40,10 +41,28 @@ func TestTheBookOnARedisCluster(t *testing.T) {
 		if f, err := b.Find(ctx, id, "acme"); err != nil || f.State != Open {
 			t.Fatalf("find on a cluster: %+v %v", f, err)
 		}
+		if f, err := b.FindClosing(ctx, id, "acme", Guess{Rail: "sepa", Country: "DE", By: "ada"}); err != nil || f.State != Open || f.Closing != NotTried {
+			t.Fatalf("find and close on a cluster, the record naming no corridor: %+v %v", f, err)
+		}
 		if next, err := b.Open(ctx, payout, "acme", 84532, "req-"+string(rune('a'+i%26))+string(rune('a'+i/26)), time.Minute, record); err != nil || next.ID == o.ID {
 			t.Fatalf("the same request after closing: %+v %v", next, err)
 		}
 		ids[o.ID[len("bpq_84532_"):][:4]] = true
+	}
+	for i := range 20 { // a quote of the guessed corridor, closed as it is read, on every master
+		o, err := b.Open(ctx, payout, "acme", 84532, "sepa-"+strconv.Itoa(i), time.Minute, func(id string, exp time.Time) ([]byte, error) {
+			return []byte(`{"id":"` + id + `","rail":"sepa","country":"DE"}`), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := payout.Parse(o.ID)
+		if f, err := b.FindClosing(ctx, id, "acme", Guess{Rail: "sepa", Country: "DE", By: "ada"}); err != nil || f.Closing != ClosedForBy {
+			t.Fatalf("find and close on a cluster: %+v %v", f, err)
+		}
+		if mine, err := b.Close(ctx, id, "eve"); err != nil || mine {
+			t.Fatalf("close for another after FindClosing, on a cluster: %v %v", mine, err)
+		}
 	}
 	if len(ids) < 10 {
 		t.Errorf("only %d hash tags in 50 quotes", len(ids))

@@ -193,6 +193,73 @@ type Found struct {
 	State State
 	// Record is the caller's record of an open quote.
 	Record []byte
+	// Closing is what FindClosing did to an open quote's offer.
+	Closing Closing
+}
+
+// Closing is what FindClosing did to an open offer.
+type Closing int
+
+// What FindClosing did.
+const (
+	NotTried       Closing = iota // the quote is not of the guess's rail and country (or there was no guess)
+	ClosedForBy                   // closed for the guess's beneficiary, as Close(id, by) would have
+	ClosedForOther                // closed before for another beneficiary: nothing changed
+)
+
+// Guess is what an execution expects of its quote before it reads it: its
+// rail and country, and the beneficiary's digest as checked against them
+// (By). The execution's client guesses from what it read before; a wrong
+// guess costs only the round trip it meant to save.
+type Guess struct {
+	Rail, Country, By string
+}
+
+// FindClosing is Find, and, in the same round trip, Close(id, g.By) of an
+// open offer of keyID's whose record names g's rail and country: the
+// closing an execution makes once it has read the quote and checked its
+// beneficiary against them, made before it is read (one round trip instead
+// of two). The record is the caller's JSON, with "rail" and "country"
+// members. Found.Closing says what was done; NotTried leaves the offer as
+// it was, for the caller to Close once it has read the quote.
+func (b *Book) FindClosing(ctx context.Context, id ID, keyID string, g Guess) (Found, error) {
+	if g.By == "" || g.Rail == "" || g.Country == "" {
+		return b.Find(ctx, id, keyID)
+	}
+	p := keyPrefix(id.Kind, id.raw[:])
+	now := b.now().Unix()
+	day := now / 86400
+	owner := b.owner(keyID)
+	res, err := findClosingScript.Run(ctx, b.rdb,
+		[]string{p + "q:" + id.String(), p + "t:" + strconv.FormatInt(day, 10), p + "t:" + strconv.FormatInt(day-1, 10), p + "x:" + id.String()},
+		string(id.raw[tagBytes:tagBytes+tombIDBytes])+string(owner), now, tombSize, string(owner), g.Rail, g.Country, g.By,
+	).Slice()
+	if err != nil {
+		return Found{}, fmt.Errorf("find quote: %w", err)
+	}
+	return found(res, owner), nil
+}
+
+// found reads a find script's answer for owner.
+func found(res []any, owner []byte) Found {
+	switch res[0] {
+	case "open":
+		if v := []byte(res[1].(string)); bytes.HasPrefix(v, owner) {
+			f := Found{State: Open, Record: v[ownerBytes:]}
+			if len(res) > 2 {
+				switch res[2] {
+				case "mine":
+					f.Closing = ClosedForBy
+				case "other":
+					f.Closing = ClosedForOther
+				}
+			}
+			return f
+		}
+	case "expired":
+		return Found{State: Expired}
+	}
+	return Found{State: Unknown}
 }
 
 // Find reads id (already parsed) as keyID sees it.
@@ -208,15 +275,7 @@ func (b *Book) Find(ctx context.Context, id ID, keyID string) (Found, error) {
 	if err != nil {
 		return Found{}, fmt.Errorf("find quote: %w", err)
 	}
-	switch res[0] {
-	case "open":
-		if v := []byte(res[1].(string)); bytes.HasPrefix(v, owner) {
-			return Found{State: Open, Record: v[ownerBytes:]}, nil
-		}
-	case "expired":
-		return Found{State: Expired}, nil
-	}
-	return Found{State: Unknown}, nil
+	return found(res, owner), nil
 }
 
 // findScript reads an id: the open quote, else a tombstone of the asking
@@ -226,7 +285,31 @@ func (b *Book) Find(ctx context.Context, id ID, keyID string) (Found, error) {
 var findScript = redis.NewScript(`
 local q = redis.call('GET', KEYS[1])
 if q then return {'open', q} end
-local size = tonumber(ARGV[3])
+` + findTombstone)
+
+// findClosingScript is findScript, and closeScript's closing of an open
+// quote of the owner whose record names the guessed rail and country.
+// KEYS: findScript's, then the closed mark. ARGV: findScript's, then the
+// owner, the rail, the country and who it is closed for.
+var findClosingScript = redis.NewScript(`
+local q = redis.call('GET', KEYS[1])
+if q then
+  local owner = ARGV[4]
+  if string.sub(q, 1, #owner) ~= owner then return {'open', q} end
+  local ok, r = pcall(cjson.decode, string.sub(q, #owner + 1))
+  if not ok or type(r) ~= 'table' or r['rail'] ~= ARGV[5] or r['country'] ~= ARGV[6] then return {'open', q} end
+  local by = redis.call('GET', KEYS[4])
+  if by and by ~= '1' and by ~= ARGV[7] then return {'open', q, 'other'} end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl <= 0 then return {'open', q} end
+  redis.call('SET', KEYS[4], ARGV[7], 'PX', ttl)
+  return {'open', q, 'mine'}
+end
+` + findTombstone)
+
+// findTombstone is the find scripts' search of the tombstones, once the
+// quote is not open.
+const findTombstone = `local size = tonumber(ARGV[3])
 local now = tonumber(ARGV[2])
 for i = 2, 3 do
   local b = redis.call('GET', KEYS[i])
@@ -243,7 +326,7 @@ for i = 2, 3 do
   end
 end
 return {'unknown'}
-`)
+`
 
 // Close marks an open quote (parsed id) as being executed for by (a
 // digest of the beneficiary), before its payout commits. The mark lives
@@ -270,6 +353,24 @@ func (b *Book) Closed(ctx context.Context, id ID) (bool, error) {
 	}
 	return n == 1, nil
 }
+
+// Reopen takes back a closing FindClosing made for by (the mark still
+// names by), for an execution refused once it read the quote: a refused
+// request leaves the offer as it found it.
+func (b *Book) Reopen(ctx context.Context, id ID, by string) error {
+	p := keyPrefix(id.Kind, id.raw[:])
+	if err := reopenScript.Run(ctx, b.rdb, []string{p + "x:" + id.String()}, by).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("reopen quote: %w", err)
+	}
+	return nil
+}
+
+// reopenScript removes the closed mark if it names who. KEYS: mark. ARGV:
+// who.
+var reopenScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+`)
 
 // closeScript sets the closed mark, naming who it is for, for the offer's
 // remaining life; 0 when it is closed for someone else. KEYS: quote,

@@ -107,6 +107,98 @@ func TestAClosedQuoteIsBoundToItsBeneficiary(t *testing.T) {
 	}
 }
 
+// FindClosing reads an offer and closes it in the same round trip when the
+// guess names the quote's rail and country; it leaves the offer as it was
+// when the guess is wrong, the quote is another key's, or the mark names
+// another beneficiary. Reopen takes back only its own closing.
+func TestFindClosingClosesOnlyAQuoteOfTheGuessedCorridor(t *testing.T) {
+	t.Parallel()
+	b, _, _ := newBook(t)
+	ctx := context.Background()
+	sepa := func(id string, exp time.Time) ([]byte, error) {
+		return []byte(`{"id":"` + id + `","country":"DE","rail":"sepa_instant","expiresAt":"` + exp.Format(time.RFC3339) + `"}`), nil
+	}
+	o, err := b.Open(ctx, payout, "acme", 84532, "req", time.Minute, sepa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := payout.Parse(o.ID)
+	closed := func() bool {
+		t.Helper()
+		c, err := b.Closed(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, miss := range []struct {
+		name, owner string
+		g           Guess
+		want        State
+	}{
+		{"another rail", "acme", Guess{Rail: "sepa", Country: "DE", By: "ada"}, Open},
+		{"another country", "acme", Guess{Rail: "sepa_instant", Country: "AT", By: "ada"}, Open},
+		{"no beneficiary", "acme", Guess{Rail: "sepa_instant", Country: "DE"}, Open},
+		{"another key", "globex", Guess{Rail: "sepa_instant", Country: "DE", By: "ada"}, Unknown},
+	} {
+		f, err := b.FindClosing(ctx, id, miss.owner, miss.g)
+		if err != nil || f.State != miss.want || f.Closing != NotTried {
+			t.Errorf("%s: %+v %v, want %v and nothing closed", miss.name, f, err, miss.want)
+		}
+		if miss.want == Open && string(f.Record) != string(o.Record) {
+			t.Errorf("%s: record %q, want %q", miss.name, f.Record, o.Record)
+		}
+		if closed() {
+			t.Fatalf("%s: the offer was closed", miss.name)
+		}
+	}
+	ada := Guess{Rail: "sepa_instant", Country: "DE", By: "ada"}
+	for range 2 { // twice for one beneficiary is fine
+		if f, err := b.FindClosing(ctx, id, "acme", ada); err != nil || f.State != Open || f.Closing != ClosedForBy || string(f.Record) != string(o.Record) {
+			t.Fatalf("the guessed corridor: %+v %v, want closed for ada", f, err)
+		}
+	}
+	if mine, err := b.Close(ctx, id, "eve"); err != nil || mine {
+		t.Fatalf("Close for another after FindClosing: %v %v, want refused", mine, err)
+	}
+	eve := Guess{Rail: "sepa_instant", Country: "DE", By: "eve"}
+	if f, err := b.FindClosing(ctx, id, "acme", eve); err != nil || f.Closing != ClosedForOther {
+		t.Fatalf("FindClosing for another: %+v %v, want ClosedForOther", f, err)
+	}
+	if err := b.Reopen(ctx, id, "eve"); err != nil || !closed() {
+		t.Fatalf("Reopen for another took ada's mark (%v)", err)
+	}
+	if err := b.Reopen(ctx, id, "ada"); err != nil || closed() {
+		t.Fatalf("Reopen for ada left the mark (%v)", err)
+	}
+	if mine, err := b.Close(ctx, id, "eve"); err != nil || !mine {
+		t.Fatalf("Close for eve after ada's closing was taken back: %v %v", mine, err)
+	}
+}
+
+// A quote that has expired is found as expired, and nothing is closed.
+func TestFindClosingAnExpiredQuote(t *testing.T) {
+	t.Parallel()
+	b, c, rdb := newBook(t)
+	ctx := context.Background()
+	o := open(t, b, "acme", "req", 50*time.Millisecond)
+	id, _ := payout.Parse(o.ID)
+	for {
+		if n, err := rdb.Exists(ctx, keyPrefix(payout, id.raw[:])+"q:"+o.ID).Result(); err != nil || n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // Redis expires the offer on its own clock
+	}
+	c.add(time.Second)
+	f, err := b.FindClosing(ctx, id, "acme", Guess{Rail: "sepa_instant", Country: "DE", By: "ada"})
+	if err != nil || f.State != Expired || f.Closing != NotTried {
+		t.Fatalf("%+v %v, want expired", f, err)
+	}
+	if n, err := rdb.Exists(ctx, keyPrefix(payout, id.raw[:])+"x:"+o.ID).Result(); err != nil || n != 0 {
+		t.Errorf("a mark for an expired quote (%v)", err)
+	}
+}
+
 func TestClosingALostOfferDoesNothing(t *testing.T) {
 	t.Parallel()
 	b, _, rdb := newBook(t)
