@@ -344,7 +344,40 @@ func SendTransfer(ctx context.Context, node Sender, chainID *big.Int, key *ecdsa
 	if err != nil {
 		return nil, err
 	}
-	return tx, node.SendTransaction(ctx, tx)
+	if err := node.SendTransaction(ctx, tx); err != nil {
+		return tx, err
+	}
+	return tx, AwaitPending(ctx, node, from, nonce)
+}
+
+// AwaitPending returns once the node counts the transaction at nonce into
+// from's pending nonce. A node's pool takes a sent transaction in at once
+// but counts it among the pending ones in the background (go-ethereum's
+// reorganisation loop): a second send from the same wallet that read the
+// pending nonce before would take the same nonce and replace the first,
+// and a block mined before would not hold it. It gives up after 5 s (a
+// transaction the pool keeps queued behind a gap, or dropped).
+func AwaitPending(ctx context.Context, node interface {
+	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
+}, from common.Address, nonce uint64) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := node.PendingNonceAt(ctx, from)
+		if err != nil {
+			return err
+		}
+		if n > nonce {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaintest: the node still counts %s's pending nonce at %d, after sending at %d", from, n, nonce)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // TransferData is the calldata of ERC-20 transfer(to, value).

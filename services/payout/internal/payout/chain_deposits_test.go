@@ -79,15 +79,9 @@ func TestADepositAddressIsAKeyWeHold(t *testing.T) {
 		t.Fatalf("the key at index %d is %s's, not the deposit address %s", index, got, deposit)
 	}
 	c := f.chain.chain
-	in, err := c.Transfer(ctx, chaintest.Partner, usdc, deposit, usdcUnits(t, "7.5"))
-	if err != nil {
+	if _, err := c.Transfer(ctx, chaintest.Partner, usdc, deposit, usdcUnits(t, "7.5")); err != nil {
 		t.Fatal(err)
 	}
-	// The partner's next send waits for this one to be mined: the
-	// simulated node's pool counts a sent transaction into the sender's
-	// pending nonce in the background, and a send that read the nonce
-	// before would replace it.
-	mined(t, c, in)
 	sendGas(t, c, deposit)
 	c.Commit()
 	tx, err := c.Transfer(ctx, chaintest.Wallet{Key: key, Address: deposit}, usdc, chaintest.Treasury.Address, usdcUnits(t, "7.5"))
@@ -127,25 +121,12 @@ func sendGas(t *testing.T, c *chaintest.Chain, to common.Address) {
 	if err := cl.SendTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
+	if err := chaintest.AwaitPending(ctx, cl, chaintest.Partner.Address, nonce); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // balance is an ERC-20 balance, read with eth_call.
-// mined mines blocks until tx is in one, and fails the test if it was
-// dropped.
-func mined(t testing.TB, c *chaintest.Chain, tx *types.Transaction) {
-	t.Helper()
-	for range 100 {
-		c.Commit()
-		if r, err := c.Client().TransactionReceipt(context.Background(), tx.Hash()); err == nil {
-			if r.Status != types.ReceiptStatusSuccessful {
-				t.Fatalf("transaction %s failed", tx.Hash())
-			}
-			return
-		}
-	}
-	t.Fatalf("transaction %s not mined in 100 blocks", tx.Hash())
-}
-
 func balance(t testing.TB, c *chaintest.Chain, token, owner common.Address) *big.Int {
 	t.Helper()
 	data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4], common.LeftPadBytes(owner.Bytes(), 32)...)
