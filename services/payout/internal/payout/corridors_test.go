@@ -2,13 +2,25 @@ package payout
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/idempotency"
+	"github.com/partnerpay/api/pkg/kithttp"
+	"github.com/partnerpay/api/pkg/obs"
+	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
@@ -62,7 +74,7 @@ func (c *calls) during(f func()) (int, []string) {
 // next execution its corridor. Each payout goes to its beneficiary.
 func TestAnExecutionInItsKeysCorridorTakesOneRedisRoundTrip(t *testing.T) {
 	t.Parallel()
-	svc, book, hook := newCountedService(t)
+	svc, book, hook, _ := newCountedService(t)
 	ctx := context.Background()
 	de := func() string {
 		return quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("42")})
@@ -109,7 +121,7 @@ func TestAnExecutionInItsKeysCorridorTakesOneRedisRoundTrip(t *testing.T) {
 // not as a quote already executed, and once the ceiling allows it, is paid.
 func TestARefusedExecutionLeavesItsQuoteOpen(t *testing.T) {
 	t.Parallel()
-	svc, book, _ := newCountedService(t)
+	svc, book, _, _ := newCountedService(t)
 	ctx := context.Background()
 	low := capped("10")
 	id := quoteFor(t, svc, low, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("42")})
@@ -132,11 +144,57 @@ func TestARefusedExecutionLeavesItsQuoteOpen(t *testing.T) {
 	}
 }
 
+// A keyed execution (through the route and its idempotency middleware, as
+// the gateway forwards it) of a quote in its key's corridor reads and
+// closes the offer as it holds the quote, before its claim, and finds it
+// closed for its beneficiary as it executes: two round trips to Redis. The
+// same request again is its answer, replayed.
+func TestAKeyedExecutionInItsKeysCorridorTakesTwoRedisRoundTrips(t *testing.T) {
+	t.Parallel()
+	svc, book, hook, db := newCountedService(t, idempotency.Migrations)
+	log := slog.New(slog.DiscardHandler)
+	mux := http.NewServeMux()
+	Routes(mux, MakeEndpoints(svc, kithttp.NewObserver(log, obs.NewOperations(prometheus.NewRegistry(), "payout"))),
+		idempotency.Middleware(idempotency.NewStore(db, db.Now), idempotency.Options{Budget: 8 * time.Second}, log), log)
+	grants, err := json.Marshal(acme.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("42")})
+	body := fmt.Sprintf(`{"quoteId":%q,"beneficiary":%s}`, id, pay(id, "Ada Lovelace", goodIBAN).Beneficiary)
+	send := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/v1/bank/payout", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(partner.HeaderKeyID, acme.KeyID)
+		r.Header.Set(partner.HeaderGrants, string(grants))
+		r.Header.Set(partner.HeaderIdempotencyKey, "corridor-1")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	var w *httptest.ResponseRecorder
+	n, seen := hook.during(func() { w = send() })
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"name":"Ada Lovelace"`) {
+		t.Fatalf("keyed execution: %d %s", w.Code, w.Body)
+	}
+	if n != 2 {
+		t.Errorf("a keyed execution made %d Redis round trips (%v), want 2", n, seen)
+	}
+	qid, _ := BankPayout.Parse(id)
+	if closed, err := book.Closed(context.Background(), qid); err != nil || !closed {
+		t.Errorf("the keyed execution's quote is not closed (%v)", err)
+	}
+	again := send()
+	if again.Code != http.StatusOK || again.Body.String() != w.Body.String() || again.Header().Get(idempotency.ReplayedHeader) != "true" {
+		t.Errorf("the same request again: %d %q %s, want the first answer replayed", again.Code, again.Header().Get(idempotency.ReplayedHeader), again.Body)
+	}
+}
+
 // newCountedService is a payout service whose quote book counts the
 // commands it sends to Redis.
-func newCountedService(t *testing.T) (Service, *quote.Book, *calls) {
+func newCountedService(t *testing.T, more ...database.Migrations) (Service, *quote.Book, *calls, *database.DB) {
 	t.Helper()
-	db := pgtest.Open(t, migrationSets...)
+	db := pgtest.Open(t, append(more, migrationSets...)...)
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { rdb.Close() })
@@ -146,5 +204,5 @@ func newCountedService(t *testing.T) (Service, *quote.Book, *calls) {
 	book := quote.NewBook(rdb, []byte("test-secret-0123456789"), c.now)
 	svc := NewService(keyed(Config{Env: environment.Sandbox, TTL: time.Minute, Book: book,
 		Payouts: store.NewStore(db, environment.Sandbox), Payee: newFakeProvider(), Now: c.now, Secret: []byte("test-secret-0123456789")}))
-	return svc, book, hook
+	return svc, book, hook, db
 }

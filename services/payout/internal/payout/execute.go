@@ -109,7 +109,7 @@ func (s *service) Execute(ctx context.Context, caller partner.Caller, req Execut
 }
 
 func (s *service) executeOnce(ctx context.Context, caller partner.Caller, req ExecuteRequest) (Payout, error) {
-	a, err := s.prepare(ctx, caller, req, true)
+	a, err := s.prepare(ctx, caller, req)
 	if err != nil {
 		return Payout{}, err
 	}
@@ -156,12 +156,12 @@ type attempt struct {
 // the beneficiary against its rail and the key's ceiling. An error is a
 // refusal of the request as sent, answered at once.
 //
-// With closing, the offer is read by FindClosing under the key's corridor
+// The offer is read by FindClosing under the key's corridor
 // (corridors.guess): when the quote is of it, the offer is closed for the
 // beneficiary in the same round trip, and a check that then refuses the
 // request takes the closing back (Reopen), so a refused request leaves the
 // offer as it found it.
-func (s *service) prepare(ctx context.Context, caller partner.Caller, req ExecuteRequest, closing bool) (attempt, error) {
+func (s *service) prepare(ctx context.Context, caller partner.Caller, req ExecuteRequest) (attempt, error) {
 	if err := validateExecution(req); err != nil {
 		return attempt{}, err
 	}
@@ -180,11 +180,7 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 		return attempt{}, errQuoteNotFound
 	}
 	a := attempt{id: id, refusal: errQuoteNotFound}
-	var g quote.Guess
-	var guessed beneficiary.Checked
-	if closing {
-		g, guessed = s.guess(caller.KeyID, id.Chain, req.Beneficiary)
-	}
+	g, guessed := s.guess(caller.KeyID, id.Chain, req.Beneficiary)
 	found, err := s.book.FindClosing(ctx, id, caller.KeyID, g)
 	if err != nil {
 		// Without Redis (down, failing over) no payout can start, but an
@@ -242,17 +238,24 @@ func (s *service) check(a *attempt, caller partner.Caller, req ExecuteRequest, g
 // its quote, even when the claim is lost in a failover (DESIGN §6). A
 // request that would be refused does nothing here, and nor does a failure:
 // execution closes the offer itself, and refuses what it must.
+//
+// Redis's mark is set as the quote is read when the key's corridor is
+// guessed (prepare), else after the binding. Either order binds the same
+// beneficiary: the binding in PostgreSQL is written before the claim, where
+// the claim will be, so a failover that keeps the claim keeps the binding
+// (WAL is ordered), whatever Redis keeps; and a request that dies between
+// the two has claimed nothing, so its retry holds the quote again.
 func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest) {
-	a, err := s.prepare(ctx, caller, req, false)
+	a, err := s.prepare(ctx, caller, req)
 	if err != nil || !a.open {
 		return
 	}
-	// In PostgreSQL first, where the claim will be: a failover that keeps
-	// the claim keeps this (WAL is ordered), whatever Redis keeps.
 	if err := s.payouts.Hold(ctx, a.id.String(), record.Digest(a.payee.Fields)); err != nil {
 		s.log.WarnContext(ctx, "the quote's binding to its beneficiary was not written; Redis's mark stands alone", "err", err)
 	}
-	_, _ = s.book.Close(ctx, a.id, record.Digest(a.payee.Fields))
+	if a.closing == quote.NotTried {
+		_, _ = s.book.Close(ctx, a.id, record.Digest(a.payee.Fields))
+	}
 }
 
 // execute commits the payout of an open quote, or answers the one it was
