@@ -263,19 +263,18 @@ func hostPort(u *url.URL) string {
 func (m *Metrics) instrumentUpstream(upstream string, rt http.RoundTripper) http.RoundTripper {
 	m.upstreamErrors.WithLabelValues(upstream)
 	m.circuitOpened.WithLabelValues(upstream)
-	t := &timed{next: rt, byCode: m.upstreamDuration.MustCurryWith(prometheus.Labels{"upstream": upstream})}
-	t.ok = t.byCode.WithLabelValues("200")
-	return t
+	return &timed{next: rt, byCode: m.upstreamDuration.MustCurryWith(prometheus.Labels{"upstream": upstream})}
 }
 
 // timed observes how long an upstream took to answer (its header), by
 // status code, as promhttp.InstrumentRoundTripperDuration does, without a
-// label map per call; a call that failed is not observed (the error
-// counter has it).
+// label map per call: each code's series is looked up once (a 404 of a
+// status read, say, costs no label hashing and no allocation per call); a
+// call that failed is not observed (the error counter has it).
 type timed struct {
 	next   http.RoundTripper
 	byCode prometheus.ObserverVec
-	ok     prometheus.Observer // code 200, the usual one
+	codes  [600]atomic.Pointer[prometheus.Observer] // by status code, once looked up
 }
 
 func (t *timed) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -288,9 +287,19 @@ func (t *timed) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (t *timed) observe(code int, d time.Duration) {
-	o := t.ok
-	if code != http.StatusOK {
-		o = t.byCode.WithLabelValues(strconv.Itoa(code))
+	t.observer(code).Observe(d.Seconds())
+}
+
+// observer is code's series. net/http reads a status of three digits
+// only, so each is kept; anything else is looked up each time.
+func (t *timed) observer(code int) prometheus.Observer {
+	if code < 100 || code >= len(t.codes) {
+		return t.byCode.WithLabelValues(strconv.Itoa(code))
 	}
-	o.Observe(d.Seconds())
+	if o := t.codes[code].Load(); o != nil {
+		return *o
+	}
+	o := t.byCode.WithLabelValues(strconv.Itoa(code))
+	t.codes[code].Store(&o)
+	return o
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -118,7 +119,7 @@ func TestUpstreamCallsAreTimedByCode(t *testing.T) {
 	}))
 	defer srv.Close()
 	rt := m.instrumentUpstream(UpstreamPayout, testTransport(t))
-	for _, path := range []string{"/ok", "/ok", "/missing", "/down"} {
+	for _, path := range []string{"/ok", "/ok", "/missing", "/down", "/missing"} {
 		if _, err := send(t, rt, "GET", srv.URL+path); err != nil {
 			t.Fatal(err)
 		}
@@ -144,9 +145,22 @@ func TestUpstreamCallsAreTimedByCode(t *testing.T) {
 			counts[labels] = s.GetHistogram().GetSampleCount()
 		}
 	}
-	want := map[string]uint64{"code=200 upstream=payout ": 2, "code=404 upstream=payout ": 1, "code=503 upstream=payout ": 1}
+	want := map[string]uint64{"code=200 upstream=payout ": 2, "code=404 upstream=payout ": 2, "code=503 upstream=payout ": 1}
 	if !maps.Equal(counts, want) {
 		t.Errorf("duration series %v, want %v", counts, want)
+	}
+}
+
+// An upstream's answer of a code seen before is timed without looking its
+// series up again: no label hashing, no allocation.
+func TestAnUpstreamCodeSeenBeforeIsTimedWithoutAllocating(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
+	rt := NewMetrics(prometheus.NewPedanticRegistry()).instrumentUpstream(UpstreamPayout, testTransport(t)).(*timed)
+	for _, code := range []int{200, 404, 503} {
+		rt.observe(code, time.Millisecond)
+		if n := testing.AllocsPerRun(100, func() { rt.observe(code, time.Millisecond) }); n != 0 {
+			t.Errorf("timing a %d again allocates %v times", code, n)
+		}
 	}
 }
 
