@@ -2,9 +2,7 @@ package payout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,15 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/idempotency"
-	"github.com/partnerpay/api/pkg/kithttp"
-	"github.com/partnerpay/api/pkg/obs"
-	"github.com/partnerpay/api/pkg/partner"
 	"github.com/partnerpay/api/services/payout/internal/quote"
 	"github.com/partnerpay/api/services/payout/internal/store"
 	"github.com/partnerpay/api/testkit/pgtest"
@@ -152,24 +146,12 @@ func TestARefusedExecutionLeavesItsQuoteOpen(t *testing.T) {
 func TestAKeyedExecutionInItsKeysCorridorTakesTwoRedisRoundTrips(t *testing.T) {
 	t.Parallel()
 	svc, book, hook, db := newCountedService(t, idempotency.Migrations)
-	log := slog.New(slog.DiscardHandler)
-	mux := http.NewServeMux()
-	Routes(mux, MakeEndpoints(svc, kithttp.NewObserver(log, obs.NewOperations(prometheus.NewRegistry(), "payout"))),
-		idempotency.Middleware(idempotency.NewStore(db, db.Now), idempotency.Options{Budget: 8 * time.Second}, log), log)
-	grants, err := json.Marshal(acme.Grants)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mux, grants := keyedMux(t, svc, db)
 	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("42")})
 	body := fmt.Sprintf(`{"quoteId":%q,"beneficiary":%s}`, id, pay(id, "Ada Lovelace", goodIBAN).Beneficiary)
 	send := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/v1/bank/payout", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(partner.HeaderKeyID, acme.KeyID)
-		r.Header.Set(partner.HeaderGrants, string(grants))
-		r.Header.Set(partner.HeaderIdempotencyKey, "corridor-1")
 		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
+		mux.ServeHTTP(w, keyedExecution(strings.NewReader(body), grants, "corridor-1"))
 		return w
 	}
 	var w *httptest.ResponseRecorder

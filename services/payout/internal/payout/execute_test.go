@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/partnerpay/api/pkg/beneficiary"
+	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/envelope"
 	"github.com/partnerpay/api/pkg/environment"
 	"github.com/partnerpay/api/pkg/idempotency"
@@ -269,14 +271,7 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 	url := pgtest.URL(b)
 	db := pgtest.OpenURL(b, url, idempotency.Migrations, store.Feed.Migrations(), store.Migrations)
 	svc, _ := newTestServiceOn(b, db, time.Hour)
-	log := slog.New(slog.DiscardHandler)
-	mux := http.NewServeMux()
-	Routes(mux, MakeEndpoints(svc, kithttp.NewObserver(log, obs.NewOperations(prometheus.NewRegistry(), "payout"))),
-		idempotency.Middleware(idempotency.NewStore(db, db.Now), idempotency.Options{Budget: 8 * time.Second}, log), log)
-	grants, err := json.Marshal(acme.Grants)
-	if err != nil {
-		b.Fatal(err)
-	}
+	mux, grants := keyedMux(b, svc, db)
 	bodies := make([][]byte, b.N)
 	for i, id := range quotesFor(b, svc, b.N) {
 		bodies[i] = fmt.Appendf(nil, `{"quoteId":%q,"beneficiary":%s}`, id, pay(id, "Ada Lovelace", goodIBAN).Beneficiary)
@@ -284,18 +279,40 @@ func BenchmarkExecuteKeyed(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	atSixteen(b, func(i int) error {
-		r := httptest.NewRequest(http.MethodPost, "/v1/bank/payout", bytes.NewReader(bodies[i]))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(partner.HeaderKeyID, acme.KeyID)
-		r.Header.Set(partner.HeaderGrants, string(grants))
-		r.Header.Set("Idempotency-Key", "bench-"+strconv.Itoa(i))
 		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
+		mux.ServeHTTP(w, keyedExecution(bytes.NewReader(bodies[i]), grants, "bench-"+strconv.Itoa(i)))
 		if w.Code != http.StatusOK {
 			return fmt.Errorf("execution %d: %d %s", i, w.Code, w.Body)
 		}
 		return nil
 	})
+}
+
+// keyedMux is svc's routes behind the idempotency middleware on db, as
+// the gateway forwards a keyed execution to them, and acme's grants as
+// the gateway sends them.
+func keyedMux(t testing.TB, svc Service, db *database.DB) (*http.ServeMux, string) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	mux := http.NewServeMux()
+	Routes(mux, MakeEndpoints(svc, kithttp.NewObserver(log, obs.NewOperations(prometheus.NewRegistry(), "payout"))),
+		idempotency.Middleware(idempotency.NewStore(db, db.Now), idempotency.Options{Budget: 8 * time.Second}, log), log)
+	grants, err := json.Marshal(acme.Grants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mux, string(grants)
+}
+
+// keyedExecution is acme's POST /v1/bank/payout of body under an
+// Idempotency-Key, as the gateway forwards it (partner.HeaderIdempotencyKey).
+func keyedExecution(body io.Reader, grants, key string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/v1/bank/payout", body)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(partner.HeaderKeyID, acme.KeyID)
+	r.Header.Set(partner.HeaderGrants, grants)
+	r.Header.Set(partner.HeaderIdempotencyKey, key)
+	return r
 }
 
 // BenchmarkExecuteParts times, at the same 16 workers, the two stores an
