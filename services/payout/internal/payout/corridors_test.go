@@ -138,6 +138,28 @@ func TestARefusedExecutionLeavesItsQuoteOpen(t *testing.T) {
 	}
 }
 
+// The same execution sent again once its key's ceiling no longer allows
+// it is answered its payout, and leaves the quote closed for its
+// beneficiary: the mark was not the retry's to take back.
+func TestARetryOverANewCeilingKeepsItsPayoutsMark(t *testing.T) {
+	t.Parallel()
+	svc, book, _, _ := newCountedService(t)
+	ctx := context.Background()
+	id := quoteFor(t, svc, acme, QuoteRequest{CryptoCurrency: "USDC", Chain: 84532, FiatCurrency: "EUR", Country: "DE", CryptoAmount: strp("42")})
+	first, err := svc.Execute(ctx, acme, pay(id, "Ada", goodIBAN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Execute(ctx, capped("10"), pay(id, "Ada", goodIBAN))
+	if err != nil || again.PayoutID != first.PayoutID {
+		t.Fatalf("the same execution under a lower ceiling: %+v %v, want payout %s", again, err, first.PayoutID)
+	}
+	qid, _ := BankPayout.Parse(id)
+	if closed, err := book.Closed(ctx, qid); err != nil || !closed {
+		t.Fatalf("the retry took the executed quote's mark back (%v)", err)
+	}
+}
+
 // A keyed execution (through the route and its idempotency middleware, as
 // the gateway forwards it) of a quote in its key's corridor reads and
 // closes the offer as it holds the quote, before its claim, and finds it

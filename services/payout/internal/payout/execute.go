@@ -159,8 +159,8 @@ type attempt struct {
 // The offer is read by FindClosing under the key's corridor
 // (corridors.guess): when the quote is of it, the offer is closed for the
 // beneficiary in the same round trip, and a check that then refuses the
-// request takes the closing back (Reopen), so a refused request leaves the
-// offer as it found it.
+// request takes back a closing it made (Reopen), so a refused request
+// leaves the offer as it found it.
 func (s *service) prepare(ctx context.Context, caller partner.Caller, req ExecuteRequest) (attempt, error) {
 	if err := validateExecution(req); err != nil {
 		return attempt{}, err
@@ -198,7 +198,7 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 		a.closing = found.Closing
 		a.refusal = s.check(&a, caller, req, guessed)
 		a.open = a.refusal == nil
-		if !a.open && a.closing == quote.ClosedForBy {
+		if !a.open && found.Made {
 			if err := s.book.Reopen(ctx, id, g.By); err != nil {
 				s.log.WarnContext(ctx, "a refused execution's closing of its quote was not taken back; it lapses with the quote", "err", err)
 			}

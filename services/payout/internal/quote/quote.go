@@ -195,6 +195,9 @@ type Found struct {
 	Record []byte
 	// Closing is what FindClosing did to an open quote's offer.
 	Closing Closing
+	// Made is a ClosedForBy whose mark this call set: the offer was not
+	// closed before (Reopen takes back only such a closing).
+	Made bool
 }
 
 // Closing is what FindClosing did to an open offer.
@@ -248,6 +251,8 @@ func found(res []any, owner []byte) Found {
 			f := Found{State: Open, Record: v[ownerBytes:]}
 			if len(res) > 2 {
 				switch res[2] {
+				case "made":
+					f.Closing, f.Made = ClosedForBy, true
 				case "mine":
 					f.Closing = ClosedForBy
 				case "other":
@@ -303,7 +308,8 @@ if q then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl <= 0 then return {'open', q} end
   redis.call('SET', KEYS[4], ARGV[7], 'PX', ttl)
-  return {'open', q, 'mine'}
+  if by == ARGV[7] then return {'open', q, 'mine'} end
+  return {'open', q, 'made'}
 end
 ` + findTombstone)
 
@@ -354,9 +360,11 @@ func (b *Book) Closed(ctx context.Context, id ID) (bool, error) {
 	return n == 1, nil
 }
 
-// Reopen takes back a closing FindClosing made for by (the mark still
-// names by), for an execution refused once it read the quote: a refused
-// request leaves the offer as it found it.
+// Reopen takes back a closing FindClosing made for by (Found.Made; the
+// mark still names by), for an execution refused once it read the quote:
+// a refused request leaves the offer as it found it. A mark that was there
+// before (an execution for by that may be committing now) is not the
+// refused request's to take back.
 func (b *Book) Reopen(ctx context.Context, id ID, by string) error {
 	p := keyPrefix(id.Kind, id.raw[:])
 	if err := reopenScript.Run(ctx, b.rdb, []string{p + "x:" + id.String()}, by).Err(); err != nil && !errors.Is(err, redis.Nil) {
