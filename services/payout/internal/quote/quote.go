@@ -212,8 +212,8 @@ const (
 
 // Guess is what an execution expects of its quote before it reads it: its
 // rail and country, and the beneficiary's digest as checked against them
-// (By). The execution's client guesses from what it read before; a wrong
-// guess costs only the round trip it meant to save.
+// (By), guessed from what the caller read before; a wrong guess costs only
+// the round trip it meant to save.
 type Guess struct {
 	Rail, Country, By string
 }
