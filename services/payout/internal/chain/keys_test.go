@@ -3,9 +3,13 @@ package chain
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/btcsuite/btcd/btcutil/hdkeychain"
+	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/partnerpay/api/testkit/chaintest"
 )
@@ -54,6 +58,50 @@ func TestDepositsHandOutEachIndexOnceWithItsAddress(t *testing.T) {
 	}
 }
 
+// An address is the one hdkeychain's own public derivation gives, and the
+// one the private side's key signs for, at the first and last indexes and
+// at indexes drawn across the range (the draw's seed is logged).
+func TestAddressesAreBIP32sChildren(t *testing.T) {
+	t.Parallel()
+	keys, a := testWallet(t)
+	xpub, err := hdkeychain.NewKeyFromString(keys.XPub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, seed))
+	indexes := []int64{0, 1, 2, MaxIndex - 1, MaxIndex}
+	for range 64 {
+		indexes = append(indexes, r.Int64N(MaxIndex+1))
+	}
+	for _, index := range indexes {
+		got, err := a.At(index)
+		if err != nil {
+			t.Fatalf("index %d: %v", index, err)
+		}
+		child, err := xpub.Derive(uint32(index))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := child.ECPubKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := crypto.PubkeyToAddress(*pub.ToECDSA()).Hex(); got != want {
+			t.Errorf("index %d: %s, hdkeychain derives %s", index, got, want)
+		}
+		if key, _ := keys.Address(uint32(index)); got != key.Hex() {
+			t.Errorf("index %d: %s, the private side's key is %s", index, got, key.Hex())
+		}
+	}
+	for _, index := range []int64{-1, MaxIndex + 1} {
+		if _, err := a.At(index); err == nil {
+			t.Errorf("index %d: an address", index)
+		}
+	}
+}
+
 // A block that cannot be reserved is an error, and the next call reserves
 // again.
 func TestDepositsWithoutABlockFail(t *testing.T) {
@@ -89,4 +137,23 @@ func testWallet(t *testing.T) (*chaintest.DepositKeys, *Addresses) {
 		t.Fatal(err)
 	}
 	return keys, a
+}
+
+// BenchmarkAddressesAt is the curve's work an execution does beside its
+// commit: one deposit address.
+func BenchmarkAddressesAt(b *testing.B) {
+	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := NewAddresses(keys.XPub())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := a.At(int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
