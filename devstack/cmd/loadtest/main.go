@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -44,6 +45,7 @@ import (
 
 	"github.com/partnerpay/api/devstack"
 	"github.com/partnerpay/api/pkg/partner"
+	"github.com/partnerpay/api/pkg/serve"
 	"github.com/partnerpay/api/pkg/upstream"
 	"github.com/partnerpay/api/testkit/freeport"
 )
@@ -596,8 +598,11 @@ func numCPU() int {
 
 // bareProxy is the reference: the standard library's reverse proxy tuned
 // as the gateway's is (Rewrite, the gateway's transport settings from
-// upstream.Transport, a BufferPool of the same size), and nothing
-// else: no keys, no limiter, no logs, no metrics.
+// upstream.Transport, a BufferPool of the same size), served by the
+// http.Server every binary of ours runs (serve.NewServer: its header,
+// read, write and idle timeouts, which any proxy facing the internet
+// needs, and which cost net/http three deadline updates a request), and
+// nothing else: no keys, no limiter, no logs, no metrics.
 func bareProxy(args []string) {
 	if len(args) != 2 {
 		log.Fatal("usage: loadtest proxy LISTEN UPSTREAM")
@@ -615,7 +620,7 @@ func bareProxy(args []string) {
 		Transport:  tr,
 		BufferPool: upstream.NewBufferPool(16 << 10),
 	}
-	log.Fatal(http.ListenAndServe(args[0], p))
+	log.Fatal(serve.NewServer(args[0], p, slog.New(slog.DiscardHandler)).ListenAndServe())
 }
 
 // findCaddy is caddy on the PATH or in GOPATH/bin, installed there when
