@@ -113,7 +113,10 @@ type Holder interface {
 	http.Handler
 	// Hold is called with the request, its body readable, before its claim
 	// is taken; not when the key already answers another request (422).
-	Hold(r *http.Request)
+	// It returns the context the request goes on with, its claim and its
+	// route: r's, or one that carries what the hold learned, so that the
+	// route need not learn it again (a payout's offer, already read).
+	Hold(r *http.Request) context.Context
 }
 
 type handler struct {
@@ -121,7 +124,7 @@ type handler struct {
 	opts  Options
 	log   *slog.Logger
 	next  http.Handler
-	hold  func(*http.Request) // the route's Holder, or nil
+	hold  func(*http.Request) context.Context // the route's Holder, or nil
 }
 
 var (
@@ -177,7 +180,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fp, raw := Fingerprint(r.Method, r.URL.Path, body), rawFingerprint(r.Method, r.URL.Path, body)
 	keyHash := KeyHash(values[0])
 	if h.hold != nil && h.mayHold(ctx, keyID, keyHash, fp, raw) {
-		h.hold(r.WithContext(ctx))
+		ctx = h.hold(r.WithContext(ctx))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	cctx, cancel := context.WithTimeout(ctx, claimWait)

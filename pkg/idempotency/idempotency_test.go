@@ -405,26 +405,37 @@ func TestConcurrentRequestsWithOneKeyRunOnce(t *testing.T) {
 }
 
 // holding is a Holder route: Hold notes the body it was given and whether
-// the request's claim existed yet.
+// the request's claim existed yet, and passes on what it held (the body)
+// in the context it returns; the route notes what it found there.
 type holding struct {
 	*counting
 	store   *Store
 	held    []string
 	claimed []bool
+	found   []any // what the route's context carried from Hold
 }
 
-func (h *holding) Hold(r *http.Request) {
+type heldKey struct{}
+
+func (h *holding) Hold(r *http.Request) context.Context {
 	body, _ := io.ReadAll(r.Body)
 	_, _, err := h.store.read(r.Context(), r.Header.Get(partner.HeaderKeyID), KeyHash(r.Header.Get(partner.HeaderIdempotencyKey)))
 	h.held = append(h.held, string(body))
 	h.claimed = append(h.claimed, err == nil)
+	return context.WithValue(r.Context(), heldKey{}, string(body))
+}
+
+func (h *holding) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.found = append(h.found, r.Context().Value(heldKey{}))
+	h.counting.ServeHTTP(w, r)
 }
 
 // A route that holds (a payout's quote bound to its beneficiary) holds
 // before its request claims its key, as a request without a key holds
 // before its first write: the claim may leave the request in doubt, and
 // nobody else may take what it holds meanwhile. The route still reads the
-// whole body. A key that answers another request (422) holds nothing.
+// whole body, and its context carries what Hold passed on. A key that
+// answers another request (422) holds nothing.
 func TestAHolderHoldsBeforeTheClaim(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
@@ -436,6 +447,9 @@ func TestAHolderHoldsBeforeTheClaim(t *testing.T) {
 	if len(route.held) != 1 || route.held[0] != `{"a":1}` || route.claimed[0] {
 		t.Fatalf("held %q (claimed first: %v), want the body, held before its claim", route.held, route.claimed)
 	}
+	if len(route.found) != 1 || route.found[0] != `{"a":1}` {
+		t.Errorf("the route found %q in its context, want what Hold returned", route.found)
+	}
 	if r := send(h, "acme", "k-1", "/v1/x", `{"a":2}`); r.Code != 422 {
 		t.Fatalf("another request under the key: %d %s", r.Code, r.Body)
 	}
@@ -444,6 +458,9 @@ func TestAHolderHoldsBeforeTheClaim(t *testing.T) {
 	}
 	if r := send(h, "acme", "", "/v1/x", `{"a":3}`); r.Code != 200 || len(route.held) != 1 {
 		t.Errorf("without a key the route holds for itself: %d, held %d times", r.Code, len(route.held))
+	}
+	if len(route.found) != 2 || route.found[1] != nil {
+		t.Errorf("the route found %q in its contexts, want nothing held for the request without a key", route.found)
 	}
 }
 

@@ -165,6 +165,13 @@ func (s *service) prepare(ctx context.Context, caller partner.Caller, req Execut
 	if err := validateExecution(req); err != nil {
 		return attempt{}, err
 	}
+	if a, ok := takeHeld(ctx, caller.KeyID, req.QuoteID); ok {
+		// This request's Hold read the offer and closed it for this
+		// beneficiary moments ago, before the claim; only time has passed.
+		a.refusal = s.check(&a, caller, req, a.payee)
+		a.open = a.refusal == nil
+		return a, nil
+	}
 	if req.RefundAddress != nil {
 		if _, err := s.refundAddress(ctx, "refundAddress", *req.RefundAddress); err != nil {
 			return attempt{}, err
@@ -245,6 +252,12 @@ func (s *service) check(a *attempt, caller partner.Caller, req ExecuteRequest, g
 // the claim will be, so a failover that keeps the claim keeps the binding
 // (WAL is ordered), whatever Redis keeps; and a request that dies between
 // the two has claimed nothing, so its retry holds the quote again.
+//
+// What it learned (the offer, closed for the beneficiary) is left in the
+// request's context when the route gave it a slot (withHeld): the
+// execution after the claim then checks the offer again (expiry, chain,
+// ceiling) without reading it from Redis again. A keyed execution makes
+// one round trip to Redis, as an execution without a key does.
 func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRequest) {
 	a, err := s.prepare(ctx, caller, req)
 	if err != nil || !a.open {
@@ -254,8 +267,39 @@ func (s *service) Hold(ctx context.Context, caller partner.Caller, req ExecuteRe
 		s.log.WarnContext(ctx, "the quote's binding to its beneficiary was not written; Redis's mark stands alone", "err", err)
 	}
 	if a.closing == quote.NotTried {
-		_, _ = s.book.Close(ctx, a.id, record.Digest(a.payee.Fields))
+		if mine, err := s.book.Close(ctx, a.id, record.Digest(a.payee.Fields)); err == nil && mine {
+			a.closing = quote.ClosedForBy
+		}
 	}
+	if slot, ok := ctx.Value(heldKey{}).(*held); ok {
+		*slot = held{keyID: caller.KeyID, quoteID: req.QuoteID, a: a}
+	}
+}
+
+// held is what a keyed execution's Hold learned of its quote, kept in the
+// request's context (withHeld) for the execution after the claim.
+type held struct {
+	keyID, quoteID string
+	a              attempt // open; its closing as Hold left it
+}
+
+type heldKey struct{}
+
+// withHeld is ctx with a slot for Hold to leave its attempt in.
+func withHeld(ctx context.Context) context.Context {
+	return context.WithValue(ctx, heldKey{}, &held{})
+}
+
+// takeHeld is the attempt Hold left in ctx for this key's execution of
+// quoteID, once: the slot is emptied.
+func takeHeld(ctx context.Context, keyID, quoteID string) (attempt, bool) {
+	slot, ok := ctx.Value(heldKey{}).(*held)
+	if !ok || slot.quoteID == "" || slot.keyID != keyID || slot.quoteID != quoteID {
+		return attempt{}, false
+	}
+	a := slot.a
+	*slot = held{}
+	return a, true
 }
 
 // execute commits the payout of an open quote, or answers the one it was

@@ -1,6 +1,7 @@
 package payout
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -36,11 +37,14 @@ type holding struct {
 var _ idempotency.Holder = holding{}
 
 // Hold decodes the execution as the route does; a body the route would
-// refuse holds nothing.
-func (h holding) Hold(r *http.Request) {
-	req, err := kithttp.Decode[ExecuteRequest](r.Context(), r)
+// refuse holds nothing. The context it returns carries what the hold
+// learned of the quote, for the execution after the claim (withHeld).
+func (h holding) Hold(r *http.Request) context.Context {
+	ctx := withHeld(r.Context())
+	req, err := kithttp.Decode[ExecuteRequest](ctx, r)
 	if err != nil {
-		return
+		return ctx
 	}
-	_, _ = h.hold(r.Context(), req)
+	_, _ = h.hold(ctx, req)
+	return ctx
 }
