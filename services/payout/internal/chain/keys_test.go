@@ -126,7 +126,7 @@ func TestDepositsWithoutABlockFail(t *testing.T) {
 
 // testWallet is the tests' deposit wallet, and the addresses of its
 // public side.
-func testWallet(t *testing.T) (*chaintest.DepositKeys, *Addresses) {
+func testWallet(t testing.TB) (*chaintest.DepositKeys, *Addresses) {
 	t.Helper()
 	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
 	if err != nil {
@@ -142,14 +142,7 @@ func testWallet(t *testing.T) (*chaintest.DepositKeys, *Addresses) {
 // BenchmarkAddressesAt is the curve's work an execution does beside its
 // commit: one deposit address.
 func BenchmarkAddressesAt(b *testing.B) {
-	keys, err := chaintest.NewDepositKeys([]byte("a seed of thirty-two bytes or so, for a test"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := NewAddresses(keys.XPub())
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, a := testWallet(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if _, err := a.At(int64(i)); err != nil {
