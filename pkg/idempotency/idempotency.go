@@ -114,8 +114,9 @@ type Holder interface {
 	// Hold is called with the request, its body readable, before its claim
 	// is taken; not when the key already answers another request (422).
 	// It returns the context the request goes on with, its claim and its
-	// route: r's, or one that carries what the hold learned, so that the
-	// route need not learn it again (a payout's offer, already read).
+	// route: r's, or one derived from it that carries what the hold
+	// learned, so that the route need not learn it again (a payout's
+	// offer, already read); nil is r's.
 	Hold(r *http.Request) context.Context
 }
 
@@ -180,7 +181,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fp, raw := Fingerprint(r.Method, r.URL.Path, body), rawFingerprint(r.Method, r.URL.Path, body)
 	keyHash := KeyHash(values[0])
 	if h.hold != nil && h.mayHold(ctx, keyID, keyHash, fp, raw) {
-		ctx = h.hold(r.WithContext(ctx))
+		if held := h.hold(r.WithContext(ctx)); held != nil {
+			ctx = held
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	cctx, cancel := context.WithTimeout(ctx, claimWait)
