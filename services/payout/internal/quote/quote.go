@@ -229,18 +229,29 @@ func (b *Book) FindClosing(ctx context.Context, id ID, keyID string, g Guess) (F
 	if g.By == "" || g.Rail == "" || g.Country == "" {
 		return b.Find(ctx, id, keyID)
 	}
-	p := keyPrefix(id.Kind, id.raw[:])
-	now := b.now().Unix()
-	day := now / 86400
-	owner := b.owner(keyID)
-	res, err := findClosingScript.Run(ctx, b.rdb,
-		[]string{p + "q:" + id.String(), p + "t:" + strconv.FormatInt(day, 10), p + "t:" + strconv.FormatInt(day-1, 10), p + "x:" + id.String()},
-		string(id.raw[tagBytes:tagBytes+tombIDBytes])+string(owner), now, tombSize, string(owner), g.Rail, g.Country, g.By,
-	).Slice()
+	keys, args, owner := b.findArgs(id, keyID)
+	keys = append(keys, keyPrefix(id.Kind, id.raw[:])+"x:"+id.String())
+	args = append(args, string(owner), g.Rail, g.Country, g.By)
+	res, err := findClosingScript.Run(ctx, b.rdb, keys, args...).Slice()
 	if err != nil {
 		return Found{}, fmt.Errorf("find quote: %w", err)
 	}
 	return found(res, owner), nil
+}
+
+// findArgs are findScript's keys and arguments for keyID's read of id (the
+// quote, today's and yesterday's tombstones; the tombstone's id and owner,
+// the time, a tombstone's size), and keyID's owner tag.
+func (b *Book) findArgs(id ID, keyID string) (keys []string, args []any, owner []byte) {
+	p := keyPrefix(id.Kind, id.raw[:])
+	now := b.now().Unix()
+	day := now / 86400
+	owner = b.owner(keyID)
+	keys = make([]string, 3, 4)
+	keys[0], keys[1], keys[2] = p+"q:"+id.String(), p+"t:"+strconv.FormatInt(day, 10), p+"t:"+strconv.FormatInt(day-1, 10)
+	args = make([]any, 3, 7)
+	args[0], args[1], args[2] = string(id.raw[tagBytes:tagBytes+tombIDBytes])+string(owner), now, tombSize
+	return keys, args, owner
 }
 
 // found reads a find script's answer for owner.
@@ -269,14 +280,8 @@ func found(res []any, owner []byte) Found {
 
 // Find reads id (already parsed) as keyID sees it.
 func (b *Book) Find(ctx context.Context, id ID, keyID string) (Found, error) {
-	p := keyPrefix(id.Kind, id.raw[:])
-	now := b.now().Unix()
-	day := now / 86400
-	owner := b.owner(keyID)
-	res, err := findScript.Run(ctx, b.rdb,
-		[]string{p + "q:" + id.String(), p + "t:" + strconv.FormatInt(day, 10), p + "t:" + strconv.FormatInt(day-1, 10)},
-		string(id.raw[tagBytes:tagBytes+tombIDBytes])+string(owner), now, tombSize,
-	).Slice()
+	keys, args, owner := b.findArgs(id, keyID)
+	res, err := findScript.Run(ctx, b.rdb, keys, args...).Slice()
 	if err != nil {
 		return Found{}, fmt.Errorf("find quote: %w", err)
 	}
