@@ -223,27 +223,32 @@ func kinFormat(name string) func(any) error {
 	}
 }
 
-// bodyLocation is where, in the document, the schema of content's media
-// type for ct is: base is the location of the object content belongs to.
-// "" when content describes no body of that type, ok false when it has
-// no schema for it.
-func bodyLocation(base string, content openapi3.Content, ct string) (loc string, ok bool, err error) {
+// checkBody checks body, sent as ct, against content, the media types of
+// the request body or response object at base in the document: ct must be
+// one of them, and a JSON body must match its schema (other bodies, YAML
+// and HTML documents, are not read). No content described: nothing to
+// check.
+func checkBody(base string, content openapi3.Content, ct string, body []byte) error {
+	if len(content) == 0 {
+		return nil
+	}
 	mt := content.Get(ct)
 	if mt == nil {
-		return "", false, fmt.Errorf("Content-Type %q is not one the document describes here", ct)
+		return fmt.Errorf("Content-Type %q is not one the document describes here", ct)
 	}
-	if mt.Schema == nil {
-		return "", false, nil
+	if mt.Schema == nil || !strings.HasPrefix(ct, "application/json") {
+		return nil
 	}
-	if mt.Schema.Ref != "" {
-		return mt.Schema.Ref, true, nil
-	}
+	loc := mt.Schema.Ref
 	for key, v := range content {
-		if v == mt {
-			return base + "/content/" + pointerToken(key) + "/schema", true, nil
+		if loc == "" && v == mt {
+			loc = base + "/content/" + pointerToken(key) + "/schema"
 		}
 	}
-	return "", false, fmt.Errorf("the media type of %q is not in the document", ct)
+	if loc == "" {
+		return fmt.Errorf("the media type of %q is not in the document", ct)
+	}
+	return bodies.check(loc, body)
 }
 
 // operationLocation is the JSON pointer of route's operation.
@@ -270,22 +275,11 @@ func checkRequestBody(route *routers.Route, req *http.Request, body []byte) erro
 		}
 		return nil
 	}
-	if len(rb.Value.Content) == 0 {
-		return nil
-	}
 	base := operationLocation(route) + "/requestBody"
 	if rb.Ref != "" {
 		base = rb.Ref
 	}
-	ct := req.Header.Get("Content-Type")
-	loc, ok, err := bodyLocation(base, rb.Value.Content, ct)
-	if err != nil || !ok {
-		return err
-	}
-	if !strings.HasPrefix(ct, "application/json") {
-		return nil
-	}
-	if err := bodies.check(loc, body); err != nil {
+	if err := checkBody(base, rb.Value.Content, req.Header.Get("Content-Type"), body); err != nil {
 		return fmt.Errorf("request body: %w", err)
 	}
 	return nil
@@ -338,18 +332,7 @@ func checkResponse(route *routers.Route, resp *http.Response, body []byte) error
 			return err
 		}
 	}
-	if len(ref.Value.Content) == 0 {
-		return nil
-	}
-	ct := resp.Header.Get("Content-Type")
-	loc, ok, err := bodyLocation(base, ref.Value.Content, ct)
-	if err != nil || !ok {
-		return err
-	}
-	if !strings.HasPrefix(ct, "application/json") {
-		return nil
-	}
-	return bodies.check(loc, body)
+	return checkBody(base, ref.Value.Content, resp.Header.Get("Content-Type"), body)
 }
 
 // checkHeader checks header name of an answer whose response object is at
