@@ -116,6 +116,22 @@ func (f statusFixture) work(t *testing.T) {
 	t.Fatal("the worker or the signer still had work after 20 rounds")
 }
 
+// workOffChain is work without the chain: the worker's rounds alone, until
+// one finds nothing to do.
+func (f statusFixture) workOffChain(t *testing.T) {
+	t.Helper()
+	for range 20 {
+		n, err := f.worker.Round(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("the worker still had work after 20 rounds")
+}
+
 // advance moves the clock, and the chain's, on by d.
 func (f statusFixture) advance(t testing.TB, d time.Duration) {
 	t.Helper()

@@ -183,8 +183,17 @@ func TestAFailingProviderIsBackedOff(t *testing.T) {
 	creates, asked, _ := f.provider.counts()
 	before := creates + asked + f.provider.feeds()
 	// A minute, a tenth of a second at a time: 600 rounds of each queue.
-	for range 600 {
-		f.later(t, 100*time.Millisecond)
+	// The first records the deposits on the chain and tries to hand the
+	// payouts over; the others are the worker's rounds alone (the calls to
+	// the provider are theirs), so the chain's clock, a sealed block each
+	// time it moves, moves once, after them.
+	f.later(t, 100*time.Millisecond)
+	for range 599 {
+		f.clock.add(100 * time.Millisecond)
+		f.workOffChain(t)
+	}
+	if err := f.chain.chain.AdjustTime(599 * 100 * time.Millisecond); err != nil {
+		t.Fatal(err)
 	}
 	creates, asked, _ = f.provider.counts()
 	calls := creates + asked + f.provider.feeds() - before
@@ -276,9 +285,16 @@ func TestReconciliationIsRareAndBounded(t *testing.T) {
 		t.Errorf("a change the feed lost, once overdue: %s", st.Status)
 	}
 	_, asked, _ := f.provider.counts()
-	// Sixty days, six hours at a time.
+	// Sixty days, six hours at a time, of the worker's rounds: what this
+	// asks of the provider is theirs (the deposits were recorded above), so
+	// the chain's clock, a sealed block each time it moves, moves once,
+	// after.
 	for range 60 * 4 {
-		f.later(t, 6*time.Hour)
+		f.clock.add(6 * time.Hour)
+		f.workOffChain(t)
+	}
+	if err := f.chain.chain.AdjustTime(60 * 24 * time.Hour); err != nil {
+		t.Fatal(err)
 	}
 	_, after, _ := f.provider.counts()
 	if n := after - asked; n > mover.ReconcileChecks {
