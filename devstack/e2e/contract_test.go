@@ -72,7 +72,7 @@ func checkContract(req *http.Request, reqBody []byte, resp *http.Response, respB
 		if !json.Valid(respBody) {
 			return errors.New("404 body is not JSON")
 		}
-		return bodies.check("#/components/schemas/Error404", respBody)
+		return schemas.check("#/components/schemas/Error404", respBody)
 	}
 
 	req.Body = io.NopCloser(bytes.NewReader(reqBody))
@@ -104,9 +104,10 @@ func checkContract(req *http.Request, reqBody []byte, resp *http.Response, respB
 // kin-openapi's ValidateRequestBody and ValidateResponse check, and the
 // formats are asserted as it asserts them (its validators for the formats
 // it knows; any other is not).
-var bodies = &bodySchemas{compiled: map[string]*jsonschema.Schema{}}
+var schemas = &compiledSchemas{compiled: map[string]*jsonschema.Schema{}}
 
-type bodySchemas struct {
+// compiledSchemas are the document's schemas, each compiled on first use.
+type compiledSchemas struct {
 	mu       sync.Mutex
 	compiler *jsonschema.Compiler
 	err      error
@@ -119,30 +120,30 @@ const docURL = "openapi.json"
 
 // schema is the compiled schema at fragment (a JSON pointer into the
 // document, "#/components/schemas/Payout").
-func (b *bodySchemas) schema(fragment string) (*jsonschema.Schema, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.compiler == nil && b.err == nil {
-		b.compiler, b.err = newBodyCompiler()
+func (c *compiledSchemas) schema(fragment string) (*jsonschema.Schema, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compiler == nil && c.err == nil {
+		c.compiler, c.err = newSchemaCompiler()
 	}
-	if b.err != nil {
-		return nil, b.err
+	if c.err != nil {
+		return nil, c.err
 	}
-	if s, ok := b.compiled[fragment]; ok {
+	if s, ok := c.compiled[fragment]; ok {
 		return s, nil
 	}
-	s, err := b.compiler.Compile(docURL + fragment)
+	s, err := c.compiler.Compile(docURL + fragment)
 	if err != nil {
 		return nil, fmt.Errorf("compile %s: %w", fragment, err)
 	}
-	b.compiled[fragment] = s
+	c.compiled[fragment] = s
 	return s, nil
 }
 
-// check reports whether body, JSON, is valid against the schema at
-// fragment.
-func (b *bodySchemas) check(fragment string, body []byte) error {
-	s, err := b.schema(fragment)
+// check returns what is wrong with body, JSON, against the schema at
+// fragment, or nil.
+func (c *compiledSchemas) check(fragment string, body []byte) error {
+	s, err := c.schema(fragment)
 	if err != nil {
 		return err
 	}
@@ -153,9 +154,9 @@ func (b *bodySchemas) check(fragment string, body []byte) error {
 	return s.Validate(v)
 }
 
-// newBodyCompiler loads the document partners download (openapi.json, made
+// newSchemaCompiler loads the document partners download (openapi.json, made
 // from openapi.yaml by make generate) into a compiler.
-func newBodyCompiler() (*jsonschema.Compiler, error) {
+func newSchemaCompiler() (*jsonschema.Compiler, error) {
 	f, err := os.Open(filepath.Join("..", "..", "services", "gateway", "internal", "apidocs", "openapi.json"))
 	if err != nil {
 		return nil, err
@@ -248,7 +249,7 @@ func checkBody(base string, content openapi3.Content, ct string, body []byte) er
 	if loc == "" {
 		return fmt.Errorf("the media type of %q is not in the document", ct)
 	}
-	return bodies.check(loc, body)
+	return schemas.check(loc, body)
 }
 
 // operationLocation is the JSON pointer of route's operation.
@@ -361,7 +362,7 @@ func checkHeader(base, name string, ref *openapi3.HeaderRef, h http.Header) erro
 		}
 		loc = hbase + "/schema"
 	}
-	s, err := bodies.schema(loc)
+	s, err := schemas.schema(loc)
 	if err != nil {
 		return err
 	}
