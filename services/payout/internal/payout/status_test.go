@@ -98,38 +98,41 @@ func (f statusFixture) status(t *testing.T, id string) PayoutStatus {
 // confirmed, in the next).
 func (f statusFixture) work(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	for range 20 {
-		f.chain.seen(t)
-		n, err := f.worker.Round(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := f.chain.signer.Round(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n+m == 0 {
-			return
-		}
-	}
-	t.Fatal("the worker or the signer still had work after 20 rounds")
+	f.rounds(t, true)
 }
 
 // workOffChain is work without the chain: the worker's rounds alone, until
 // one finds nothing to do.
 func (f statusFixture) workOffChain(t *testing.T) {
 	t.Helper()
+	f.rounds(t, false)
+}
+
+// rounds runs the worker's rounds, and with onChain the chain's (mined,
+// watched, signed for), until a round of them all finds nothing to do.
+func (f statusFixture) rounds(t *testing.T, onChain bool) {
+	t.Helper()
+	ctx := context.Background()
 	for range 20 {
-		n, err := f.worker.Round(context.Background())
+		if onChain {
+			f.chain.seen(t)
+		}
+		n, err := f.worker.Round(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if onChain {
+			m, err := f.chain.signer.Round(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += m
 		}
 		if n == 0 {
 			return
 		}
 	}
-	t.Fatal("the worker still had work after 20 rounds")
+	t.Fatal("the worker or the signer still had work after 20 rounds")
 }
 
 // advance moves the clock, and the chain's, on by d.
