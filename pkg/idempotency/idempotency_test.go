@@ -413,6 +413,7 @@ type holding struct {
 	held    []string
 	claimed []bool
 	found   []any // what the route's context carried from Hold
+	nothing bool  // Hold returns nil: it learned nothing to pass on
 }
 
 type heldKey struct{}
@@ -422,6 +423,9 @@ func (h *holding) Hold(r *http.Request) context.Context {
 	_, _, err := h.store.read(r.Context(), r.Header.Get(partner.HeaderKeyID), KeyHash(r.Header.Get(partner.HeaderIdempotencyKey)))
 	h.held = append(h.held, string(body))
 	h.claimed = append(h.claimed, err == nil)
+	if h.nothing {
+		return nil
+	}
 	return context.WithValue(r.Context(), heldKey{}, string(body))
 }
 
@@ -461,6 +465,24 @@ func TestAHolderHoldsBeforeTheClaim(t *testing.T) {
 	}
 	if len(route.found) != 2 || route.found[1] != nil {
 		t.Errorf("the route found %q in its contexts, want nothing held for the request without a key", route.found)
+	}
+}
+
+// A Holder that learned nothing to pass on returns nil: the request goes
+// on with its own context, its claim and its route as without a hold.
+func TestAHolderThatLearnedNothingLeavesTheRequestsContext(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	route := &holding{counting: &counting{status: 200}, store: fx.store, nothing: true}
+	h := fx.handler(route)
+	if r := send(h, "acme", "k-1", "/v1/x", `{"a":1}`); r.Code != 200 || r.Body.String() != `{"call":1,"echo":{"a":1}}` {
+		t.Fatalf("first: %d %s", r.Code, r.Body)
+	}
+	if r := send(h, "acme", "k-1", "/v1/x", `{"a":1}`); r.Code != 200 || r.Header().Get(ReplayedHeader) != "true" || r.Body.String() != `{"call":1,"echo":{"a":1}}` {
+		t.Fatalf("the same request again: %d %s, want the first answer replayed", r.Code, r.Body)
+	}
+	if len(route.found) != 1 || route.found[0] != nil {
+		t.Errorf("the route ran with %q in its contexts; want one run, nothing passed on", route.found)
 	}
 }
 
