@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/partnerpay/api/pkg/envelope"
 )
@@ -109,17 +111,52 @@ type Caller struct {
 
 // FromRequest reads the caller the gateway vouched for. A request that reached
 // a service without them did not come through the gateway.
+//
+// The caller's Grants are shared with every other request of the same key:
+// read them, never change them.
 func FromRequest(r *http.Request) (Caller, error) {
 	id := r.Header.Get(HeaderKeyID)
 	raw := r.Header.Get(HeaderGrants)
 	if id == "" || raw == "" {
 		return Caller{}, envelope.Unauthorized()
 	}
-	var g Grants
-	if err := json.Unmarshal([]byte(raw), &g); err != nil {
+	g, ok := decoded.of(raw)
+	if !ok {
 		return Caller{}, envelope.Unauthorized()
 	}
-	return Caller{KeyID: id, Grants: g}, nil
+	return Caller{KeyID: id, Grants: *g}, nil
+}
+
+// decoded holds the grants of the headers this process has read, by the
+// header's text. The gateway sends a key's grants as the same text on every
+// request (it encodes them once, as it loads the key), so each key's are
+// decoded once, not on every request: decoding took about 10 µs and 36
+// allocations a request. It holds at most 1,024 texts; a deployment has far
+// fewer keys, and a text past the bound is decoded each time, as before.
+var decoded = grantsCache{max: 1024}
+
+type grantsCache struct {
+	texts sync.Map // string → *Grants
+	n     atomic.Int32
+	max   int32
+}
+
+// of is the grants the header text raw encodes, and false when it is not
+// their JSON (never kept).
+func (c *grantsCache) of(raw string) (*Grants, bool) {
+	if g, ok := c.texts.Load(raw); ok {
+		return g.(*Grants), true
+	}
+	g := new(Grants)
+	if err := json.Unmarshal([]byte(raw), g); err != nil {
+		return nil, false
+	}
+	if c.n.Load() < c.max {
+		if _, had := c.texts.LoadOrStore(raw, g); !had {
+			c.n.Add(1)
+		}
+	}
+	return g, true
 }
 
 // RequireInternalToken refuses, with 401 unauthorized, every request that does
