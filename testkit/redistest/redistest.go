@@ -102,10 +102,17 @@ func (s *Server) Restart() {
 }
 
 // Args are the flags of a redis-server on port with its data in dir, as the
-// Helm chart runs it: what the tests and `make run` start.
+// Helm chart and compose run it: what the tests and `make run` start. The
+// append-only file is written before Redis answers (unless the disk has
+// fallen a second behind) and fsynced once a second: Redis holds only what may be lost (DESIGN §6), so a kill -9 of
+// Redis loses nothing it answered, and a crash of the machine at most the
+// last second's offers and tombstones. An fsync on every write cost each
+// quote and execution about 0.13 ms on this machine's disk, and cut Redis's
+// writes to a third (redis-benchmark -t set, 16 clients: 34,000/s against
+// 113,000/s).
 func Args(port, dir string) []string {
 	return []string{"--port", port, "--bind", "127.0.0.1", "--protected-mode", "yes", "--loglevel", "warning",
-		"--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
 		"--maxmemory-policy", "noeviction"}
 }
 
