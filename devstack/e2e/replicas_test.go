@@ -26,7 +26,12 @@ import (
 // counted. From a full bucket, any stall of a loaded machine at the start
 // would lose tokens to the bucket's cap and make the count say nothing
 // about the gateways; from an empty one, tokens that arrive during a stall
-// wait in the bucket.
+// wait in the bucket. A stall at the end is another matter: tokens that
+// arrive while no client sends, after the last one sent in the window, are
+// never asked for (a make test once saw the clients' last 0.23 s go
+// unsent, and 417 of 450 admitted). So the fewest admitted is held to the
+// time the clients were sending: from the bucket's first refusal to the
+// last request sent in the window.
 func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 	// Not parallel: a stack of its own, timed against bounds (package e2e).
 	// Two replicas, as the operator declares them: should a slow Redis tip
@@ -39,14 +44,14 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 	}
 	defer second.Stop()
 	for _, c := range []struct {
-		rate     int
-		min, max int // over 3 s of steady state: 3×rate, less 5 %, or more by the bound and the window's edges
+		rate int
+		max  int // over 3 s of steady state: 3×rate, or more by the bound and the window's edges
 	}{
-		{10, 28, 30 + 3},
+		{10, 30 + 3},
 		// ratelimit.MaxHeld(150) is 3: each replica leases 3 tokens at a
 		// time. (300/s asked more than a race-built client could send on a
 		// machine under stress-ng --cpu 4: its bucket was never spent.)
-		{150, 427, 450 + 2*3 + 8},
+		{150, 450 + 2*3 + 8},
 	} {
 		key := s.issue(fmt.Sprintf("acme%d", c.rate), "--products", "bank", "--source-chains", "84532", "--rate", strconv.Itoa(c.rate))
 		// issue waited for the first gateway to take the key; the second
@@ -67,7 +72,8 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 		// so, however long a busy machine takes); then the 3 s counted.
 		var mu sync.Mutex
 		ok := map[string]int{}
-		var spentAt atomic.Int64 // UnixNano of the first 429; 0 until then
+		var spentAt atomic.Int64  // UnixNano of the first 429; 0 until then
+		var lastSent atomic.Int64 // UnixNano of the last request sent in the window
 		warmUpEnds := time.Now().Add(15 * time.Second)
 		var wg sync.WaitGroup
 		// Enough clients that a loaded machine still sends faster than the
@@ -104,11 +110,14 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 							}
 							continue
 						}
+						mu.Lock()
 						if resp.StatusCode == 200 {
-							mu.Lock()
 							ok[base]++
-							mu.Unlock()
 						}
+						if sent.UnixNano() > lastSent.Load() {
+							lastSent.Store(sent.UnixNano())
+						}
+						mu.Unlock()
 					}
 				}()
 			}
@@ -118,9 +127,13 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 			t.Fatalf("%d/s key: the clients did not spend the bucket in 15 s; the count would mean nothing", c.rate)
 		}
 		total := ok[s.GatewayURL] + ok["http://"+addrs[0]]
-		t.Logf("%d/s key: %d admitted in 3 s (%v)", c.rate, total, ok)
-		if total < c.min || total > c.max || ok[s.GatewayURL] == 0 || ok["http://"+addrs[0]] == 0 {
-			t.Errorf("a %d/s key got %d through two gateways in 3 s (%v): want %d to %d in all", c.rate, total, ok, c.min, c.max)
+		// What the bucket made while the clients sent, less 5 %: 3 s of
+		// sending at 10/s is 28, at 150/s 427.
+		sending := time.Duration(lastSent.Load() - spentAt.Load())
+		least := int(0.95 * float64(c.rate) * sending.Seconds())
+		t.Logf("%d/s key: %d admitted in 3 s, the clients sending for %v of them (%v)", c.rate, total, sending.Round(time.Millisecond), ok)
+		if total < least || total > c.max || ok[s.GatewayURL] == 0 || ok["http://"+addrs[0]] == 0 {
+			t.Errorf("a %d/s key got %d through two gateways in 3 s, sending for %v (%v): want %d to %d in all", c.rate, total, sending.Round(time.Millisecond), ok, least, c.max)
 		}
 	}
 }
