@@ -22,6 +22,7 @@ import (
 	"github.com/partnerpay/api/pkg/config"
 	"github.com/partnerpay/api/pkg/database"
 	"github.com/partnerpay/api/pkg/environment"
+	"github.com/partnerpay/api/pkg/lifecycle"
 	"github.com/partnerpay/api/pkg/obs"
 	"github.com/partnerpay/api/pkg/worker"
 	"github.com/partnerpay/api/services/payout/internal/record"
@@ -267,6 +268,21 @@ func (w *Worker) reconcileOne(ctx context.Context, p record.StoredPayout) error 
 	var found bool
 	_, err = w.store.Update(ctx, p.ID, func(r record.Record) (record.Change, error) {
 		now := w.clock()
+		// A payout the feed ended while the check was out (failed,
+		// returned) has nothing left to ask about, whatever the answer. A
+		// completed one takes a return the answer brings (it is checked
+		// only when a change to it could not be applied), and is then asked
+		// about no more, found or forgotten: nothing polls a completed
+		// payout for returns.
+		switch r.Status {
+		case lifecycle.PayoutAwaitingDeposit, lifecycle.PayoutProcessing:
+		case lifecycle.PayoutCompleted:
+			if missing {
+				return record.Change{Reconciled: true}, nil
+			}
+		default:
+			return record.Change{Reconciled: true}, nil
+		}
 		if missing {
 			if r.HandedOverAt == nil {
 				// The hand-over queue sends it; reconciliation has nothing
@@ -285,7 +301,11 @@ func (w *Worker) reconcileOne(ctx context.Context, p record.StoredPayout) error 
 		if err != nil {
 			return record.Change{}, err
 		}
-		if len(c.Steps) == 0 && !c.Reconciled {
+		switch {
+		case len(c.Steps) > 0 || c.Reconciled:
+		case r.Status == lifecycle.PayoutCompleted:
+			c.Reconciled, c.Checked = true, true
+		default:
 			next := w.nextCheck(r.StoredPayout, now)
 			c.Reconcile, c.Reconciled, c.Checked = next.Reconcile, next.Reconciled, true
 		}

@@ -44,6 +44,9 @@ type fakeProvider struct {
 	settles bool
 	// latency: every call takes this long (a slow provider).
 	latency time.Duration
+	// asking, when set, runs as a payout is asked about (PayoutByReference),
+	// before the provider answers: what happens while a check is out.
+	asking func(ref string)
 }
 
 func newFakeProvider() *fakeProvider {
@@ -90,6 +93,12 @@ func (f *fakeProvider) CreatePayout(_ context.Context, in bankprovider.NewPayout
 }
 
 func (f *fakeProvider) PayoutByReference(_ context.Context, ref string) (bankprovider.Payout, error) {
+	f.mu.Lock()
+	asking := f.asking
+	f.mu.Unlock()
+	if asking != nil {
+		asking(ref)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked++

@@ -2,6 +2,7 @@ package payout
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -304,4 +305,59 @@ func TestReconciliationIsRareAndBounded(t *testing.T) {
 		t.Errorf("the silent payout: %s", st.Status)
 	}
 	t.Logf("a silent payout was asked about %d times in 60 days; the completed ones not at all", after-asked)
+}
+
+// A check that is out while the feed brings the payout's final change
+// (completed, or returned) leaves it so and asked about no more: the
+// provider's answer, found or forgotten (a sandbox provider restarted),
+// changes nothing and schedules no next check, and a payout that is final
+// is no incident.
+// (In make test's kills test, a returned payout was asked about once the
+// provider restarted, and reported as missing.)
+func TestACheckOutWhileTheFeedEndsThePayoutAsksNoMore(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		final     string
+		forgotten bool
+	}{{"returned", false}, {"returned", true}, {"completed", false}, {"completed", true}} {
+		t.Run(fmt.Sprintf("%s,forgotten=%v", c.final, c.forgotten), func(t *testing.T) {
+			t.Parallel()
+			f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+			p := f.deposited(t, "124")
+			ctx := context.Background()
+			f.provider.set(func(fp *fakeProvider) {
+				fp.asking = func(ref string) {
+					fp.set(func(fp *fakeProvider) { fp.asking = nil })
+					f.provider.says(ref, bankprovider.Payout{Status: "completed", CompletedAt: "2026-11-26T12:00:03Z"})
+					if c.final == "returned" {
+						f.provider.says(ref, bankprovider.Payout{Status: "returned", ReturnReason: "refused_by_beneficiary"})
+					}
+					if _, err := f.worker.ChangesRound(ctx); err != nil {
+						t.Error(err)
+					}
+					if c.forgotten {
+						f.provider.set(func(fp *fakeProvider) { delete(fp.word, ref) })
+					}
+				}
+			})
+			f.later(t, time.Minute) // overdue: the check goes out, and the feed ends the payout meanwhile
+			if st := f.status(t, p.PayoutID); st.Status != c.final {
+				t.Fatalf("after the check and the feed: %s, want %s", st.Status, c.final)
+			}
+			_, asked, _ := f.provider.counts()
+			for range 8 {
+				f.clock.add(6 * time.Hour)
+				f.workOffChain(t)
+			}
+			if _, after, _ := f.provider.counts(); after != asked {
+				t.Errorf("a %s payout was asked about %d more times", c.final, after-asked)
+			}
+			if n := f.metric(t, "partnerapi_payout_provider_missing_total"); n != 0 {
+				t.Errorf("partnerapi_payout_provider_missing_total = %v: a final payout the provider forgot is no incident", n)
+			}
+			if st := f.status(t, p.PayoutID); st.Status != c.final {
+				t.Errorf("in the end: %s, want %s", st.Status, c.final)
+			}
+		})
+	}
 }
