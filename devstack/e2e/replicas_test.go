@@ -72,8 +72,8 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 		// so, however long a busy machine takes); then the 3 s counted.
 		var mu sync.Mutex
 		ok := map[string]int{}
-		var spentAt atomic.Int64  // UnixNano of the first 429; 0 until then
-		var lastSent atomic.Int64 // UnixNano of the last request sent in the window
+		var spentAt atomic.Int64 // UnixNano of the first 429; 0 until then
+		var lastSent time.Time   // the last request sent in the window (mu)
 		warmUpEnds := time.Now().Add(15 * time.Second)
 		var wg sync.WaitGroup
 		// Enough clients that a loaded machine still sends faster than the
@@ -114,8 +114,8 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 						if resp.StatusCode == 200 {
 							ok[base]++
 						}
-						if sent.UnixNano() > lastSent.Load() {
-							lastSent.Store(sent.UnixNano())
+						if sent.After(lastSent) {
+							lastSent = sent
 						}
 						mu.Unlock()
 					}
@@ -129,7 +129,7 @@ func TestTwoGatewaysShareOneBucketPerKey(t *testing.T) {
 		total := ok[s.GatewayURL] + ok["http://"+addrs[0]]
 		// What the bucket made while the clients sent, less 5 %: 3 s of
 		// sending at 10/s is 28, at 150/s 427.
-		sending := time.Duration(lastSent.Load() - spentAt.Load())
+		sending := lastSent.Sub(time.Unix(0, spentAt.Load()))
 		least := int(0.95 * float64(c.rate) * sending.Seconds())
 		t.Logf("%d/s key: %d admitted in 3 s, the clients sending for %v of them (%v)", c.rate, total, sending.Round(time.Millisecond), ok)
 		if total < least || total > c.max || ok[s.GatewayURL] == 0 || ok["http://"+addrs[0]] == 0 {
