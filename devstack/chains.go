@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -72,7 +74,7 @@ func (s *Stack) startChains() (map[int64]string, error) {
 			addr = ln.Addr().String()
 			ln.Close()
 		}
-		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: ChainBlockPeriod})
+		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: ChainBlockPeriod, Dir: s.chainDir(id)})
 		if err != nil {
 			return nil, fmt.Errorf("the local chain %d on %s: %w", id, addr, err)
 		}
@@ -81,6 +83,30 @@ func (s *Stack) startChains() (map[int64]string, error) {
 		fmt.Fprintf(s.opts.Out, "chain %d: a local testnet (go-ethereum) on %s, a block a second\n", id, c.URL)
 	}
 	return urls, nil
+}
+
+// chainDir is where the local chain id keeps its blocks and state across
+// runs, beside the database that records what happened on it: a chain
+// that started from its genesis at every run left the database's place,
+// nonces and deposits pointing at blocks it no longer had, and its
+// watcher failing every round.
+func (s *Stack) chainDir(id int64) string {
+	return filepath.Join(s.opts.StateDir, "chain", strconv.FormatInt(id, 10))
+}
+
+// chainsNew reports whether a local chain this stack starts has no kept
+// data yet: it starts from its genesis.
+func (s *Stack) chainsNew() bool {
+	for id := range ChainAddrs {
+		if _, given := s.opts.ChainURLs[id]; given {
+			continue
+		}
+		// The node's instance directory (chaintest's kept chain: "chain").
+		if _, err := os.Stat(filepath.Join(s.chainDir(id), "chain", "chaindata")); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // stopChains stops the local chains.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +50,7 @@ func TestMakeRunFindsOrInstallsPostgreSQL(t *testing.T) {
 		var out strings.Builder
 		opts.StateDir, opts.Out, opts.Logs = t.TempDir(), &out, io.Discard
 		s := &Stack{opts: opts}
-		err := s.startDatabase(context.Background())
+		err := s.startDatabase(context.Background(), false)
 		t.Cleanup(func() {
 			if s.postgres != nil {
 				s.postgres.Stop()
@@ -116,5 +117,68 @@ func TestDebianLike(t *testing.T) {
 		if got := debianLike(path); got != want {
 			t.Errorf("%q: %v, want %v", text, got, want)
 		}
+	}
+}
+
+// make run keeps the local chains with the database that records what
+// happened on them (DESIGN §10): a second run finds the same blocks and
+// the same records; a run whose chains start new (their data deleted, or
+// kept by no earlier version) starts the database afresh too, and says
+// so, rather than leave it holding a place, nonces and deposits of blocks
+// the new chains lack (the watcher failed every round: "chain 84532: not
+// found").
+func TestMakeRunKeepsTheChainsWithTheirDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// run starts the database and the chains as Start does, leaves a row
+	// when asked, and answers what it found: whether the row of the run
+	// before was there, the hash of block 1, and what it said.
+	run := func(leave bool) (kept bool, block1 string, said string) {
+		t.Helper()
+		var out strings.Builder
+		s := &Stack{opts: Options{StateDir: dir, Out: &out, Logs: io.Discard,
+			Ports: map[string]string{"chain_84532": "127.0.0.1:0", "chain_11155111": "127.0.0.1:0"}}}
+		defer s.Stop()
+		if err := s.startDatabase(ctx, s.chainsNew()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.startChains(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := pgx.Connect(ctx, s.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		if err := c.QueryRow(ctx, "SELECT to_regclass('earlier_run') IS NOT NULL").Scan(&kept); err != nil {
+			t.Fatal(err)
+		}
+		if leave {
+			if _, err := c.Exec(ctx, "CREATE TABLE earlier_run ()"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h, err := s.chains[0].Client().HeaderByNumber(ctx, big.NewInt(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kept, h.Hash().Hex(), out.String()
+	}
+	const reset = "the database held an earlier chain's deposits, refunds and nonces: it starts afresh too"
+
+	kept, first, said := run(true)
+	if kept || strings.Contains(said, reset) {
+		t.Fatalf("the first run: found a row %v, said %q", kept, said)
+	}
+	kept, again, said := run(false)
+	if !kept || again != first || strings.Contains(said, reset) {
+		t.Fatalf("the second run: found the first's row %v, block 1 %s (was %s), said %q", kept, again, first, said)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "chain")); err != nil {
+		t.Fatal(err)
+	}
+	if kept, _, said := run(false); kept || !strings.Contains(said, reset) {
+		t.Fatalf("a run on new chains: found the earlier row %v, said %q", kept, said)
 	}
 }

@@ -143,7 +143,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err := s.startRedis(); err != nil {
 		return nil, err
 	}
-	if err := s.startDatabase(ctx); err != nil {
+	if err := s.startDatabase(ctx, s.chainsNew()); err != nil {
 		return nil, err
 	}
 	chainURLs, err := s.startChains()
@@ -468,8 +468,10 @@ func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Proc
 // a local PostgreSQL's server binaries run under the state directory
 // (initdb on first use, fsync on, stopped with the stack); else, as root
 // on Debian or Ubuntu, Debian's postgresql installed now, said so; else it
-// stops at once, with the one line to run.
-func (s *Stack) startDatabase(ctx context.Context) error {
+// stops at once, with the one line to run. A local database kept from an
+// earlier run starts afresh when the local chains start new (chainsNew):
+// its deposits, refunds and nonces were of blocks the new chains lack.
+func (s *Stack) startDatabase(ctx context.Context, chainsNew bool) error {
 	if s.opts.DatabaseURL != "" {
 		s.DatabaseURL = s.opts.DatabaseURL
 		fmt.Fprintf(s.opts.Out, "database: %s\n", config.Redacted(s.opts.DatabaseURL))
@@ -509,7 +511,16 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 		return err
 	}
 	s.postgres = pg
-	if err := pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi"); err != nil && !strings.Contains(err.Error(), "already exists") {
+	err = pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi")
+	if err != nil && strings.Contains(err.Error(), "already exists") && chainsNew {
+		fmt.Fprintf(s.opts.Out, "database: the local chains start new (no %s yet), and the database held an earlier chain's deposits, refunds and nonces: it starts afresh too (the keys file is kept)\n",
+			filepath.Join(s.opts.StateDir, "chain"))
+		err = pg.Exec(ctx, "postgres", "DROP DATABASE partnerapi WITH (FORCE)")
+		if err == nil {
+			err = pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi")
+		}
+	}
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
 		return fmt.Errorf("create database: %w", err)
 	}
 	s.DatabaseURL = pg.URL("partnerapi")

@@ -107,6 +107,11 @@ type Options struct {
 	Period time.Duration
 	// Manual: blocks are mined only on Commit (a test that counts them).
 	Manual bool
+	// Dir keeps the chain's blocks and state across restarts (make run's
+	// .local/chain/<id>, compose's volume), beside the database that
+	// records what happened on it; empty: in memory, from the genesis at
+	// every start (the tests).
+	Dir string
 }
 
 // Chain is one local testnet.
@@ -116,7 +121,7 @@ type Chain struct {
 	Tokens map[string]common.Address
 
 	mu      sync.Mutex // one block at a time: Commit, Fork and the miner
-	backend *simulated.Backend
+	backend backend
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -167,7 +172,7 @@ func Start(o Options) (*Chain, error) {
 	}
 	config := *params.AllDevChainProtocolChanges
 	config.ChainID = big.NewInt(o.ChainID)
-	c.backend = simulated.NewBackend(alloc, func(n *node.Config, e *ethconfig.Config) {
+	configure := func(n *node.Config, e *ethconfig.Config) {
 		e.Genesis.Config = &config
 		e.NetworkId = uint64(o.ChainID)
 		// eth_getLogs searches block by block (each header's bloom), not
@@ -184,11 +189,21 @@ func Start(o Options) (*Chain, error) {
 			n.HTTPVirtualHosts = []string{"*"}
 			n.HTTPCors = []string{"*"}
 		}
-	})
+	}
+	if o.Dir == "" {
+		c.backend = simulated.NewBackend(alloc, configure)
+	} else {
+		k, err := startKept(o.Dir, alloc, configure)
+		if err != nil {
+			return nil, fmt.Errorf("chaintest: the chain kept in %s: %w", o.Dir, err)
+		}
+		c.backend = k
+	}
 	if o.Addr != "" {
 		c.URL = "http://" + o.Addr
 	}
-	// A first block, so the head's time is now (the genesis is 1970's).
+	// A block, so the head's time is now (the genesis is 1970's, and a
+	// kept chain's head is when it stopped).
 	c.backend.Commit()
 	go c.mine(o)
 	return c, nil

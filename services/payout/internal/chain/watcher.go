@@ -206,7 +206,7 @@ func (w *Watcher) Round(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	w.placed = true
-	if moved, err := w.rewound(ctx, place); err != nil || moved {
+	if moved, err := w.rewound(ctx, place, confirmed); err != nil || moved {
 		if moved {
 			return 1, nil
 		}
@@ -269,15 +269,12 @@ func (w *Watcher) setLag(confirmed, place uint64) {
 }
 
 // rewound checks the place is still on the chain; when it is not (a
-// reorganisation), it moves it back to the last block passed that the
-// chain still has, and reports that it did.
-func (w *Watcher) rewound(ctx context.Context, place store.Block) (bool, error) {
-	h, err := w.node.Client.HeaderByNumber(ctx, new(big.Int).SetUint64(place.Number))
-	if err != nil {
-		return false, w.rpc(err)
-	}
-	if strings.EqualFold(h.Hash().Hex(), place.Hash) {
-		return false, nil
+// reorganisation, or a chain shorter than the place: started again from
+// its genesis, as a testnet is), it moves it back to the last block passed
+// that the chain still has, and reports that it did.
+func (w *Watcher) rewound(ctx context.Context, place store.Block, confirmed uint64) (bool, error) {
+	if on, err := w.has(ctx, place); err != nil || on {
+		return false, err
 	}
 	recent, err := w.store.RecentBlocks(ctx, w.node.Chain.ID, place.Number, 256)
 	if err != nil {
@@ -285,31 +282,36 @@ func (w *Watcher) rewound(ctx context.Context, place store.Block) (bool, error) 
 	}
 	to := store.Block{}
 	for _, b := range recent {
-		h, err := w.node.Client.HeaderByNumber(ctx, new(big.Int).SetUint64(b.Number))
+		on, err := w.has(ctx, b)
 		if err != nil {
-			return false, w.rpc(err)
+			return false, err
 		}
-		if strings.EqualFold(h.Hash().Hex(), b.Hash) {
+		if on {
 			to = b
 			break
 		}
 	}
 	if to.Hash == "" {
-		// Deeper than the blocks kept: an incident. Read again from
-		// before the oldest kept (a deposit recorded is never recorded
-		// twice).
+		// Deeper than the blocks kept, or a chain started again: an
+		// incident. The hashes that would find where the chains part are
+		// gone, so read again from before the oldest kept and at least as
+		// far back as a chain never watched is read (startBack before the
+		// confirmed block): a deposit recorded is never recorded twice.
 		back := uint64(0)
-		if n := len(recent); n > 0 && recent[n-1].Number > 0 {
-			back = recent[n-1].Number - 1
-		} else if place.Number > startBack {
-			back = place.Number - startBack
+		if confirmed > startBack {
+			back = confirmed - startBack
+		}
+		if n := len(recent); n > 0 {
+			back = min(back, max(recent[n-1].Number, 1)-1)
+		} else {
+			back = min(back, max(place.Number, startBack)-startBack)
 		}
 		h, err := w.node.Client.HeaderByNumber(ctx, new(big.Int).SetUint64(back))
 		if err != nil {
 			return false, w.rpc(err)
 		}
 		to = store.Block{Number: back, Hash: strings.ToLower(h.Hash().Hex())}
-		w.log.ErrorContext(ctx, "the chain reorganised deeper than the blocks the watcher keeps; reading again from before them",
+		w.log.ErrorContext(ctx, "the chain no longer has the blocks the watcher passed, as far back as it keeps them (a deep reorganisation, or a chain started again); reading again from before them",
 			"chain", w.label, "from", place.Number, "to", back)
 	} else {
 		w.log.WarnContext(ctx, "the chain reorganised; the watcher goes back to the last block it passed that the chain still has",
@@ -317,6 +319,19 @@ func (w *Watcher) rewound(ctx context.Context, place store.Block) (bool, error) 
 	}
 	w.metrics.reorgs.WithLabelValues(w.label).Inc()
 	return true, w.store.Rewind(ctx, w.node.Chain.ID, w.owner, to, w.now())
+}
+
+// has reports whether the chain has block b: its number with its hash. A
+// number past the chain's head is a block it does not have.
+func (w *Watcher) has(ctx context.Context, b store.Block) (bool, error) {
+	h, err := w.node.Client.HeaderByNumber(ctx, new(big.Int).SetUint64(b.Number))
+	if errors.Is(err, ethereum.NotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, w.rpc(err)
+	}
+	return strings.EqualFold(h.Hash().Hex(), b.Hash), nil
 }
 
 // transfers reads the Transfer logs of blocks from..to (all confirmed)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,6 +224,58 @@ func TestAReorganisationNeverCountsATransferTwiceNorOneThatVanished(t *testing.T
 	}
 	if n := testutilValue(t, reg, "partnerapi_chain_reorgs_total"); n < 1 {
 		t.Fatalf("partnerapi_chain_reorgs_total = %v, want the reorganisation counted", n)
+	}
+}
+
+// A chain started again from its genesis (a testnet reset; make run's
+// local chain, before it was kept) is shorter than the watcher's place,
+// and has none of the blocks it passed: the watcher reads it again from
+// its start, as a chain never watched, and sees the deposits made on it.
+// It failed every round before ("chain 84532: not found").
+func TestAChainStartedAgainIsReadFromItsStart(t *testing.T) {
+	t.Parallel()
+	f := newStatusFixture(t, pgtest.Open(t, migrationSets...))
+	ctx := context.Background()
+	old := f.chain.chain
+	for range 12 {
+		old.Commit()
+	}
+	w, _ := f.watcherWith(t, 2)
+	watchAll(t, w)
+
+	again, err := chaintest.Start(chaintest.Options{ChainID: 84532, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	node, err := chain.NewNode(environment.Sandbox, 84532, again.Client(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	w2 := chain.NewWatcher(node, f.svc.(*service).payouts.(*store.Store), f.clock.now, nil, chain.NewMetrics(reg),
+		worker.NewRows("payout", discard(), reg), discard(), reg)
+	f.clock.add(time.Minute) // the first watcher's lease is past: a replica on the new chain takes over
+
+	p := f.payout(t, "25")
+	tx, err := again.Transfer(ctx, chaintest.Partner, usdc, common.HexToAddress(p.Deposit.Address), usdcUnits(t, p.Deposit.Amount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		again.Commit()
+	}
+	watchAll(t, w2)
+	var n int
+	var hash string
+	if err := f.db.QueryRow(ctx, `SELECT count(*), coalesce(max(tx_hash), '') FROM payout_deposits WHERE payout_id = $1`, p.PayoutID).Scan(&n, &hash); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || !strings.EqualFold(hash, tx.Hash().Hex()) {
+		t.Fatalf("the new chain's transfer: recorded %d times (%s), want once (%s)", n, hash, tx.Hash().Hex())
+	}
+	if r := testutilValue(t, reg, "partnerapi_chain_reorgs_total"); r != 1 {
+		t.Fatalf("partnerapi_chain_reorgs_total = %v, want the chain's new start counted once", r)
 	}
 }
 

@@ -6,7 +6,7 @@
 // process. It is a sandbox stand-in, like sandboxbank: never part of a
 // production deployment.
 //
-//	testnet              serve (TESTNET_ADDR_84532, TESTNET_ADDR_11155111, TESTNET_BLOCK_PERIOD)
+//	testnet              serve (TESTNET_ADDR_84532, TESTNET_ADDR_11155111, TESTNET_BLOCK_PERIOD, TESTNET_DATA_DIR)
 //	testnet healthcheck  exit 0 if every chain answers eth_chainId
 package main
 
@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -34,6 +35,10 @@ type settings struct {
 	BaseSepolia     string        `env:"TESTNET_ADDR_84532, default=0.0.0.0:8545"`
 	EthereumSepolia string        `env:"TESTNET_ADDR_11155111, default=0.0.0.0:8546"`
 	BlockPeriod     time.Duration `env:"TESTNET_BLOCK_PERIOD, default=1s"`
+	// DataDir keeps each chain's blocks and state (a directory per chain
+	// id) across restarts, beside the database volume that records what
+	// happened on them; empty: in memory, from the genesis at each start.
+	DataDir string `env:"TESTNET_DATA_DIR"`
 }
 
 func (s settings) addrs() map[int64]string {
@@ -58,13 +63,17 @@ func main() {
 	defer stop()
 	var chains []*chaintest.Chain
 	for id, addr := range cfg.addrs() {
-		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: cfg.BlockPeriod})
+		dir := ""
+		if cfg.DataDir != "" {
+			dir = filepath.Join(cfg.DataDir, strconv.FormatInt(id, 10))
+		}
+		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: cfg.BlockPeriod, Dir: dir})
 		if err != nil {
 			log.Error("chain", "chain", id, "err", err)
 			os.Exit(1)
 		}
 		chains = append(chains, c)
-		log.Info("serving", "chain", id, "addr", addr, "block_period", cfg.BlockPeriod.String())
+		log.Info("serving", "chain", id, "addr", addr, "block_period", cfg.BlockPeriod.String(), "data_dir", dir)
 	}
 	log.Info("funded test wallet (testnet only: its key is public knowledge)", "address", chaintest.Partner.Address.Hex(),
 		"private_key", chaintest.Partner.KeyHex())
