@@ -14,7 +14,7 @@ import (
 )
 
 // balanceOf reads an ERC-20 balance with eth_call.
-func balanceOf(t *testing.T, c *ethclient.Client, token, owner common.Address) *big.Int {
+func balanceOf(t *testing.T, c ethereum.ContractCaller, token, owner common.Address) *big.Int {
 	t.Helper()
 	data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4], common.LeftPadBytes(owner.Bytes(), 32)...)
 	out, err := c.CallContract(context.Background(), ethereum.CallMsg{To: &token, Data: data}, nil)

@@ -11,21 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/crypto"
 )
-
-// tokenBalance reads an ERC-20 balance with eth_call.
-func tokenBalance(t *testing.T, c ethereum.ContractCaller, token, owner common.Address) *big.Int {
-	t.Helper()
-	data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4], common.LeftPadBytes(owner.Bytes(), 32)...)
-	out, err := c.CallContract(context.Background(), ethereum.CallMsg{To: &token, Data: data}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return new(big.Int).SetBytes(out)
-}
 
 // A chain kept in a directory goes on where it stopped: the blocks it had
 // (same numbers, same hashes), the balances they made, and new blocks on
@@ -62,7 +49,7 @@ func TestAKeptChainGoesOnWhereItStopped(t *testing.T) {
 	if err != nil || h.Hash() != mined {
 		t.Fatalf("block %d after the restart: %v %v, want %s", block.Number(), h, err, mined.Hex())
 	}
-	if got := tokenBalance(t, c, usdc, to); got.Int64() != 5_000_000 {
+	if got := balanceOf(t, c, usdc, to); got.Int64() != 5_000_000 {
 		t.Fatalf("the recipient holds %s after the restart, want 5000000", got)
 	}
 	next := again.Commit()
@@ -114,7 +101,7 @@ func TestAKilledKeptChainLosesNoBlockItAnnounced(t *testing.T) {
 	if err != nil || h.Hash().Hex() != f[1] {
 		t.Fatalf("block %s after the kill: %v %v, want %s", f[0], h, err, f[1])
 	}
-	if got := tokenBalance(t, again.Client(), again.Tokens["USDC"], common.HexToAddress("0x00000000000000000000000000000000000000b2")); got.Int64() != 7_000_000 {
+	if got := balanceOf(t, again.Client(), again.Tokens["USDC"], common.HexToAddress("0x00000000000000000000000000000000000000b2")); got.Int64() != 7_000_000 {
 		t.Fatalf("the recipient holds %s after the kill, want 7000000", got)
 	}
 }

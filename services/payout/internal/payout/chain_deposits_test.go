@@ -248,13 +248,7 @@ func TestAChainStartedAgainIsReadFromItsStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { again.Close() })
-	node, err := chain.NewNode(environment.Sandbox, 84532, again.Client(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	w2 := chain.NewWatcher(node, f.svc.(*service).payouts.(*store.Store), f.clock.now, nil, chain.NewMetrics(reg),
-		worker.NewRows("payout", discard(), reg), discard(), reg)
+	w2, reg := f.watcherOf(t, again, 2)
 	f.clock.add(time.Minute) // the first watcher's lease is past: a replica on the new chain takes over
 
 	p := f.payout(t, "25")
@@ -301,7 +295,14 @@ func testutilValue(t *testing.T, reg *prometheus.Registry, name string) float64 
 // confirmations, with its registry.
 func (f statusFixture) watcherWith(t *testing.T, confirmations uint64) (*chain.Watcher, *prometheus.Registry) {
 	t.Helper()
-	node, err := chain.NewNode(environment.Sandbox, 84532, f.chain.chain.Client(), confirmations)
+	return f.watcherOf(t, f.chain.chain, confirmations)
+}
+
+// watcherOf is a watcher of c (the fixture's chain, or another in its
+// place) on the fixture's store, with its registry.
+func (f statusFixture) watcherOf(t *testing.T, c *chaintest.Chain, confirmations uint64) (*chain.Watcher, *prometheus.Registry) {
+	t.Helper()
+	node, err := chain.NewNode(environment.Sandbox, 84532, c.Client(), confirmations)
 	if err != nil {
 		t.Fatal(err)
 	}
