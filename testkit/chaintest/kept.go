@@ -2,6 +2,7 @@ package chaintest
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"time"
 
@@ -78,6 +79,9 @@ func startKept(dir string, alloc types.GenesisAlloc, configure func(*node.Config
 		return nil, err
 	}
 	service, err := eth.New(stack, &ethConf)
+	if mismatch := new(core.GenesisMismatchError); errors.As(err, &mismatch) {
+		err = fmt.Errorf("%w: the chain kept there began with another genesis than this version's (its token or chain configuration changed since); remove %s to start it again", err, dir)
+	}
 	if err != nil {
 		return nil, errors.Join(err, stack.Close())
 	}

@@ -130,3 +130,20 @@ func TestKeptChainHelper(t *testing.T) {
 	fmt.Printf("sealed %d %s\n", h.Number, hash.Hex())
 	select {} // until killed
 }
+
+// A directory kept by another genesis (the token rebuilt, another chain)
+// is refused with what to do, not opened.
+func TestAKeptChainOfAnotherGenesisIsRefusedSayingWhatToDo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c, err := Start(Options{ChainID: 84532, Dir: dir, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Start(Options{ChainID: 11155111, Dir: dir, Manual: true}); err == nil || !strings.Contains(err.Error(), "remove "+dir+" to start it again") {
+		t.Fatalf("%v, want the genesis mismatch and what to do", err)
+	}
+}
