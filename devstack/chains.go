@@ -109,6 +109,33 @@ func (s *Stack) chainsNew() bool {
 	return false
 }
 
+// forgetChains removes the local chains' kept data, so that all of them
+// start from their genesis with a new database: a chain that went on
+// would hold the earlier database's transfers to the addresses the new
+// one hands out again from the first index (the watcher reads a new
+// database's chain from a thousand blocks back, and would take them for
+// its payouts' deposits).
+func (s *Stack) forgetChains() error {
+	removed := false
+	for _, id := range slices.Sorted(maps.Keys(ChainAddrs)) {
+		if _, given := s.opts.ChainURLs[id]; given {
+			continue
+		}
+		dir := s.chainDir(id)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("the local chain %d's kept data: %w", id, err)
+		}
+		removed = true
+	}
+	if removed {
+		fmt.Fprintf(s.opts.Out, "chains: the database is new, so the local chains start from their genesis with it (their data under %s removed)\n", filepath.Join(s.opts.StateDir, "chain"))
+	}
+	return nil
+}
+
 // stopChains stops the local chains.
 func (s *Stack) stopChains() {
 	for _, c := range s.chains {

@@ -10,8 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/partnerpay/api/testkit/chaintest"
 	"github.com/partnerpay/api/testkit/pglocal"
 )
 
@@ -50,7 +54,7 @@ func TestMakeRunFindsOrInstallsPostgreSQL(t *testing.T) {
 		var out strings.Builder
 		opts.StateDir, opts.Out, opts.Logs = t.TempDir(), &out, io.Discard
 		s := &Stack{opts: opts}
-		err := s.startDatabase(context.Background(), false)
+		_, err := s.startDatabase(context.Background(), false)
 		t.Cleanup(func() {
 			if s.postgres != nil {
 				s.postgres.Stop()
@@ -121,64 +125,76 @@ func TestDebianLike(t *testing.T) {
 }
 
 // make run keeps the local chains with the database that records what
-// happened on them (DESIGN §10): a second run finds the same blocks and
-// the same records; a run whose chains start new (their data deleted, or
-// kept by no earlier version) starts the database afresh too, and says
-// so, rather than leave it holding a place, nonces and deposits of blocks
-// the new chains lack (the watcher failed every round: "chain 84532: not
-// found").
+// happened on them (DESIGN §10): a second run finds the same records and
+// the same chains. One kept without the other starts new with it, and
+// make run says so: a database kept across chains started from their
+// genesis held a place, nonces and deposits of blocks they lack (the
+// watcher failed every round: "chain 84532: not found"); chains kept
+// across a new database held transfers to the addresses it hands out
+// again.
 func TestMakeRunKeepsTheChainsWithTheirDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	// run starts the database and the chains as Start does, leaves a row
-	// when asked, and answers what it found: whether the row of the run
-	// before was there, the hash of block 1, and what it said.
-	run := func(leave bool) (kept bool, block1 string, said string) {
+	marker := common.HexToAddress("0x00000000000000000000000000000000000000c3")
+	// run starts the database and the chains as Start does, and answers
+	// whether the mark the run before left is in the database and on the
+	// chain, and what it said; then it leaves its own.
+	run := func() (inDatabase, onChain bool, said string) {
 		t.Helper()
 		var out strings.Builder
 		s := &Stack{opts: Options{StateDir: dir, Out: &out, Logs: io.Discard,
 			Ports: map[string]string{"chain_84532": "127.0.0.1:0", "chain_11155111": "127.0.0.1:0"}}}
 		defer s.Stop()
-		if err := s.startDatabase(ctx, s.chainsNew()); err != nil {
+		if _, err := s.startRecords(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.startChains(); err != nil {
-			t.Fatal(err)
-		}
-		c, err := pgx.Connect(ctx, s.DatabaseURL)
+		db, err := pgx.Connect(ctx, s.DatabaseURL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close(ctx)
-		if err := c.QueryRow(ctx, "SELECT to_regclass('earlier_run') IS NOT NULL").Scan(&kept); err != nil {
+		defer db.Close(ctx)
+		if err := db.QueryRow(ctx, "SELECT to_regclass('earlier_run') IS NOT NULL").Scan(&inDatabase); err != nil {
 			t.Fatal(err)
 		}
-		if leave {
-			if _, err := c.Exec(ctx, "CREATE TABLE earlier_run ()"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		h, err := s.chains[0].Client().HeaderByNumber(ctx, big.NewInt(1))
+		c := s.chains[0]
+		usdc := c.Tokens["USDC"]
+		data := append(crypto.Keccak256([]byte("balanceOf(address)"))[:4], common.LeftPadBytes(marker.Bytes(), 32)...)
+		held, err := c.Client().CallContract(ctx, ethereum.CallMsg{To: &usdc, Data: data}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return kept, h.Hash().Hex(), out.String()
+		onChain = new(big.Int).SetBytes(held).Sign() > 0
+		if _, err := db.Exec(ctx, "CREATE TABLE IF NOT EXISTS earlier_run ()"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Transfer(ctx, chaintest.Partner, usdc, marker, big.NewInt(1)); err != nil {
+			t.Fatal(err)
+		}
+		c.Commit()
+		return inDatabase, onChain, out.String()
 	}
-	const reset = "the database held an earlier chain's deposits, refunds and nonces: it starts afresh too"
+	const (
+		databaseAfresh = "the database held an earlier chain's deposits, refunds and nonces: it starts afresh too"
+		chainsAfresh   = "the database is new, so the local chains start from their genesis with it"
+	)
 
-	kept, first, said := run(true)
-	if kept || strings.Contains(said, reset) {
-		t.Fatalf("the first run: found a row %v, said %q", kept, said)
+	if db, chain, said := run(); db || chain || strings.Contains(said, databaseAfresh) || strings.Contains(said, chainsAfresh) {
+		t.Fatalf("the first run: found a mark in the database %v, on the chain %v; said %q", db, chain, said)
 	}
-	kept, again, said := run(false)
-	if !kept || again != first || strings.Contains(said, reset) {
-		t.Fatalf("the second run: found the first's row %v, block 1 %s (was %s), said %q", kept, again, first, said)
+	if db, chain, said := run(); !db || !chain || strings.Contains(said, databaseAfresh) || strings.Contains(said, chainsAfresh) {
+		t.Fatalf("the second run: found the first's mark in the database %v, on the chain %v; said %q", db, chain, said)
 	}
-	if err := os.RemoveAll(filepath.Join(dir, "chain")); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, "chain", "84532")); err != nil {
 		t.Fatal(err)
 	}
-	if kept, _, said := run(false); kept || !strings.Contains(said, reset) {
-		t.Fatalf("a run on new chains: found the earlier row %v, said %q", kept, said)
+	if db, chain, said := run(); db || chain || !strings.Contains(said, databaseAfresh) {
+		t.Fatalf("a run with a chain's data gone: found the earlier mark in the database %v, on the chain %v; said %q", db, chain, said)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "pg")); err != nil {
+		t.Fatal(err)
+	}
+	if db, chain, said := run(); db || chain || !strings.Contains(said, chainsAfresh) {
+		t.Fatalf("a run with the database gone: found the earlier mark in the database %v, on the chain %v; said %q", db, chain, said)
 	}
 }

@@ -143,10 +143,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err := s.startRedis(); err != nil {
 		return nil, err
 	}
-	if err := s.startDatabase(ctx, s.chainsNew()); err != nil {
-		return nil, err
-	}
-	chainURLs, err := s.startChains()
+	chainURLs, err := s.startRecords(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -464,6 +461,24 @@ func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Proc
 	return p, nil
 }
 
+// startRecords starts the database and the local chains, kept from the
+// run before or new, together: a database kept across chains started from
+// their genesis, or chains kept across a new database, would disagree
+// (forgetChains, startDatabase). It answers every chain's RPC URL.
+func (s *Stack) startRecords(ctx context.Context) (map[int64]string, error) {
+	chainsNew := s.chainsNew()
+	databaseNew, err := s.startDatabase(ctx, chainsNew)
+	if err != nil {
+		return nil, err
+	}
+	if databaseNew || chainsNew {
+		if err := s.forgetChains(); err != nil {
+			return nil, err
+		}
+	}
+	return s.startChains()
+}
+
 // startDatabase picks the system of record (DESIGN §6): DatabaseURL; else
 // a local PostgreSQL's server binaries run under the state directory
 // (initdb on first use, fsync on, stopped with the stack); else, as root
@@ -471,47 +486,49 @@ func (s *Stack) StartGateway(ctx context.Context, addr, adminAddr string) (*Proc
 // stops at once, with the one line to run. A local database kept from an
 // earlier run starts afresh when the local chains start new (chainsNew):
 // its deposits, refunds and nonces were of blocks the new chains lack.
-func (s *Stack) startDatabase(ctx context.Context, chainsNew bool) error {
+// created: the local database is new (made now, or afresh).
+func (s *Stack) startDatabase(ctx context.Context, chainsNew bool) (created bool, err error) {
 	if s.opts.DatabaseURL != "" {
 		s.DatabaseURL = s.opts.DatabaseURL
 		fmt.Fprintf(s.opts.Out, "database: %s\n", config.Redacted(s.opts.DatabaseURL))
-		return nil
+		return false, nil
 	}
 	bin, err := pglocal.BinIn(s.opts.PostgresSearch...)
 	if err != nil {
 		switch install := s.opts.Installer; {
 		case install == nil || !install.Possible():
-			return errNoPostgres
+			return false, errNoPostgres
 		default:
 			fmt.Fprintf(s.opts.Out, "database: no DATABASE_URL and no PostgreSQL installed; installing Debian's postgresql now (apt-get install postgresql), as .ci/run does…\n")
 			if err := install.Install(ctx, s.opts.Logs); err != nil {
-				return fmt.Errorf("installing postgresql: %w\n%w", err, errNoPostgres)
+				return false, fmt.Errorf("installing postgresql: %w\n%w", err, errNoPostgres)
 			}
 			if bin, err = pglocal.BinIn(s.opts.PostgresSearch...); err != nil {
-				return fmt.Errorf("postgresql installed, but %w", err)
+				return false, fmt.Errorf("postgresql installed, but %w", err)
 			}
 		}
 	}
 	dir, err := filepath.Abs(filepath.Join(s.opts.StateDir, "pg"))
 	if err != nil {
-		return err
+		return false, err
 	}
 	addrs, err := freeport.Addrs(1)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, port, _ := net.SplitHostPort(addrs[0])
 	n, _ := strconv.Atoi(port)
 	pg, err := pglocal.New(pglocal.Options{Bin: bin, Dir: dir, Port: n, Fsync: true,
 		Log: &prefixWriter{prefix: fmt.Sprintf("%-8s| ", "postgres"), w: s.opts.Logs}})
 	if err != nil {
-		return fmt.Errorf("postgresql under %s: %w", dir, err)
+		return false, fmt.Errorf("postgresql under %s: %w", dir, err)
 	}
 	if err := pg.Start(); err != nil {
-		return err
+		return false, err
 	}
 	s.postgres = pg
 	err = pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi")
+	created = err == nil
 	if err != nil && strings.Contains(err.Error(), "already exists") && chainsNew {
 		fmt.Fprintf(s.opts.Out, "database: the local chains start new (no %s yet), and the database held an earlier chain's deposits, refunds and nonces: it starts afresh too (the keys file is kept)\n",
 			filepath.Join(s.opts.StateDir, "chain"))
@@ -519,13 +536,14 @@ func (s *Stack) startDatabase(ctx context.Context, chainsNew bool) error {
 		if err == nil {
 			err = pg.Exec(ctx, "postgres", "CREATE DATABASE partnerapi")
 		}
+		created = err == nil
 	}
 	if err != nil && !strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("create database: %w", err)
+		return false, fmt.Errorf("create database: %w", err)
 	}
 	s.DatabaseURL = pg.URL("partnerapi")
 	fmt.Fprintf(s.opts.Out, "database: PostgreSQL (%s) on %s, data in %s\n", bin, pg.Addr(), dir)
-	return nil
+	return created, nil
 }
 
 // errNoPostgres is what a machine without PostgreSQL is told: the one line
