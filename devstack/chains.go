@@ -21,9 +21,16 @@ import (
 // ChainAddrs are where make run's chains serve JSON-RPC by default.
 var ChainAddrs = map[int64]string{84532: "127.0.0.1:8545", 11155111: "127.0.0.1:8546"}
 
-// ChainBlockPeriod is how often the local chains mine a block when no
-// transaction waits (one that waits is mined at once).
-const ChainBlockPeriod = time.Second
+// ChainBlockPeriod is how often the local chains mine a block after one
+// that carried a transaction (a transaction that waits is mined at once),
+// for its confirmations; ChainIdlePeriod, once chaintest.BusyBlocks have
+// come so: an idle chain kept on disk grows by a block every 12 s, not
+// one a second (about 4.5 KB a block: the system contracts' storage
+// written at each).
+const (
+	ChainBlockPeriod = time.Second
+	ChainIdlePeriod  = 12 * time.Second
+)
 
 // chainAddr is where the local chain id serves JSON-RPC.
 func (s *Stack) chainAddr(id int64) string {
@@ -74,13 +81,14 @@ func (s *Stack) startChains() (map[int64]string, error) {
 			addr = ln.Addr().String()
 			ln.Close()
 		}
-		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: ChainBlockPeriod, Dir: s.chainDir(id)})
+		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: ChainBlockPeriod, IdlePeriod: ChainIdlePeriod, Dir: s.chainDir(id)})
 		if err != nil {
 			return nil, fmt.Errorf("the local chain %d on %s: %w", id, addr, err)
 		}
 		s.chains = append(s.chains, c)
 		urls[id] = c.URL
-		fmt.Fprintf(s.opts.Out, "chain %d: a local testnet (go-ethereum) on %s, a block a second\n", id, c.URL)
+		fmt.Fprintf(s.opts.Out, "chain %d: a local testnet (go-ethereum) on %s: a transaction is mined at once, its confirmations come a block a second, an idle chain mines every %s\n",
+			id, c.URL, ChainIdlePeriod)
 	}
 	return urls, nil
 }

@@ -105,6 +105,12 @@ type Options struct {
 	// Period is how often a block is mined when no transaction waits; 0:
 	// only when one waits, or on Commit.
 	Period time.Duration
+	// IdlePeriod, when set, is how often a block is mined once BusyBlocks
+	// blocks have come at Period since the last that carried a
+	// transaction: confirmations come at Period's pace, and an idle chain
+	// (make run's, left running) mines, and keeps on disk, a block every
+	// IdlePeriod instead.
+	IdlePeriod time.Duration
 	// Manual: blocks are mined only on Commit (a test that counts them).
 	Manual bool
 	// Dir keeps the chain's blocks and state across restarts (make run's
@@ -209,8 +215,14 @@ func Start(o Options) (*Chain, error) {
 	return c, nil
 }
 
+// BusyBlocks is how many blocks come at Period after one that carried a
+// transaction, before an IdlePeriod: more than any confirmations a chain
+// of ours asks.
+const BusyBlocks = 16
+
 // mine seals a block when a transaction waits (checked every 20 ms) and
-// every period otherwise, until Close.
+// every period otherwise (o.IdlePeriod once the chain is idle), until
+// Close.
 func (c *Chain) mine(o Options) {
 	defer close(c.done)
 	if o.Manual {
@@ -220,6 +232,7 @@ func (c *Chain) mine(o Options) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	last := time.Now()
+	busy := 0 // blocks still to come at o.Period
 	for {
 		select {
 		case <-c.stop:
@@ -229,10 +242,20 @@ func (c *Chain) mine(o Options) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		pending, err := c.backend.Client().PendingTransactionCount(ctx)
 		cancel()
-		if (err == nil && pending > 0) || (o.Period > 0 && time.Since(last) >= o.Period) {
-			c.Commit()
-			last = time.Now()
+		period := o.Period
+		if busy == 0 && o.IdlePeriod > 0 {
+			period = o.IdlePeriod
 		}
+		switch {
+		case err == nil && pending > 0:
+			busy = BusyBlocks
+		case period > 0 && time.Since(last) >= period:
+			busy = max(busy-1, 0)
+		default:
+			continue
+		}
+		c.Commit()
+		last = time.Now()
 	}
 }
 

@@ -87,3 +87,54 @@ func TestTheTestnetIsAChainAWalletCanUse(t *testing.T) {
 		t.Fatalf("the recipient holds %s, want 1500000", b)
 	}
 }
+
+// A transaction is mined at once and its confirmations come at the
+// chain's period; then an idle chain rests until its idle period (make
+// run's chain, left running, keeps a block every 12 s on disk, not one a
+// second).
+func TestConfirmationsComeAtThePeriodThenAnIdleChainRests(t *testing.T) {
+	t.Parallel()
+	const period = 30 * time.Millisecond
+	chain, err := Start(Options{ChainID: 84532, Period: period, IdlePeriod: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { chain.Close() })
+	ctx := context.Background()
+	c := chain.Client()
+	head := func() uint64 {
+		t.Helper()
+		n, err := c.BlockNumber(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tx, err := chain.Transfer(ctx, Partner, chain.Tokens["USDC"], common.HexToAddress("0x00000000000000000000000000000000000000d4"), big.NewInt(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var mined uint64
+	for {
+		if r, err := c.TransactionReceipt(ctx, tx.Hash()); err == nil {
+			mined = r.BlockNumber.Uint64()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the transfer was not mined")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for head() < mined+BusyBlocks {
+		if time.Now().After(deadline) {
+			t.Fatalf("head %d, want the %d blocks after the transfer's (%d) at the period", head(), BusyBlocks, mined)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rest := head()
+	time.Sleep(20 * period) // a chain mining at its period would add about 20 blocks
+	if now := head(); now != rest {
+		t.Fatalf("an idle chain mined %d blocks in 20 periods, want none before its idle period", now-rest)
+	}
+}

@@ -6,7 +6,7 @@
 // process. It is a sandbox stand-in, like sandboxbank: never part of a
 // production deployment.
 //
-//	testnet              serve (TESTNET_ADDR_84532, TESTNET_ADDR_11155111, TESTNET_BLOCK_PERIOD, TESTNET_DATA_DIR)
+//	testnet              serve (TESTNET_ADDR_84532, TESTNET_ADDR_11155111, TESTNET_BLOCK_PERIOD, TESTNET_IDLE_BLOCK_PERIOD, TESTNET_DATA_DIR)
 //	testnet healthcheck  exit 0 if every chain answers eth_chainId
 package main
 
@@ -35,6 +35,10 @@ type settings struct {
 	BaseSepolia     string        `env:"TESTNET_ADDR_84532, default=0.0.0.0:8545"`
 	EthereumSepolia string        `env:"TESTNET_ADDR_11155111, default=0.0.0.0:8546"`
 	BlockPeriod     time.Duration `env:"TESTNET_BLOCK_PERIOD, default=1s"`
+	// IdleBlockPeriod is how often an idle chain mines, once
+	// chaintest.BusyBlocks have come at BlockPeriod after the last
+	// transaction (make run's pace).
+	IdleBlockPeriod time.Duration `env:"TESTNET_IDLE_BLOCK_PERIOD, default=12s"`
 	// DataDir keeps each chain's blocks and state (a directory per chain
 	// id) across restarts, beside the database volume that records what
 	// happened on them; empty: in memory, from the genesis at each start.
@@ -67,13 +71,13 @@ func main() {
 		if cfg.DataDir != "" {
 			dir = filepath.Join(cfg.DataDir, strconv.FormatInt(id, 10))
 		}
-		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: cfg.BlockPeriod, Dir: dir})
+		c, err := chaintest.Start(chaintest.Options{ChainID: id, Addr: addr, Period: cfg.BlockPeriod, IdlePeriod: cfg.IdleBlockPeriod, Dir: dir})
 		if err != nil {
 			log.Error("chain", "chain", id, "err", err)
 			os.Exit(1)
 		}
 		chains = append(chains, c)
-		log.Info("serving", "chain", id, "addr", addr, "block_period", cfg.BlockPeriod.String(), "data_dir", dir)
+		log.Info("serving", "chain", id, "addr", addr, "block_period", cfg.BlockPeriod.String(), "idle_block_period", cfg.IdleBlockPeriod.String(), "data_dir", dir)
 	}
 	log.Info("funded test wallet (testnet only: its key is public knowledge)", "address", chaintest.Partner.Address.Hex(),
 		"private_key", chaintest.Partner.KeyHex())
