@@ -74,6 +74,7 @@ type Metrics struct {
 	rpcErrors   *prometheus.CounterVec
 	recorded    *prometheus.CounterVec
 	reorgs      *prometheus.CounterVec
+	beyondKept  *prometheus.CounterVec
 	held        *prometheus.GaugeVec
 }
 
@@ -90,10 +91,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Confirmed transfers to deposit addresses recorded (each once), by chain."}, []string{"chain"}),
 		reorgs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "chain", Name: "reorgs_total",
 			Help: "Reorganisations the chain watcher rewound its place for, by chain."}, []string{"chain"}),
+		beyondKept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: obs.Namespace, Subsystem: "chain", Name: "reorgs_beyond_kept_total",
+			Help: "Reorganisations the chain watcher rewound its place past every block it keeps for, by chain: deeper than 256 blocks, or a chain started again from its genesis (an incident at the chain; also counted in reorgs_total)."}, []string{"chain"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: obs.Namespace, Subsystem: "chain", Name: "deposits_held",
 			Help: "Confirmed transfers to deposit addresses the database refused to record with their payout, held and tried again alone while the watcher moves on, by chain (0: none), as the watcher last counted them."}, []string{"chain"}),
 	}
-	reg.MustRegister(m.lag, m.unconfirmed, m.rpcErrors, m.recorded, m.reorgs, m.held)
+	reg.MustRegister(m.lag, m.unconfirmed, m.rpcErrors, m.recorded, m.reorgs, m.beyondKept, m.held)
 	return m
 }
 
@@ -136,6 +139,7 @@ func NewWatcher(node *Node, st *store.Store, now func() time.Time, arrived func(
 	m.rpcErrors.WithLabelValues(w.label)
 	m.recorded.WithLabelValues(w.label)
 	m.reorgs.WithLabelValues(w.label)
+	m.beyondKept.WithLabelValues(w.label)
 	m.held.WithLabelValues(w.label)
 	rows.Declare(w.queue())
 	w.loop = worker.New("chain_"+w.label, w.Round, log, reg).IdleEvery(250 * time.Millisecond)
@@ -313,6 +317,7 @@ func (w *Watcher) rewound(ctx context.Context, place store.Block, confirmed uint
 		to = store.Block{Number: back, Hash: strings.ToLower(h.Hash().Hex())}
 		w.log.ErrorContext(ctx, "the chain no longer has the blocks the watcher passed, as far back as it keeps them (a deep reorganisation, or a chain started again); reading again from before them",
 			"chain", w.label, "from", place.Number, "to", back)
+		w.metrics.beyondKept.WithLabelValues(w.label).Inc()
 	} else {
 		w.log.WarnContext(ctx, "the chain reorganised; the watcher goes back to the last block it passed that the chain still has",
 			"chain", w.label, "from", place.Number, "to", to.Number)

@@ -225,6 +225,9 @@ func TestAReorganisationNeverCountsATransferTwiceNorOneThatVanished(t *testing.T
 	if n := testutilValue(t, reg, "partnerapi_chain_reorgs_total"); n < 1 {
 		t.Fatalf("partnerapi_chain_reorgs_total = %v, want the reorganisation counted", n)
 	}
+	if n := testutilValue(t, reg, "partnerapi_chain_reorgs_beyond_kept_total"); n != 0 {
+		t.Fatalf("partnerapi_chain_reorgs_beyond_kept_total = %v, want none: the watcher kept the blocks it went back to", n)
+	}
 }
 
 // A chain started again from its genesis (a testnet reset; make run's
@@ -268,8 +271,10 @@ func TestAChainStartedAgainIsReadFromItsStart(t *testing.T) {
 	if n != 1 || !strings.EqualFold(hash, tx.Hash().Hex()) {
 		t.Fatalf("the new chain's transfer: recorded %d times (%s), want once (%s)", n, hash, tx.Hash().Hex())
 	}
-	if r := testutilValue(t, reg, "partnerapi_chain_reorgs_total"); r != 1 {
-		t.Fatalf("partnerapi_chain_reorgs_total = %v, want the chain's new start counted once", r)
+	for _, name := range []string{"partnerapi_chain_reorgs_total", "partnerapi_chain_reorgs_beyond_kept_total"} {
+		if r := testutilValue(t, reg, name); r != 1 {
+			t.Fatalf("%s = %v, want the chain's new start counted once", name, r)
+		}
 	}
 }
 
