@@ -109,8 +109,7 @@ func (s *Stack) chainsNew() bool {
 		if _, given := s.opts.ChainURLs[id]; given {
 			continue
 		}
-		// The node's instance directory (chaintest's kept chain: "chain").
-		if _, err := os.Stat(filepath.Join(s.chainDir(id), "chain", "chaindata")); err != nil {
+		if !chaintest.Kept(s.chainDir(id)) {
 			return true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -50,9 +52,20 @@ type kept struct {
 	client *ethclient.Client
 }
 
+// instance is the node's name, and so its directory under a kept
+// chain's Dir.
+const instance = "chain"
+
+// Kept reports whether dir holds a kept chain (Options.Dir): one started
+// there before, which the next Start goes on from.
+func Kept(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, instance, "chaindata"))
+	return err == nil
+}
+
 func startKept(dir string, alloc types.GenesisAlloc, configure func(*node.Config, *ethconfig.Config)) (*kept, error) {
 	nodeConf := node.DefaultConfig
-	nodeConf.Name = "chain"
+	nodeConf.Name = instance
 	nodeConf.DataDir = dir
 	nodeConf.IPCPath = "" // JSON-RPC over HTTP only, when configured
 	// LevelDB writes its journal to the file at each write; pebble's is

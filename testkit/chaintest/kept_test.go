@@ -108,8 +108,8 @@ func TestAKilledKeptChainLosesNoBlockItAnnounced(t *testing.T) {
 
 // TestKeptChainHelper is TestAKilledKeptChainLosesNoBlockItAnnounced's
 // process to kill: it seals a transfer's block on a kept chain, says so,
-// and waits. Run alone, it does nothing; it is not parallel, as it is
-// the whole of its process's work.
+// and waits. Run alone, it does nothing. Not parallel: it is the whole
+// of its process's work, and nothing runs beside it there.
 func TestKeptChainHelper(t *testing.T) {
 	dir := os.Getenv("CHAINTEST_KEPT_DIR")
 	if dir == "" {
